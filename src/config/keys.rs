@@ -1,0 +1,137 @@
+//! Keys pgoutbox accepts without acting on them, and why. Listed once at start-up so an operator
+//! migrating a Connect config sees exactly what is not honoured.
+
+use std::collections::BTreeSet;
+
+use super::RawConfig;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredKey {
+    pub key: String,
+    pub reason: String,
+}
+
+/// Exact keys and the reason they are ignored.
+const KNOWN: &[(&str, &str)] = &[
+    ("tasks.max", "PostgreSQL connectors always run a single task"),
+    ("snapshot.mode", "snapshots are not implemented yet: pgoutbox streams from the slot only, as with no_data"),
+    ("heartbeat.interval.ms", "not needed to release WAL: pgoutbox confirms idle positions from the server's keepalives"),
+    ("heartbeat.action.query", "not implemented yet"),
+    ("offset.storage.file.filename", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
+    ("offset.storage.topic", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
+    ("offset.flush.interval.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
+    ("offset.flush.timeout.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
+    ("tombstones.on.delete", "the Event Router drops DELETEs and their tombstones"),
+    ("max.batch.size", "pgoutbox sizes its pipeline itself"),
+    ("max.queue.size", "pgoutbox sizes its pipeline itself"),
+    ("max.queue.size.in.bytes", "pgoutbox sizes its pipeline itself"),
+    ("poll.interval.ms", "pgoutbox does not poll: events flow as they are decoded"),
+    ("slot.drop.on.stop", "not implemented yet: the slot is kept"),
+    ("slot.max.retries", "pgoutbox retries starting the stream with capped backoff until stopped"),
+    ("slot.stream.params", "not implemented yet"),
+    ("publish.via.partition.root", "not implemented yet"),
+    ("provide.transaction.metadata", "transaction metadata records are not produced by the Event Router"),
+    ("decimal.handling.mode", "affects numeric columns, which the Event Router does not route"),
+    ("time.precision.mode", "affects temporal columns, which the Event Router does not route"),
+    ("binary.handling.mode", "not implemented yet: bytea is relayed as bytes"),
+    ("lsn.flush.mode", "pgoutbox always confirms the acknowledged position (the `connector` behaviour)"),
+    ("flush.lsn.source", "pgoutbox always confirms the acknowledged position"),
+    ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),
+    ("lsn.flush.timeout.action", "pgoutbox confirms positions asynchronously at every status update"),
+    ("offset.mismatch.strategy", "pgoutbox resumes from the slot's confirmed position (no_validation)"),
+    ("schema.refresh.mode", "pgoutbox follows the Relation messages of pgoutput"),
+    ("snapshot.isolation.mode", "snapshots are not implemented yet"),
+    ("snapshot.locking.mode", "snapshots are not implemented yet"),
+    ("include.unknown.datatypes", "unknown types are reported as errors when routed"),
+    ("event.processing.failure.handling.mode", "not implemented yet: failures stop the relay"),
+    ("errors.tolerance", "not implemented yet: failures stop the relay"),
+    ("errors.max.retries", "pgoutbox retries transient failures until stopped"),
+    ("retriable.restart.connector.wait.ms", "pgoutbox retries with its own capped backoff"),
+    ("topic.creation.enable", "topics are created when topic.creation.default.* are set"),
+    ("database.initial.statements", "not run on the replication connection (as in Debezium)"),
+    ("key.converter.replace.null.with.default", "no routed column has a default that differs from null"),
+    ("value.converter.replace.null.with.default", "no routed column has a default that differs from null"),
+    ("read.only", "pgoutbox writes nothing to the database except the publication and slot it manages"),
+    ("plugin.path", "no plugins: pgoutbox is one binary"),
+    ("group.id", "no Connect cluster: pgoutbox is one process"),
+];
+
+/// Removed or renamed keys and what replaced them.
+const LEGACY: &[(&str, &str)] = &[
+    ("database.server.name", "removed in Debezium 2.0; use topic.prefix"),
+    ("table.whitelist", "removed in Debezium 2.0; use table.include.list"),
+    ("table.blacklist", "removed in Debezium 2.0; use table.exclude.list"),
+    ("schema.whitelist", "removed in Debezium 2.0; use schema.include.list"),
+    ("schema.blacklist", "removed in Debezium 2.0; use schema.exclude.list"),
+];
+
+/// Event Router keys removed from Debezium, matched on the part after `transforms.<name>.`.
+const ROUTER_LEGACY: &[(&str, &str)] = &[
+    ("debezium.op.invalid.behavior", "removed in Debezium 2.0; use table.op.invalid.behavior"),
+    ("debezium.expand.json.payload", "renamed in Debezium 1.8; use table.expand.json.payload"),
+    ("table.field.event.payload.id", "removed in Debezium 2.0; use table.field.event.key"),
+];
+
+/// Prefixes of whole key families and why they are ignored.
+const PREFIXES: &[(&str, &str)] = &[
+    ("producer.", "producer settings are not passed through yet; pgoutbox sets acks=all, idempotence and murmur2 partitioning itself"),
+    ("consumer.", "pgoutbox runs no consumer"),
+    ("admin.", "pgoutbox uses its own admin client settings"),
+    ("offset.", "pgoutbox keeps its position in the replication slot"),
+    ("config.storage.", "no Connect cluster: pgoutbox is one process"),
+    ("status.storage.", "no Connect cluster: pgoutbox is one process"),
+    ("rest.", "no Connect REST server"),
+    ("listeners", "no Connect REST server"),
+    ("internal.", "no Connect cluster"),
+    ("topic.creation.", "only topic.creation.default.partitions and .replication.factor are used"),
+    ("errors.", "not implemented yet: failures stop the relay"),
+    ("predicates", "predicates are not supported; pgoutbox applies the Event Router to the captured tables"),
+    ("config.providers", "config providers are not supported; put values in the file or use --set"),
+    ("key.converter.", "this converter option does not change the bytes pgoutbox produces"),
+    ("value.converter.", "this converter option does not change the bytes pgoutbox produces"),
+    ("header.converter.", "this converter option does not change the bytes pgoutbox produces"),
+];
+
+/// Router keys that would change the records produced and are not implemented yet: rejected rather
+/// than ignored, so nobody gets different bytes silently.
+pub const ROUTER_UNSUPPORTED: &[&str] = &[
+    "table.fields.additional.placement",
+    "table.field.event.timestamp",
+    "table.field.event.schema.version",
+    "table.expand.json.payload",
+    "table.json.payload.null.behavior",
+];
+
+pub fn ignored(raw: &RawConfig, used: &BTreeSet<String>) -> Vec<IgnoredKey> {
+    let mut out = Vec::new();
+    for key in raw.entries.keys().filter(|k| !used.contains(*k)) {
+        let reason = reason_for(key).unwrap_or_else(|| "not a key pgoutbox knows".to_string());
+        out.push(IgnoredKey { key: key.clone(), reason });
+    }
+    out
+}
+
+fn reason_for(key: &str) -> Option<String> {
+    if let Some((_, r)) = KNOWN.iter().find(|(k, _)| *k == key) {
+        return Some(r.to_string());
+    }
+    if let Some((_, r)) = LEGACY.iter().find(|(k, _)| *k == key) {
+        return Some(format!("legacy key: {r}"));
+    }
+    if let Some(rest) = key.strip_prefix("transforms.") {
+        let option = rest.split_once('.').map(|(_, o)| o).unwrap_or("");
+        if let Some((_, r)) = ROUTER_LEGACY.iter().find(|(k, _)| *k == option) {
+            return Some(format!("legacy key: {r}"));
+        }
+        if option.starts_with("tracing.") {
+            return Some("OpenTelemetry tracing is not supported".to_string());
+        }
+        if option == "field.name.adjustment.mode" {
+            return Some("only used with JSON payload expansion".to_string());
+        }
+        if option.starts_with("predicate") || option == "negate" {
+            return Some("predicates are not supported".to_string());
+        }
+    }
+    PREFIXES.iter().find(|(p, _)| key.starts_with(p)).map(|(_, r)| r.to_string())
+}

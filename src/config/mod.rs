@@ -1,0 +1,435 @@
+//! The connector configuration an operator already runs on Kafka Connect, turned into a typed `Config`
+//! once, at start-up. Every validation error names the key to fix. Keys pgoutbox accepts but does not
+//! act on are returned as `ignored`, with the reason, so `main` can list them once.
+
+mod keys;
+mod properties;
+
+use std::time::Duration;
+
+use regex::Regex;
+
+pub use keys::IgnoredKey;
+pub use properties::{parse_json, parse_properties, RawConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {message}")]
+    File { path: String, message: String },
+    #[error("`--set {0}` is not of the form key=value")]
+    Override(String),
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: String, message: String },
+    #[error("config key `{key}` is required: {hint}")]
+    Missing { key: String, hint: String },
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.to_string(), message: message.into() }
+}
+
+/// A secret string: never shown by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: String) -> Self {
+        Secret(s)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    Disable,
+    Allow,
+    Prefer,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseConfig {
+    pub hostname: String,
+    pub port: u16,
+    pub user: String,
+    pub password: Option<Secret>,
+    pub dbname: String,
+    pub sslmode: SslMode,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutocreateMode {
+    Disabled,
+    AllTables,
+    Filtered,
+    NoTables,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidOpBehavior {
+    Warn,
+    Error,
+    Fatal,
+}
+
+/// Kafka Connect converters pgoutbox reproduces byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Converter {
+    /// `org.apache.kafka.connect.storage.StringConverter`
+    String,
+    /// `org.apache.kafka.connect.json.JsonConverter` with `schemas.enable`.
+    Json { schemas: bool },
+}
+
+/// Anchored include/exclude regexes over `schema.table`, as Debezium applies them.
+#[derive(Debug, Clone, Default)]
+pub struct TableFilter {
+    pub table_include: Vec<Regex>,
+    pub table_exclude: Vec<Regex>,
+    pub schema_include: Vec<Regex>,
+    pub schema_exclude: Vec<Regex>,
+}
+
+impl TableFilter {
+    pub fn matches(&self, schema: &str, table: &str) -> bool {
+        let full = format!("{schema}.{table}");
+        let any = |res: &[Regex], s: &str| res.iter().any(|r| r.is_match(s));
+        if !self.schema_include.is_empty() && !any(&self.schema_include, schema) {
+            return false;
+        }
+        if any(&self.schema_exclude, schema) {
+            return false;
+        }
+        if !self.table_include.is_empty() && !any(&self.table_include, &full) {
+            return false;
+        }
+        !any(&self.table_exclude, &full)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SkippedOps {
+    pub insert: bool,
+    pub update: bool,
+    pub delete: bool,
+    pub truncate: bool,
+}
+
+/// The Outbox Event Router's options (`transforms.<name>.*`), with Debezium's defaults.
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    pub route_by_field: String,
+    pub route_topic_regex: Regex,
+    pub route_topic_replacement: String,
+    pub field_event_id: String,
+    pub field_event_key: String,
+    pub field_event_payload: String,
+    pub tombstone_on_empty_payload: bool,
+    pub op_invalid_behavior: InvalidOpBehavior,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicCreation {
+    pub partitions: i32,
+    pub replication_factor: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct KafkaConfig {
+    pub bootstrap_servers: String,
+    /// librdkafka properties passed through (`producer.override.*` and `producer.*` keys that
+    /// librdkafka understands under the same name).
+    pub producer_overrides: Vec<(String, String)>,
+    pub topic_creation: Option<TopicCreation>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Connect's connector `name`; Debezium puts it in the `__debezium.context.connectorName` header.
+    pub connector_name: String,
+    pub database: DatabaseConfig,
+    pub topic_prefix: String,
+    pub slot_name: String,
+    pub publication_name: String,
+    pub publication_autocreate: AutocreateMode,
+    pub tables: TableFilter,
+    pub skipped: SkippedOps,
+    pub status_interval: Duration,
+    pub slot_retry_delay: Duration,
+    pub router: RouterConfig,
+    pub key_converter: Converter,
+    pub value_converter: Converter,
+    pub extended_headers: bool,
+    pub kafka: KafkaConfig,
+    /// How long a graceful stop waits for outstanding acknowledgements.
+    pub shutdown_timeout: Duration,
+    pub ignored: Vec<IgnoredKey>,
+}
+
+/// Reads keys off a `RawConfig`, remembering which were consumed so the rest can be reported.
+struct Reader<'a> {
+    raw: &'a RawConfig,
+    used: std::collections::BTreeSet<String>,
+}
+
+impl<'a> Reader<'a> {
+    fn str(&mut self, key: &str) -> Option<&'a str> {
+        self.used.insert(key.to_string());
+        self.raw.entries.get(key).map(|s| s.trim()).filter(|s| !s.is_empty())
+    }
+
+    fn string_or(&mut self, key: &str, default: &str) -> String {
+        self.str(key).unwrap_or(default).to_string()
+    }
+
+    fn required(&mut self, key: &str, hint: &str) -> Result<String, ConfigError> {
+        self.str(key)
+            .map(str::to_string)
+            .ok_or_else(|| ConfigError::Missing { key: key.to_string(), hint: hint.to_string() })
+    }
+
+    fn bool_or(&mut self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(invalid(key, format!("`{v}` is not a boolean; use true or false"))),
+        }
+    }
+
+    fn int_or<T: std::str::FromStr>(&mut self, key: &str, default: T, what: &str) -> Result<T, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| invalid(key, format!("`{v}` is not {what}"))),
+        }
+    }
+
+    fn millis_or(&mut self, key: &str, default_ms: u64) -> Result<Duration, ConfigError> {
+        Ok(Duration::from_millis(self.int_or(key, default_ms, "a number of milliseconds")?))
+    }
+
+    fn choice<T: Copy>(&mut self, key: &str, default: T, options: &[(&str, T)]) -> Result<T, ConfigError> {
+        let Some(v) = self.str(key) else { return Ok(default) };
+        options.iter().find(|(name, _)| name.eq_ignore_ascii_case(v)).map(|(_, t)| *t).ok_or_else(|| {
+            let names: Vec<_> = options.iter().map(|(n, _)| *n).collect();
+            invalid(key, format!("`{v}` is not one of {}", names.join(", ")))
+        })
+    }
+
+    fn regex_list(&mut self, key: &str) -> Result<Vec<Regex>, ConfigError> {
+        let Some(v) = self.str(key) else { return Ok(Vec::new()) };
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|p| Regex::new(&format!("^(?:{p})$")).map_err(|e| invalid(key, format!("`{p}` is not a valid regex: {e}"))))
+            .collect()
+    }
+}
+
+pub const EVENT_ROUTER_CLASS: &str = "io.debezium.transforms.outbox.EventRouter";
+pub const POSTGRES_CONNECTOR_CLASS: &str = "io.debezium.connector.postgresql.PostgresConnector";
+
+impl Config {
+    pub fn from_raw(raw: &RawConfig) -> Result<Config, ConfigError> {
+        let mut r = Reader { raw, used: Default::default() };
+
+        if let Some(class) = r.str("connector.class") {
+            if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
+                return Err(invalid("connector.class", format!("pgoutbox replaces {POSTGRES_CONNECTOR_CLASS}, not `{class}`")));
+            }
+        }
+        let plugin = r.string_or("plugin.name", "pgoutput");
+        if plugin != "pgoutput" {
+            return Err(invalid("plugin.name", format!("`{plugin}` is not supported; pgoutbox decodes only `pgoutput` (set plugin.name=pgoutput and use a pgoutput slot)")));
+        }
+
+        let database = DatabaseConfig {
+            hostname: r.required("database.hostname", "the PostgreSQL host to replicate from")?,
+            port: r.int_or("database.port", 5432u16, "a TCP port number")?,
+            user: r.required("database.user", "a user with the REPLICATION attribute")?,
+            password: r.str("database.password").map(|s| Secret::new(s.to_string())),
+            dbname: r.required("database.dbname", "the database that holds the outbox table")?,
+            sslmode: r.choice("database.sslmode", SslMode::Prefer, &[
+                ("disable", SslMode::Disable),
+                ("allow", SslMode::Allow),
+                ("prefer", SslMode::Prefer),
+            ]).map_err(|e| match e {
+                ConfigError::Invalid { key, message } => ConfigError::Invalid {
+                    key,
+                    message: format!("{message} (require, verify-ca and verify-full need TLS, which this build does not support yet)"),
+                },
+                other => other,
+            })?,
+            connect_timeout: Duration::from_millis(r.int_or("database.connect.timeout.ms", 30_000u64, "a number of milliseconds")?),
+        };
+        r.str("database.tcpKeepAlive");
+
+        let topic_prefix = r.required("topic.prefix", "Debezium's logical server name, e.g. topic.prefix=dbserver1")?;
+        let slot_name = r.string_or("slot.name", "debezium");
+        if !slot_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') || slot_name.len() > 63 {
+            return Err(invalid("slot.name", format!("`{slot_name}` is not a valid slot name: use at most 63 lower-case letters, digits and underscores")));
+        }
+        let publication_name = r.string_or("publication.name", "dbz_publication");
+        let publication_autocreate = r.choice("publication.autocreate.mode", AutocreateMode::AllTables, &[
+            ("disabled", AutocreateMode::Disabled),
+            ("all_tables", AutocreateMode::AllTables),
+            ("filtered", AutocreateMode::Filtered),
+            ("no_tables", AutocreateMode::NoTables),
+        ])?;
+        let tables = TableFilter {
+            table_include: r.regex_list("table.include.list")?,
+            table_exclude: r.regex_list("table.exclude.list")?,
+            schema_include: r.regex_list("schema.include.list")?,
+            schema_exclude: r.regex_list("schema.exclude.list")?,
+        };
+        if publication_autocreate == AutocreateMode::Filtered && tables.table_include.is_empty() && tables.schema_include.is_empty() {
+            return Err(invalid("publication.autocreate.mode", "`filtered` needs table.include.list (e.g. table.include.list=public.outbox) to know which tables to publish"));
+        }
+        let skipped = parse_skipped(r.str("skipped.operations"))?;
+        let status_interval = r.millis_or("status.update.interval.ms", 10_000)?;
+        if status_interval.is_zero() {
+            return Err(invalid("status.update.interval.ms", "must be greater than 0"));
+        }
+        let slot_retry_delay = r.millis_or("slot.retry.delay.ms", 10_000)?;
+
+        let router = parse_router(&mut r)?;
+        let key_converter = parse_converter(&mut r, "key")?;
+        let value_converter = parse_converter(&mut r, "value")?;
+        if let Some(h) = r.str("header.converter") {
+            if h != "org.apache.kafka.connect.storage.SimpleHeaderConverter" {
+                return Err(invalid("header.converter", format!("`{h}` is not supported; only org.apache.kafka.connect.storage.SimpleHeaderConverter (Connect's default)")));
+            }
+        }
+        let extended_headers = r.bool_or("extended.headers.enabled", true)?;
+        let kafka = KafkaConfig {
+            bootstrap_servers: r.required("bootstrap.servers", "the Kafka brokers, host:port[,host:port]")?,
+            producer_overrides: Vec::new(),
+            topic_creation: parse_topic_creation(&mut r)?,
+        };
+        let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
+        let connector_name = r.string_or("name", "pgoutbox");
+
+        let ignored = keys::ignored(raw, &r.used);
+        Ok(Config {
+            connector_name,
+            database,
+            topic_prefix,
+            slot_name,
+            publication_name,
+            publication_autocreate,
+            tables,
+            skipped,
+            status_interval,
+            slot_retry_delay,
+            router,
+            key_converter,
+            value_converter,
+            extended_headers,
+            kafka,
+            shutdown_timeout,
+            ignored,
+        })
+    }
+}
+
+fn parse_skipped(v: Option<&str>) -> Result<SkippedOps, ConfigError> {
+    let mut s = SkippedOps { truncate: true, ..Default::default() };
+    let Some(v) = v else { return Ok(s) };
+    s.truncate = false;
+    for op in v.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        match op {
+            "c" => s.insert = true,
+            "u" => s.update = true,
+            "d" => s.delete = true,
+            "t" => s.truncate = true,
+            "none" => {}
+            other => return Err(invalid("skipped.operations", format!("`{other}` is not one of c, u, d, t, none"))),
+        }
+    }
+    Ok(s)
+}
+
+fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
+    let hint = format!("pgoutbox relays the Outbox Event Router's output: set transforms=outbox and transforms.outbox.type={EVENT_ROUTER_CLASS}");
+    let names = r.required("transforms", &hint)?;
+    let names: Vec<&str> = names.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let [name] = names[..] else {
+        return Err(invalid("transforms", format!("pgoutbox supports exactly one transform, the Outbox Event Router; got `{}`", names.join(","))));
+    };
+    let type_key = format!("transforms.{name}.type");
+    let class = r.required(&type_key, &hint)?;
+    if class != EVENT_ROUTER_CLASS {
+        return Err(invalid(&type_key, format!("`{class}` is not supported; {hint}")));
+    }
+    let p = |k: &str| format!("transforms.{name}.{k}");
+    for option in keys::ROUTER_UNSUPPORTED {
+        if r.str(&p(option)).is_some() {
+            return Err(invalid(&p(option), "this Event Router option is not supported yet; remove it (pgoutbox would otherwise produce different records than Debezium)"));
+        }
+    }
+    // Defined by Debezium but unused by its router since 1.2; accepted the same way.
+    r.str(&p("table.field.event.type"));
+    let regex_key = p("route.topic.regex");
+    let regex_src = r.string_or(&regex_key, "(?<routedByValue>.*)");
+    // Java's Matcher.matches() is a full match: anchor the pattern.
+    let route_topic_regex = Regex::new(&format!("^(?:{regex_src})$"))
+        .map_err(|e| invalid(&regex_key, format!("`{regex_src}` is not a valid regex: {e}")))?;
+    Ok(RouterConfig {
+        route_by_field: r.string_or(&p("route.by.field"), "aggregatetype"),
+        route_topic_regex,
+        route_topic_replacement: r.string_or(&p("route.topic.replacement"), "outbox.event.${routedByValue}"),
+        field_event_id: r.string_or(&p("table.field.event.id"), "id"),
+        field_event_key: r.string_or(&p("table.field.event.key"), "aggregateid"),
+        field_event_payload: r.string_or(&p("table.field.event.payload"), "payload"),
+        tombstone_on_empty_payload: r.bool_or(&p("route.tombstone.on.empty.payload"), false)?,
+        op_invalid_behavior: r.choice(&p("table.op.invalid.behavior"), InvalidOpBehavior::Warn, &[
+            ("warn", InvalidOpBehavior::Warn),
+            ("error", InvalidOpBehavior::Error),
+            ("fatal", InvalidOpBehavior::Fatal),
+        ])?,
+    })
+}
+
+fn parse_converter(r: &mut Reader<'_>, which: &str) -> Result<Converter, ConfigError> {
+    let key = format!("{which}.converter");
+    let schemas_key = format!("{which}.converter.schemas.enable");
+    // With no converter configured, behave like the Debezium container image: JsonConverter.
+    let class = r.string_or(&key, "org.apache.kafka.connect.json.JsonConverter");
+    let schemas = r.bool_or(&schemas_key, true)?;
+    match class.as_str() {
+        "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
+        "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json { schemas }),
+        other => Err(invalid(&key, format!("`{other}` is not supported; use org.apache.kafka.connect.storage.StringConverter or org.apache.kafka.connect.json.JsonConverter"))),
+    }
+}
+
+fn parse_topic_creation(r: &mut Reader<'_>) -> Result<Option<TopicCreation>, ConfigError> {
+    let partitions: Option<i32> = match r.str("topic.creation.default.partitions") {
+        None => None,
+        Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
+            invalid("topic.creation.default.partitions", format!("`{v}` is not a positive number of partitions (or -1 for the broker default)"))
+        })?),
+    };
+    let rf: Option<i32> = match r.str("topic.creation.default.replication.factor") {
+        None => None,
+        Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
+            invalid("topic.creation.default.replication.factor", format!("`{v}` is not a positive replication factor (or -1 for the broker default)"))
+        })?),
+    };
+    // Connect creates topics only when both defaults are given.
+    Ok(match (partitions, rf) {
+        (Some(p), Some(f)) => Some(TopicCreation { partitions: p, replication_factor: f }),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

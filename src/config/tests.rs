@@ -1,0 +1,164 @@
+use super::*;
+
+fn base() -> RawConfig {
+    parse_properties(
+        "name=outbox-connector\n\
+         connector.class=io.debezium.connector.postgresql.PostgresConnector\n\
+         database.hostname=127.0.0.1\ndatabase.port=5433\ndatabase.user=postgres\ndatabase.password=s3cret\n\
+         database.dbname=app\ntopic.prefix=dbserver1\nplugin.name=pgoutput\nslot.name=outbox_slot\n\
+         publication.name=outbox_pub\npublication.autocreate.mode=filtered\ntable.include.list=public.outbox\n\
+         transforms=outbox\ntransforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
+         bootstrap.servers=127.0.0.1:9092\n",
+    )
+}
+
+fn with(extra: &[&str]) -> Result<Config, ConfigError> {
+    let mut raw = base();
+    for e in extra {
+        raw.set(e).unwrap();
+    }
+    Config::from_raw(&raw)
+}
+
+fn err_key(extra: &[&str]) -> String {
+    match with(extra) {
+        Err(ConfigError::Invalid { key, .. } | ConfigError::Missing { key, .. }) => key,
+        other => panic!("expected a key error for {extra:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn config_supported_keys_are_parsed() {
+    let c = with(&[
+        "transforms.outbox.route.by.field=kind",
+        "transforms.outbox.route.topic.regex=(?<routedByValue>.*)Aggregate",
+        "transforms.outbox.route.topic.replacement=${routedByValue}.events",
+        "transforms.outbox.table.field.event.id=event_id",
+        "transforms.outbox.table.field.event.key=agg_id",
+        "transforms.outbox.table.field.event.payload=body",
+        "transforms.outbox.table.op.invalid.behavior=fatal",
+        "transforms.outbox.route.tombstone.on.empty.payload=true",
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable=false",
+        "database.sslmode=disable",
+        "status.update.interval.ms=500",
+        "skipped.operations=u,d",
+    ])
+    .unwrap();
+    assert_eq!(c.connector_name, "outbox-connector");
+    assert_eq!((c.database.hostname.as_str(), c.database.port), ("127.0.0.1", 5433));
+    assert_eq!(c.database.password.as_ref().unwrap().expose(), "s3cret");
+    assert_eq!(c.database.sslmode, SslMode::Disable);
+    assert_eq!((c.slot_name.as_str(), c.publication_name.as_str()), ("outbox_slot", "outbox_pub"));
+    assert_eq!(c.publication_autocreate, AutocreateMode::Filtered);
+    assert!(c.tables.matches("public", "outbox"));
+    assert!(!c.tables.matches("public", "outbox2"), "include lists are anchored");
+    assert_eq!(c.router.route_by_field, "kind");
+    assert!(c.router.route_topic_regex.is_match("OrderAggregate"));
+    assert!(!c.router.route_topic_regex.is_match("OrderAggregatex"), "Java's matches() is a full match");
+    assert_eq!(c.router.route_topic_replacement, "${routedByValue}.events");
+    assert_eq!(c.router.field_event_id, "event_id");
+    assert_eq!(c.router.field_event_key, "agg_id");
+    assert_eq!(c.router.field_event_payload, "body");
+    assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Fatal);
+    assert!(c.router.tombstone_on_empty_payload);
+    assert_eq!(c.key_converter, Converter::String);
+    assert_eq!(c.value_converter, Converter::Json { schemas: false });
+    assert_eq!(c.status_interval, Duration::from_millis(500));
+    assert!(c.skipped.update && c.skipped.delete && !c.skipped.truncate && !c.skipped.insert);
+    assert_eq!(c.kafka.bootstrap_servers, "127.0.0.1:9092");
+}
+
+#[test]
+fn config_defaults_match_debezium() {
+    let c = with(&[]).unwrap();
+    assert_eq!(c.router.route_by_field, "aggregatetype");
+    assert_eq!(c.router.route_topic_replacement, "outbox.event.${routedByValue}");
+    assert_eq!(c.router.field_event_id, "id");
+    assert_eq!(c.router.field_event_key, "aggregateid");
+    assert_eq!(c.router.field_event_payload, "payload");
+    assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Warn);
+    assert!(!c.router.tombstone_on_empty_payload);
+    // Like the Debezium container image: JsonConverter with schemas.
+    assert_eq!(c.key_converter, Converter::Json { schemas: true });
+    assert_eq!(c.value_converter, Converter::Json { schemas: true });
+    assert_eq!(c.database.sslmode, SslMode::Prefer);
+    assert_eq!(c.status_interval, Duration::from_secs(10));
+    assert!(c.skipped.truncate && !c.skipped.update);
+    assert!(c.extended_headers);
+    let mut raw = base();
+    raw.entries.remove("slot.name");
+    raw.entries.remove("publication.name");
+    raw.entries.remove("publication.autocreate.mode");
+    let c = Config::from_raw(&raw).unwrap();
+    assert_eq!((c.slot_name.as_str(), c.publication_name.as_str()), ("debezium", "dbz_publication"));
+    assert_eq!(c.publication_autocreate, AutocreateMode::AllTables);
+}
+
+#[test]
+fn config_malformed_values_name_the_key() {
+    assert_eq!(err_key(&["database.port=abc"]), "database.port");
+    assert_eq!(err_key(&["database.port=70000"]), "database.port");
+    assert_eq!(err_key(&["plugin.name=decoderbufs"]), "plugin.name");
+    assert_eq!(err_key(&["publication.autocreate.mode=sometimes"]), "publication.autocreate.mode");
+    assert_eq!(err_key(&["database.sslmode=verify-full"]), "database.sslmode");
+    assert_eq!(err_key(&["slot.name=Bad-Slot"]), "slot.name");
+    assert_eq!(err_key(&["status.update.interval.ms=soon"]), "status.update.interval.ms");
+    assert_eq!(err_key(&["status.update.interval.ms=0"]), "status.update.interval.ms");
+    assert_eq!(err_key(&["skipped.operations=x"]), "skipped.operations");
+    assert_eq!(err_key(&["table.include.list=public.(outbox"]), "table.include.list");
+    assert_eq!(err_key(&["transforms.outbox.route.topic.regex=(unclosed"]), "transforms.outbox.route.topic.regex");
+    assert_eq!(err_key(&["transforms.outbox.table.op.invalid.behavior=ignore"]), "transforms.outbox.table.op.invalid.behavior");
+    assert_eq!(err_key(&["transforms.outbox.route.tombstone.on.empty.payload=yes"]), "transforms.outbox.route.tombstone.on.empty.payload");
+    assert_eq!(err_key(&["transforms.outbox.type=org.apache.kafka.connect.transforms.RegexRouter"]), "transforms.outbox.type");
+    assert_eq!(err_key(&["transforms=a,b"]), "transforms");
+    assert_eq!(err_key(&["key.converter=io.confluent.connect.avro.AvroConverter"]), "key.converter");
+    assert_eq!(err_key(&["value.converter.schemas.enable=maybe"]), "value.converter.schemas.enable");
+    assert_eq!(err_key(&["header.converter=x.Y"]), "header.converter");
+    assert_eq!(err_key(&["connector.class=io.debezium.connector.mysql.MySqlConnector"]), "connector.class");
+    assert_eq!(err_key(&["transforms.outbox.table.expand.json.payload=true"]), "transforms.outbox.table.expand.json.payload");
+    assert_eq!(err_key(&["topic.creation.default.partitions=0", "topic.creation.default.replication.factor=1"]), "topic.creation.default.partitions");
+}
+
+#[test]
+fn config_missing_required_keys_are_named() {
+    for key in ["database.hostname", "database.user", "database.dbname", "topic.prefix", "bootstrap.servers", "transforms"] {
+        let mut raw = base();
+        raw.entries.remove(key);
+        match Config::from_raw(&raw) {
+            Err(ConfigError::Missing { key: k, .. }) => assert_eq!(k, key),
+            other => panic!("removing {key} gave {other:?}"),
+        }
+    }
+    let mut raw = base();
+    raw.entries.remove("table.include.list");
+    assert!(matches!(Config::from_raw(&raw), Err(ConfigError::Invalid { key, .. }) if key == "publication.autocreate.mode"));
+}
+
+#[test]
+fn config_lists_ignored_keys_with_reasons() {
+    let c = with(&["tasks.max=1", "snapshot.mode=no_data", "database.server.name=old", "frobnicate=1", "producer.linger.ms=5", "transforms.outbox.debezium.op.invalid.behavior=warn"]).unwrap();
+    let find = |k: &str| c.ignored.iter().find(|i| i.key == k).unwrap_or_else(|| panic!("{k} not listed")).reason.clone();
+    assert!(find("tasks.max").contains("single task"));
+    assert!(find("database.server.name").contains("topic.prefix"));
+    assert!(find("frobnicate").contains("not a key"));
+    assert!(find("producer.linger.ms").contains("producer"));
+    assert!(find("transforms.outbox.debezium.op.invalid.behavior").contains("table.op.invalid.behavior"));
+    assert!(!c.ignored.iter().any(|i| i.key == "slot.name"), "used keys are not listed");
+}
+
+#[test]
+fn config_password_never_appears_in_debug_output() {
+    let c = with(&[]).unwrap();
+    let dbg = format!("{c:?}");
+    assert!(!dbg.contains("s3cret"), "password leaked: {dbg}");
+}
+
+#[test]
+fn config_topic_creation_needs_both_defaults() {
+    assert!(with(&["topic.creation.default.partitions=3"]).unwrap().kafka.topic_creation.is_none());
+    let c = with(&["topic.creation.default.partitions=3", "topic.creation.default.replication.factor=1"]).unwrap();
+    let tc = c.kafka.topic_creation.unwrap();
+    assert_eq!((tc.partitions, tc.replication_factor), (3, 1));
+}

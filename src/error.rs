@@ -1,0 +1,71 @@
+//! The relay's error, classified by consequence: retryable errors make the relay reconnect and resume
+//! from the confirmed position; the others stop it with a message that says what to fix, and an exit
+//! code per kind so scripts can tell them apart.
+
+use crate::config::ConfigError;
+use crate::kafka::DeliveryFailure;
+use crate::outbox::RouteError;
+use crate::pgoutput::DecodeError;
+use crate::postgres::setup::{SetupError, SetupFailure};
+use crate::postgres::PgError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Postgres(#[from] PgError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("undecodable pgoutput message at {lsn}: {source}; the position stays before it (report this with the server version)")]
+    Decode { lsn: crate::lsn::Lsn, source: DecodeError },
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error("{0}")]
+    InvalidOperation(String),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryFailure),
+    #[error("Kafka producer failed: {0}; resuming from the confirmed position")]
+    KafkaTransient(String),
+    #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
+    KafkaConfig(String),
+    #[error("replication slot `{0}` disappeared while pgoutbox was using it; recreating it could skip events, so stopping: check what dropped it, then restart pgoutbox (it creates the slot)")]
+    SlotDropped(String),
+}
+
+impl From<SetupFailure> for RelayError {
+    fn from(f: SetupFailure) -> Self {
+        match f {
+            SetupFailure::Pg(e) => RelayError::Postgres(e),
+            SetupFailure::Setup(e) => RelayError::Setup(e),
+        }
+    }
+}
+
+impl RelayError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RelayError::Postgres(e) => e.is_retryable(),
+            RelayError::KafkaTransient(_) => true,
+            _ => false,
+        }
+    }
+
+    pub fn is_slot_in_use(&self) -> bool {
+        matches!(self, RelayError::Postgres(e) if e.is_slot_in_use())
+    }
+
+    /// Process exit code: 2 config, 3 PostgreSQL connection/auth, 4 database setup, 5 bad data in the
+    /// stream, 6 broker refused a record, 7 Kafka client, 8 slot lost.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RelayError::Config(_) => 2,
+            RelayError::Postgres(_) => 3,
+            RelayError::Setup(_) => 4,
+            RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
+            RelayError::Delivery(_) => 6,
+            RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) => 7,
+            RelayError::SlotDropped(_) => 8,
+        }
+    }
+}

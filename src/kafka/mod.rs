@@ -1,0 +1,8 @@
+//! The Kafka producer: configuration, delivery reports, error classification, topic creation.
+
+pub mod consume;
+mod errors;
+mod producer;
+
+pub use errors::{is_permanent, DeliveryFailure};
+pub use producer::{create_topics, Ack, Producer};

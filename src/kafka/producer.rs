@@ -1,0 +1,131 @@
+//! An idempotent rdkafka producer whose delivery reports feed the checkpoint.
+//!
+//! Records are handed to librdkafka without waiting for earlier deliveries; its background thread
+//! batches, sends and retries them, and reports each outcome through `delivery`, which forwards the
+//! record's sequence number to the sink. The channel is unbounded, but what can be in it is bounded by
+//! librdkafka's queue limits (`queue.buffering.max.*`), which are what makes the sink wait.
+//!
+//! Settings that carry guarantees, and are not overridable:
+//! - `enable.idempotence=true`, `acks=all`: no duplicates or reordering from producer retries;
+//! - `partitioner=murmur2_random`: the Java client's murmur2 of the key bytes, so each aggregate lands on
+//!   the partition Debezium's Java producer chose;
+//! - `message.timeout.ms=0`: never give up on a record because the broker is away (Kafka Connect sets
+//!   `delivery.timeout.ms` to Integer.MAX_VALUE for the same reason); the reader is backpressured
+//!   instead while keepalives keep the PostgreSQL connection alive.
+
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
+use tokio::sync::mpsc;
+
+use crate::config::KafkaConfig;
+
+/// A delivery report: the record's sequence number and, on failure, what to tell the operator.
+#[derive(Debug)]
+pub struct Ack {
+    pub seq: u64,
+    pub result: Result<(), (KafkaError, String, String)>,
+}
+
+pub struct ReportingContext {
+    acks: mpsc::UnboundedSender<Ack>,
+}
+
+impl ClientContext for ReportingContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", facility = fac, "{message}")
+            }
+            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", facility = fac, "{message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => tracing::info!(target: "librdkafka", facility = fac, "{message}"),
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", facility = fac, "{message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        // Broker connection problems land here; librdkafka keeps retrying them.
+        tracing::warn!(target: "librdkafka", %error, "Kafka client error: {reason}; waiting for the broker");
+    }
+}
+
+impl ProducerContext for ReportingContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
+        let result = match result {
+            Ok(_) => Ok(()),
+            Err((e, msg)) => {
+                let event_id = msg
+                    .headers()
+                    .and_then(|h| h.iter().filter(|h| h.key == "id").last().and_then(|h| h.value))
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_else(|| "<no id>".to_string());
+                Err((e.clone(), msg.topic().to_string(), event_id))
+            }
+        };
+        // The receiver is gone only when the session is over; the report no longer matters then.
+        let _ = self.acks.send(Ack { seq: seq as u64, result });
+    }
+}
+
+pub struct Producer {
+    pub inner: ThreadedProducer<ReportingContext>,
+    pub acks: mpsc::UnboundedReceiver<Ack>,
+}
+
+/// Bytes of records librdkafka may hold before `send` says QueueFull (the memory bound of the sink).
+const QUEUE_MAX_KBYTES: &str = "16384";
+const QUEUE_MAX_MESSAGES: &str = "100000";
+
+pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.bootstrap_servers)
+        .set("client.id", "pgoutbox")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "5")
+        .set("partitioner", "murmur2_random")
+        .set("message.timeout.ms", "0")
+        .set("queue.buffering.max.kbytes", QUEUE_MAX_KBYTES)
+        .set("queue.buffering.max.messages", QUEUE_MAX_MESSAGES)
+        .set("linger.ms", "5")
+        .set("socket.keepalive.enable", "true");
+    for (k, v) in &cfg.producer_overrides {
+        c.set(k, v);
+    }
+    c
+}
+
+impl Producer {
+    pub fn new(cfg: &KafkaConfig) -> Result<Self, KafkaError> {
+        let (tx, acks) = mpsc::unbounded_channel();
+        let inner = base_config(cfg).create_with_context(ReportingContext { acks: tx })?;
+        Ok(Producer { inner, acks })
+    }
+}
+
+/// Creates topics that do not exist yet (an existing topic is fine), as Connect does with
+/// `topic.creation.default.*`.
+pub async fn create_topics(cfg: &KafkaConfig, topics: &[&str], partitions: i32, replication: i32) -> Result<(), KafkaError> {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap_servers).create()?;
+    let new: Vec<NewTopic<'_>> = topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(replication))).collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for result in admin.create_topics(&new, &opts).await? {
+        match result {
+            Ok(_) => {}
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => {
+                tracing::warn!(topic, error = %code, "could not create topic");
+                return Err(KafkaError::AdminOp(code));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,24 @@
+//! pgoutbox: a transactional outbox relay from PostgreSQL logical replication (pgoutput) to Kafka,
+//! producing exactly the records of Debezium's Outbox Event Router.
+//!
+//! `run` is the one entry point; `main` only wires it to the command line and signals.
+
+pub mod config;
+pub mod error;
+pub mod kafka;
+pub mod lsn;
+pub mod outbox;
+pub mod pgoutput;
+pub mod pipeline;
+pub mod postgres;
+
+pub use config::Config;
+pub use error::RelayError;
+
+use tokio_util::sync::CancellationToken;
+
+/// Runs the relay until `shutdown` is cancelled (a graceful stop: outstanding acknowledgements are
+/// awaited, bounded, and the final position is confirmed) or a definite error.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RelayError> {
+    pipeline::run(config, shutdown).await
+}

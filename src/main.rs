@@ -1,0 +1,130 @@
+//! The `pgoutbox` command: parses arguments, sets up logging, turns signals into a graceful stop,
+//! and maps errors to exit codes. Everything else lives in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use pgoutbox::config::{Config, RawConfig};
+use pgoutbox::kafka::consume::consume_all;
+
+#[derive(Parser)]
+#[command(name = "pgoutbox", version, about = "Transactional outbox relay: PostgreSQL logical replication to Kafka, a drop-in for Debezium's Outbox Event Router")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Relay outbox events until stopped (SIGTERM or Ctrl-C stop gracefully).
+    Run {
+        /// Connector configuration: Java .properties, or the Connect REST JSON form (.json).
+        #[arg(long)]
+        config: PathBuf,
+        /// Override a key, e.g. --set slot.name=outbox_slot (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Print records of topics from the beginning (kcat does not speak to every broker).
+    Consume {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_servers: String,
+        /// Topic to read (repeatable).
+        #[arg(long = "topic", required = true)]
+        topics: Vec<String>,
+        /// Stop after this many records.
+        #[arg(long)]
+        count: Option<usize>,
+        /// Stop after this long without a new record.
+        #[arg(long, default_value = "2000")]
+        idle_ms: u64,
+    },
+}
+
+fn load(config: &PathBuf, set: &[String]) -> Result<Config, pgoutbox::config::ConfigError> {
+    let mut raw = RawConfig::load(config)?;
+    for s in set {
+        raw.set(s)?;
+    }
+    Config::from_raw(&raw)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match cli.command {
+        Command::Run { config, set } => {
+            let config = match load(&config, &set) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            for ignored in &config.ignored {
+                tracing::warn!(key = %ignored.key, "ignored config key: {}", ignored.reason);
+            }
+            runtime.block_on(async move {
+                let shutdown = CancellationToken::new();
+                tokio::spawn(stop_on_signal(shutdown.clone()));
+                match pgoutbox::run(config, shutdown).await {
+                    Ok(()) => {
+                        tracing::info!("stopped");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        ExitCode::from(e.exit_code() as u8)
+                    }
+                }
+            })
+        }
+        Command::Consume { bootstrap_servers, topics, count, idle_ms } => {
+            let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+            match consume_all(&bootstrap_servers, &topics, count, Duration::from_millis(idle_ms), Duration::from_secs(3600)) {
+                Ok(records) => {
+                    for r in records {
+                        let text = |b: &Option<Vec<u8>>| b.as_ref().map_or("<null>".to_string(), |b| String::from_utf8_lossy(b).into_owned());
+                        let headers: Vec<String> = r.headers.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
+                        println!("topic={} partition={} offset={} key={} headers=[{}] value={}", r.topic, r.partition, r.offset, text(&r.key), headers.join(", "), text(&r.value));
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(7)
+                }
+            }
+        }
+    }
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("stop requested: finishing outstanding deliveries");
+    shutdown.cancel();
+}

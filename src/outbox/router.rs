@@ -1,0 +1,227 @@
+//! Turning an outbox INSERT into a Kafka record, following `EventRouterDelegate.apply`:
+//! the route-by column picks the topic (through `RegexRouter`), the key column becomes the key, the
+//! payload column the value, the event id column the `id` header after Debezium's context headers.
+//!
+//! Column positions and schemas are resolved once per pgoutput Relation message (`RoutePlan`), so the
+//! per-row work is slicing the tuple and writing bytes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::converter::{encode, header_value};
+use super::schema::{parse_text, schema_for, FieldSchema, FieldValue, SchemaType};
+use super::{topic, Header, OutboxRecord};
+use crate::config::{Converter, RouterConfig};
+use crate::pgoutput::{Oid, TupleData, Value};
+
+/// A table as pgoutput describes it, plus NOT NULL from the catalog (pgoutput does not send it, and
+/// Debezium's schemas mark NOT NULL columns as not optional).
+#[derive(Debug, Clone)]
+pub struct RelationInfo {
+    pub oid: Oid,
+    pub schema: String,
+    pub table: String,
+    pub columns: Vec<ColumnInfo>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ColumnInfo {
+    pub name: String,
+    pub type_oid: Oid,
+    pub not_null: bool,
+}
+
+/// Debezium 3.2+ context headers, which come before `id` while `extended.headers.enabled=true`.
+#[derive(Debug, Clone)]
+pub struct ContextHeaders {
+    pub connector_logical_name: String,
+    pub task_id: String,
+    pub connector_name: String,
+    pub run_id: String,
+}
+
+/// An outbox row that cannot be published as configured. The relay stops on it, position unmoved.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot route {what}: {problem}; {fix}")]
+pub struct RouteError {
+    pub what: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+#[derive(Debug, Clone)]
+struct PlannedColumn {
+    index: usize,
+    name: String,
+    schema: FieldSchema,
+}
+
+/// Where the router's columns sit in a table's tuples, or why the table cannot be routed.
+#[derive(Debug, Clone)]
+pub struct RoutePlan {
+    table: String,
+    plan: Result<Columns, RouteError>,
+}
+
+#[derive(Debug, Clone)]
+struct Columns {
+    id: PlannedColumn,
+    key: PlannedColumn,
+    payload: PlannedColumn,
+    route_by: PlannedColumn,
+}
+
+pub struct Router {
+    cfg: RouterConfig,
+    key_converter: Converter,
+    value_converter: Converter,
+    /// Headers that start every record (the context headers), built once.
+    leading_headers: Vec<Header>,
+    id_header: Arc<str>,
+    /// Route-by value -> topic, so the regex runs once per distinct aggregate type.
+    topics: HashMap<String, Arc<str>>,
+}
+
+/// Above this many distinct route-by values the cache is cleared rather than grown without bound.
+const TOPIC_CACHE_LIMIT: usize = 10_000;
+
+impl Router {
+    pub fn new(cfg: RouterConfig, key_converter: Converter, value_converter: Converter, context: Option<ContextHeaders>) -> Self {
+        let leading_headers = context
+            .map(|c| {
+                [
+                    ("__debezium.context.connectorLogicalName", c.connector_logical_name),
+                    ("__debezium.context.taskId", c.task_id),
+                    ("__debezium.context.connectorName", c.connector_name),
+                    ("__debezium.context.runId", c.run_id),
+                ]
+                .into_iter()
+                .map(|(n, v)| Header { name: Arc::from(n), value: Some(v.into()) })
+                .collect()
+            })
+            .unwrap_or_default();
+        Router { cfg, key_converter, value_converter, leading_headers, id_header: Arc::from("id"), topics: HashMap::new() }
+    }
+
+    pub fn plan(&self, rel: &RelationInfo) -> RoutePlan {
+        let table = format!("{}.{}", rel.schema, rel.table);
+        let find = |col: &str, option: &str| -> Result<PlannedColumn, RouteError> {
+            let (index, c) = rel.columns.iter().enumerate().find(|(_, c)| c.name == col).ok_or_else(|| RouteError {
+                what: format!("rows of `{table}`"),
+                problem: format!("the table has no column `{col}`"),
+                fix: format!("add the column or set transforms.<name>.{option} to the column that holds it"),
+            })?;
+            let schema = schema_for(c.type_oid, !c.not_null).ok_or_else(|| RouteError {
+                what: format!("rows of `{table}`"),
+                problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
+                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer type or boolean for this column".to_string(),
+            })?;
+            Ok(PlannedColumn { index, name: col.to_string(), schema })
+        };
+        let plan = (|| {
+            let route_by = find(&self.cfg.route_by_field, "route.by.field")?;
+            if route_by.schema.ty != SchemaType::String {
+                return Err(RouteError {
+                    what: format!("rows of `{table}`"),
+                    problem: format!("route-by column `{}` is not a string column", route_by.name),
+                    fix: "the Event Router reads the topic from a text/varchar column; change its type or route.by.field".to_string(),
+                });
+            }
+            Ok(Columns {
+                id: find(&self.cfg.field_event_id, "table.field.event.id")?,
+                key: find(&self.cfg.field_event_key, "table.field.event.key")?,
+                payload: find(&self.cfg.field_event_payload, "table.field.event.payload")?,
+                route_by,
+            })
+        })();
+        RoutePlan { table, plan }
+    }
+
+    /// The record for one inserted row.
+    pub fn route(&mut self, plan: &RoutePlan, row: &TupleData, timestamp_ms: i64) -> Result<OutboxRecord, RouteError> {
+        let cols = plan.plan.as_ref().map_err(Clone::clone)?;
+        let table = &plan.table;
+        let id = value(table, row, &cols.id, None)?;
+        let id_text = header_value(&id);
+        let event = || match &id_text {
+            Some(t) => format!("event `{}` of `{table}`", String::from_utf8_lossy(t)),
+            None => format!("an event of `{table}`"),
+        };
+        if id == FieldValue::Null {
+            return Err(RouteError {
+                what: event(),
+                problem: format!("its event id column `{}` is NULL", cols.id.name),
+                fix: "give every outbox row an id (consumers deduplicate by it)".to_string(),
+            });
+        }
+        let route_by = value(table, row, &cols.route_by, Some(&event))?;
+        let FieldValue::String(route_text) = &route_by else {
+            return Err(RouteError {
+                what: event(),
+                problem: format!("its route-by column `{}` is NULL", cols.route_by.name),
+                fix: "set the aggregate type on every outbox row; it names the topic".to_string(),
+            });
+        };
+        let topic = self.topic(std::str::from_utf8(route_text).unwrap_or_default(), &event)?;
+        let key_value = value(table, row, &cols.key, Some(&event))?;
+        let key = encode(self.key_converter, &cols.key.schema, &key_value);
+        let payload = value(table, row, &cols.payload, Some(&event))?;
+        let tombstone = self.cfg.tombstone_on_empty_payload && is_blank(&payload);
+        let value = if tombstone { None } else { encode(self.value_converter, &cols.payload.schema, &payload) };
+        let mut headers = Vec::with_capacity(self.leading_headers.len() + 1);
+        headers.extend(self.leading_headers.iter().cloned());
+        headers.push(Header { name: self.id_header.clone(), value: id_text });
+        Ok(OutboxRecord { topic, key, value, headers, partition: None, timestamp_ms })
+    }
+
+    fn topic(&mut self, route_value: &str, event: &dyn Fn() -> String) -> Result<Arc<str>, RouteError> {
+        if let Some(t) = self.topics.get(route_value) {
+            return Ok(t.clone());
+        }
+        let t = topic::route(&self.cfg.route_topic_regex, &self.cfg.route_topic_replacement, route_value).map_err(|e| RouteError {
+            what: event(),
+            problem: format!("route.topic.replacement cannot be applied: {e}"),
+            fix: "fix transforms.<name>.route.topic.replacement (Java replacement syntax: $1, ${name}, \\$)".to_string(),
+        })?;
+        if self.topics.len() >= TOPIC_CACHE_LIMIT {
+            self.topics.clear();
+        }
+        let t: Arc<str> = Arc::from(t);
+        self.topics.insert(route_value.to_string(), t.clone());
+        Ok(t)
+    }
+}
+
+/// Java's `toString().trim().isEmpty()`: trim drops every char <= U+0020.
+fn is_blank(v: &FieldValue) -> bool {
+    match v {
+        FieldValue::Null => true,
+        FieldValue::String(s) => s.iter().all(|&b| b <= b' '),
+        _ => false,
+    }
+}
+
+fn value(table: &str, row: &TupleData, col: &PlannedColumn, event: Option<&dyn Fn() -> String>) -> Result<FieldValue, RouteError> {
+    let what = || event.map_or_else(|| format!("a row of `{table}`"), |e| e());
+    match row.values.get(col.index) {
+        Some(Value::Null) => Ok(FieldValue::Null),
+        Some(Value::Text(t)) => parse_text(col.schema.ty, t).ok_or_else(|| RouteError {
+            what: what(),
+            problem: format!("column `{}` holds a value that is not a valid {}", col.name, col.schema.ty.connect_name()),
+            fix: "check the column's type and contents".to_string(),
+        }),
+        Some(other) => Err(RouteError {
+            what: what(),
+            problem: format!("column `{}` arrived as {other:?}, not as text", col.name),
+            fix: "this is unexpected for an INSERT; report it".to_string(),
+        }),
+        None => Err(RouteError {
+            what: what(),
+            problem: format!("the row has no value for column `{}` (the table changed?)", col.name),
+            fix: "restart pgoutbox so it reads the table's current definition".to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+use bytes::Bytes;
+use regex::Regex;
+
+use super::*;
+use crate::outbox::schema::oid;
+
+fn cfg() -> RouterConfig {
+    RouterConfig {
+        route_by_field: "aggregatetype".into(),
+        route_topic_regex: Regex::new("^(?:(?<routedByValue>.*))$").unwrap(),
+        route_topic_replacement: "outbox.event.${routedByValue}".into(),
+        field_event_id: "id".into(),
+        field_event_key: "aggregateid".into(),
+        field_event_payload: "payload".into(),
+        tombstone_on_empty_payload: false,
+        op_invalid_behavior: crate::config::InvalidOpBehavior::Warn,
+    }
+}
+
+fn outbox() -> RelationInfo {
+    let c = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, not_null };
+    RelationInfo {
+        oid: 1,
+        schema: "public".into(),
+        table: "outbox".into(),
+        columns: vec![
+            c("id", oid::UUID, true),
+            c("aggregatetype", oid::VARCHAR, true),
+            c("aggregateid", oid::VARCHAR, true),
+            c("type", oid::VARCHAR, true),
+            c("payload", oid::JSONB, false),
+        ],
+    }
+}
+
+fn row(vals: &[Option<&str>]) -> TupleData {
+    TupleData {
+        values: vals.iter().map(|v| v.map_or(Value::Null, |s| Value::Text(Bytes::copy_from_slice(s.as_bytes())))).collect(),
+    }
+}
+
+const ID: &str = "4d47e190-0402-4048-bc2c-89dd54343cdc";
+const PAYLOAD: &str = r#"{"n": 4, "note": "héllo \"q\""}"#;
+
+fn one(router: &mut Router, payload: Option<&str>) -> Result<OutboxRecord, RouteError> {
+    let plan = router.plan(&outbox());
+    router.route(&plan, &row(&[Some(ID), Some("Order"), Some("order-4"), Some("OrderCreated"), payload]), 1)
+}
+
+fn s(b: &Option<Bytes>) -> Option<&str> {
+    b.as_ref().map(|b| std::str::from_utf8(b).unwrap())
+}
+
+#[test]
+fn router_string_converters_give_raw_text() {
+    let ctx = ContextHeaders { connector_logical_name: "dbserver1".into(), task_id: "0".into(), connector_name: "postgresql".into(), run_id: "r".into() };
+    let mut r = Router::new(cfg(), Converter::String, Converter::String, Some(ctx));
+    let rec = one(&mut r, Some(PAYLOAD)).unwrap();
+    assert_eq!(&*rec.topic, "outbox.event.Order");
+    assert_eq!(s(&rec.key), Some("order-4"));
+    assert_eq!(s(&rec.value), Some(PAYLOAD));
+    let names: Vec<_> = rec.headers.iter().map(|h| &*h.name).collect();
+    assert_eq!(names, [
+        "__debezium.context.connectorLogicalName",
+        "__debezium.context.taskId",
+        "__debezium.context.connectorName",
+        "__debezium.context.runId",
+        "id"
+    ]);
+    assert_eq!(s(&rec.headers[0].value), Some("dbserver1"));
+    assert_eq!(s(&rec.headers[4].value), Some(ID));
+    assert_eq!(rec.event_id(), ID);
+}
+
+#[test]
+fn router_json_converters_follow_connect() {
+    let mut r = Router::new(cfg(), Converter::Json { schemas: true }, Converter::Json { schemas: false }, None);
+    let rec = one(&mut r, Some(PAYLOAD)).unwrap();
+    assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":false},"payload":"order-4"}"#));
+    assert_eq!(s(&rec.value), Some(r#""{\"n\": 4, \"note\": \"héllo \\\"q\\\"\"}""#));
+    assert_eq!(rec.headers.len(), 1, "no context headers when extended headers are off");
+}
+
+#[test]
+fn router_null_payload_and_tombstones() {
+    let mut r = Router::new(cfg(), Converter::String, Converter::Json { schemas: false }, None);
+    assert_eq!(s(&one(&mut r, None).unwrap().value), Some("null"));
+    assert_eq!(s(&one(&mut r, Some("  ")).unwrap().value), Some("\"  \""));
+    let mut c = cfg();
+    c.tombstone_on_empty_payload = true;
+    let mut r = Router::new(c, Converter::String, Converter::Json { schemas: false }, None);
+    let rec = one(&mut r, None).unwrap();
+    assert_eq!((rec.value, s(&rec.key)), (None, Some("order-4")), "tombstone keeps the key");
+    assert_eq!(one(&mut r, Some(" \t")).unwrap().value, None);
+    assert!(one(&mut r, Some("{}")).unwrap().value.is_some());
+}
+
+#[test]
+fn router_regex_and_replacement_route_topics() {
+    let mut c = cfg();
+    c.route_topic_regex = Regex::new("^(?:(?<routedByValue>Ord.*))$").unwrap();
+    c.route_topic_replacement = "${routedByValue}.events".into();
+    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let plan = r.plan(&outbox());
+    let route = |r: &mut Router, t: &str| r.route(&plan, &row(&[Some(ID), Some(t), Some("k"), Some("x"), None]), 0).unwrap().topic;
+    assert_eq!(&*route(&mut r, "Order"), "Order.events");
+    assert_eq!(&*route(&mut r, "Customer"), "Customer", "no match keeps the raw value");
+}
+
+#[test]
+fn router_rejects_rows_it_cannot_publish() {
+    let mut r = Router::new(cfg(), Converter::String, Converter::String, None);
+    let plan = r.plan(&outbox());
+    let err = r.route(&plan, &row(&[None, Some("Order"), Some("k"), Some("t"), None]), 0).unwrap_err();
+    assert!(err.to_string().contains("`id` is NULL"), "{err}");
+    let err = r.route(&plan, &row(&[Some(ID), None, Some("k"), Some("t"), None]), 0).unwrap_err();
+    assert!(err.to_string().contains(ID) && err.to_string().contains("aggregatetype"), "{err}");
+    let mut rel = outbox();
+    rel.columns.retain(|c| c.name != "payload");
+    let plan = r.plan(&rel);
+    let err = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t")]), 0).unwrap_err();
+    assert!(err.to_string().contains("no column `payload`") && err.to_string().contains("table.field.event.payload"), "{err}");
+}
+
+#[test]
+fn router_null_key_follows_converter() {
+    let mut rel = outbox();
+    rel.columns[2].not_null = false;
+    let mut r = Router::new(cfg(), Converter::String, Converter::String, None);
+    let plan = r.plan(&rel);
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
+    assert_eq!(rec.key, None);
+    let mut r = Router::new(cfg(), Converter::Json { schemas: true }, Converter::String, None);
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
+    assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":true},"payload":null}"#));
+}

@@ -1,0 +1,87 @@
+//! The relay: a replication session per connection, retried with capped backoff.
+//!
+//! ```text
+//!  PostgreSQL ──CopyBoth──▶ reader ──bounded channel of batches──▶ sink ──▶ librdkafka ──▶ broker
+//!      ▲   (decode pgoutput, route rows)        (checkpoint)   ◀── delivery reports ──┘
+//!      └──────── standby status: flush = checkpoint.confirmed() ◀── watch ──┘
+//! ```
+//!
+//! Backpressure: a slow broker fills librdkafka's bounded queue, so the sink waits on delivery reports;
+//! the channel fills, so the reader stops reading the socket; the server's send buffer fills, so WAL
+//! waits on the server, where it is durable. Meanwhile the reader keeps sending status updates on its
+//! timer, so the server never times the connection out.
+//!
+//! Shutdown: the reader stops reading and closes the channel; the sink waits (bounded) for outstanding
+//! acknowledgements and drops its watch; the reader sends the final confirmed position and closes.
+
+mod checkpoint;
+mod reader;
+mod session;
+mod sink;
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+pub use checkpoint::Checkpoint;
+
+use crate::config::Config;
+use crate::error::RelayError;
+use crate::lsn::Lsn;
+use crate::outbox::OutboxRecord;
+
+/// What flows from the reader to the sink, in commit order.
+#[derive(Debug)]
+pub enum Item {
+    Event(OutboxRecord),
+    /// A transaction ended here (its commit record's end).
+    Commit(Lsn),
+    /// A keepalive's WAL end, received outside any transaction.
+    IdleWalEnd(Lsn),
+}
+
+const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// While another process holds the slot, how often to try to take it over.
+const STANDBY_POLL: Duration = Duration::from_secs(1);
+/// A session that streamed this long resets the backoff.
+const HEALTHY_SESSION: Duration = Duration::from_secs(30);
+
+/// Runs the relay until `shutdown` is cancelled (then returns `Ok`) or a definite error.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RelayError> {
+    let mut backoff = INITIAL_BACKOFF;
+    let mut state = session::SessionState::default();
+    let mut standing_by = false;
+    loop {
+        let started = std::time::Instant::now();
+        let result = session::run(&config, &shutdown, &mut state).await;
+        if shutdown.is_cancelled() {
+            return result;
+        }
+        let wait = match result {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_slot_in_use() => {
+                if !standing_by {
+                    tracing::info!(slot = %config.slot_name, "replication slot is in use by another process; standing by to take over when it is released");
+                    standing_by = true;
+                }
+                STANDBY_POLL
+            }
+            Err(e) if e.is_retryable() => {
+                standing_by = false;
+                if started.elapsed() > HEALTHY_SESSION {
+                    backoff = INITIAL_BACKOFF;
+                }
+                tracing::warn!(error = %e, retry_in = ?backoff, "replication session ended; reconnecting and resuming from the slot's confirmed position");
+                let w = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                w
+            }
+            Err(e) => return Err(e),
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The reader: owns the replication connection. Decodes pgoutput, routes outbox INSERTs into records,
+//! hands them to the sink in batches, and keeps the server informed with standby status updates.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::MissedTickBehavior;
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::Item;
+use crate::config::{Config, InvalidOpBehavior};
+use crate::error::RelayError;
+use crate::lsn::Lsn;
+use crate::outbox::{ColumnInfo, ContextHeaders, RelationInfo, RoutePlan, Router};
+use crate::pgoutput::{self, LogicalMessage, Oid};
+use crate::postgres::replication::ReplicationConnection;
+use crate::postgres::setup;
+use crate::postgres::wire::ReplicationMessage;
+use crate::postgres::PgError;
+
+/// Items per batch handed to the sink: large enough to amortise the channel, small enough to keep
+/// latency and memory low.
+pub const BATCH_MAX: usize = 1024;
+
+/// The server must answer a status update that asks for a reply; silence for this many status
+/// intervals (and at least `MIN_PEER_TIMEOUT`) means the connection is dead.
+const PEER_TIMEOUT_INTERVALS: u32 = 3;
+const MIN_PEER_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Reader<'a> {
+    conn: ReplicationConnection,
+    sql: Client,
+    cfg: &'a Config,
+    router: Router,
+    /// Per relation: `None` when the table is not captured, else where its router columns are.
+    relations: HashMap<Oid, Option<RoutePlan>>,
+    in_transaction: bool,
+    /// Highest WAL position received, reported as the write position.
+    received: Lsn,
+    batch: Vec<Item>,
+    tx: mpsc::Sender<Vec<Item>>,
+    confirmed: watch::Receiver<Lsn>,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(
+        conn: ReplicationConnection,
+        sql: Client,
+        cfg: &'a Config,
+        tx: mpsc::Sender<Vec<Item>>,
+        confirmed: watch::Receiver<Lsn>,
+    ) -> Self {
+        let context = cfg.extended_headers.then(|| ContextHeaders {
+            connector_logical_name: cfg.topic_prefix.clone(),
+            task_id: "0".to_string(),
+            connector_name: "postgresql".to_string(),
+            run_id: uuid::Uuid::now_v7().to_string(),
+        });
+        let router = Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, context);
+        let received = *confirmed.borrow();
+        Reader {
+            conn,
+            sql,
+            cfg,
+            router,
+            relations: HashMap::new(),
+            in_transaction: false,
+            received,
+            batch: Vec::with_capacity(BATCH_MAX),
+            tx,
+            confirmed,
+        }
+    }
+
+    pub async fn run(mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
+        let result = self.stream(shutdown).await;
+        if let Err(e) = &result {
+            if !matches!(e, RelayError::Postgres(p) if p.is_retryable()) {
+                // A definite error found here (bad row, bad bytes): stop the sink, then still confirm
+                // what it acknowledged, which is before the offending event.
+                return self.finish().await.and(result);
+            }
+            return result;
+        }
+        self.finish().await
+    }
+
+    /// Streams until stop is requested or the sink goes away.
+    async fn stream(&mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
+        let mut status = tokio::time::interval(self.cfg.status_interval);
+        status.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let peer_timeout = (self.cfg.status_interval * PEER_TIMEOUT_INTERVALS).max(MIN_PEER_TIMEOUT);
+        let mut last_heard = Instant::now();
+        // A handle of our own, so a reserved permit does not borrow `self` across the select.
+        let tx = self.tx.clone();
+        loop {
+            while self.batch.len() < BATCH_MAX {
+                match self.conn.try_message()? {
+                    Some(m) => self.handle(m).await?,
+                    None => break,
+                }
+            }
+            let pending = !self.batch.is_empty();
+            tokio::select! {
+                biased;
+                // 1. Stop requested: stop reading; what is not handed over is simply not confirmed.
+                _ = shutdown.cancelled() => return Ok(()),
+                // 2. The sink stopped (it failed): nothing more can be published.
+                _ = tx.closed() => return Ok(()),
+                // 3. Status timer, even while backpressured, so the server never times us out. Each
+                //    update asks for a reply, which proves the server is alive while we read.
+                _ = status.tick() => {
+                    if !pending && last_heard.elapsed() > peer_timeout {
+                        return Err(PgError::PeerTimeout(last_heard.elapsed()).into());
+                    }
+                    self.send_status(true).await?;
+                }
+                // 4. Hand the batch over once the sink has room.
+                permit = tx.reserve(), if pending => {
+                    match permit {
+                        Ok(p) => p.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX))),
+                        Err(_) => return Ok(()),
+                    }
+                    // Time spent backpressured is not silence from the server.
+                    last_heard = Instant::now();
+                }
+                // 5. Read from the server when there is nothing to hand over.
+                r = self.conn.fill(), if !pending => {
+                    r?;
+                    last_heard = Instant::now();
+                }
+            }
+        }
+    }
+
+    /// After streaming: let the sink drain, then confirm its final position and close.
+    async fn finish(mut self) -> Result<(), RelayError> {
+        drop(self.tx);
+        let mut status = tokio::time::interval(self.cfg.status_interval);
+        status.tick().await;
+        loop {
+            tokio::select! {
+                changed = self.confirmed.changed() => if changed.is_err() { break },
+                _ = status.tick() => { let _ = self.conn.send_status(self.received, *self.confirmed.borrow(), false).await; }
+            }
+        }
+        let confirmed = *self.confirmed.borrow();
+        let result = self.conn.send_status(self.received.max(confirmed), confirmed, false).await;
+        tracing::info!(confirmed = %confirmed, "confirmed final position");
+        self.conn.terminate().await;
+        result.map_err(Into::into)
+    }
+
+    async fn send_status(&mut self, reply: bool) -> Result<(), PgError> {
+        let confirmed = *self.confirmed.borrow();
+        self.conn.send_status(self.received.max(confirmed), confirmed, reply).await
+    }
+
+    async fn handle(&mut self, msg: ReplicationMessage) -> Result<(), RelayError> {
+        match msg {
+            ReplicationMessage::XLogData { wal_start, data, .. } => {
+                self.received = self.received.max(wal_start);
+                let decoded = pgoutput::decode(data).map_err(|source| RelayError::Decode { lsn: wal_start, source })?;
+                self.logical(decoded).await
+            }
+            ReplicationMessage::PrimaryKeepalive { wal_end, reply_requested, .. } => {
+                self.received = self.received.max(wal_end);
+                if !self.in_transaction {
+                    self.batch.push(Item::IdleWalEnd(wal_end));
+                }
+                if reply_requested {
+                    self.send_status(false).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn logical(&mut self, msg: LogicalMessage) -> Result<(), RelayError> {
+        match msg {
+            LogicalMessage::Begin(_) => self.in_transaction = true,
+            LogicalMessage::Commit(c) => {
+                self.in_transaction = false;
+                self.received = self.received.max(c.end_lsn);
+                self.batch.push(Item::Commit(c.end_lsn));
+            }
+            LogicalMessage::Relation(r) => {
+                let plan = if self.cfg.tables.matches(&r.namespace, &r.name) {
+                    let not_null = setup::not_null_columns(&self.sql, r.oid).await?;
+                    let info = RelationInfo {
+                        oid: r.oid,
+                        columns: r
+                            .columns
+                            .iter()
+                            .map(|c| ColumnInfo {
+                                name: c.name.clone(),
+                                type_oid: c.type_oid,
+                                not_null: not_null.get(&c.name).copied().unwrap_or(false),
+                            })
+                            .collect(),
+                        schema: r.namespace,
+                        table: r.name,
+                    };
+                    Some(self.router.plan(&info))
+                } else {
+                    None
+                };
+                self.relations.insert(r.oid, plan);
+            }
+            LogicalMessage::Insert(i) => {
+                if let Some(Some(plan)) = self.relations.get(&i.relation) {
+                    if !self.cfg.skipped.insert {
+                        let record = self.router.route(plan, &i.new, now_ms())?;
+                        self.batch.push(Item::Event(record));
+                    }
+                }
+            }
+            LogicalMessage::Update(u) => {
+                if matches!(self.relations.get(&u.relation), Some(Some(_))) && !self.cfg.skipped.update {
+                    let what = "UPDATE of an outbox row: outbox tables are insert-only, the event was already published when the row was inserted";
+                    match self.cfg.router.op_invalid_behavior {
+                        InvalidOpBehavior::Warn => tracing::warn!("{what}; dropped (table.op.invalid.behavior=warn)"),
+                        InvalidOpBehavior::Error => tracing::error!("{what}; dropped (table.op.invalid.behavior=error)"),
+                        InvalidOpBehavior::Fatal => {
+                            return Err(RelayError::InvalidOperation(format!(
+                                "{what}; stopping because table.op.invalid.behavior=fatal (use warn or error to drop updates)"
+                            )))
+                        }
+                    }
+                }
+            }
+            // DELETEs are dropped silently by the Event Router (the usual cleanup of published rows).
+            LogicalMessage::Delete(_) | LogicalMessage::Truncate(_) => {}
+            LogicalMessage::Origin(_) | LogicalMessage::Type(_) | LogicalMessage::Message(_) => {}
+        }
+        Ok(())
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,71 @@
+//! One replication session: set up, start streaming from the slot's confirmed position, run the reader
+//! and the sink until stop or failure.
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{reader::Reader, sink::Sink};
+use crate::config::Config;
+use crate::error::RelayError;
+use crate::kafka::Producer;
+use crate::lsn::Lsn;
+use crate::postgres::replication::ReplicationConnection;
+use crate::postgres::{setup, ConnectParams, PgError};
+
+/// Batches the reader may run ahead of the sink. With batches of up to `reader::BATCH_MAX` events this
+/// bounds what sits between the two stages.
+const CHANNEL_BATCHES: usize = 8;
+
+/// What carries over between sessions of one process.
+#[derive(Debug, Default)]
+pub struct SessionState {
+    /// Whether a session has streamed from the slot: if the slot disappears after that, it was dropped
+    /// under us, and silently recreating it could skip events.
+    pub streamed: bool,
+}
+
+pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut SessionState) -> Result<(), RelayError> {
+    let params = ConnectParams::from_config(&cfg.database);
+    let sql = setup::connect_sql(&params).await?;
+    setup::check_wal_level(&sql).await?;
+    setup::ensure_publication(&sql, cfg).await?;
+    let mut conn = ReplicationConnection::connect(&params).await?;
+    let slot = match setup::slot_state(&sql, &cfg.slot_name).await? {
+        Some(s) => s,
+        None if state.streamed => return Err(RelayError::SlotDropped(cfg.slot_name.clone())),
+        None => {
+            match conn.create_slot(&cfg.slot_name).await {
+                Ok(lsn) => tracing::info!(slot = %cfg.slot_name, consistent_point = %lsn, "created replication slot"),
+                // Another instance created it first: fine, use it.
+                Err(e) if e.sqlstate() == Some("42710") => {}
+                Err(e) => return Err(e.into()),
+            }
+            setup::slot_state(&sql, &cfg.slot_name)
+                .await?
+                .ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
+        }
+    };
+    setup::validate_slot(&slot, cfg)?;
+    let start = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
+    conn.start_replication(&cfg.slot_name, start, &cfg.publication_name).await.map_err(|e| match e {
+        PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => RelayError::Setup(setup::SetupError(format!(
+            "{s}; create publication `{}` or set publication.autocreate.mode=filtered",
+            cfg.publication_name
+        ))),
+        e => e.into(),
+    })?;
+    state.streamed = true;
+    tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %start, "streaming");
+
+    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
+    let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+    let (confirmed_tx, confirmed_rx) = watch::channel(start);
+    let sink = tokio::spawn(Sink::new(producer, start, confirmed_tx, cfg.kafka.clone()).run(rx, cfg.shutdown_timeout));
+    let reader_result = Reader::new(conn, sql, cfg, tx, confirmed_rx).run(shutdown).await;
+    let sink_result = match sink.await {
+        Ok(r) => r,
+        Err(e) => Err(RelayError::KafkaTransient(format!("the sink task failed: {e}"))),
+    };
+    // The sink's error is the cause when both failed: the reader only saw the channel close.
+    sink_result.and(reader_result)
+}

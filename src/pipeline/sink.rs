@@ -1,0 +1,152 @@
+//! The sink: hands records to the producer without waiting for earlier deliveries, feeds delivery
+//! reports to the checkpoint, and publishes the confirmed position for the reader's status updates.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer as _};
+use tokio::sync::{mpsc, watch};
+
+use super::{Checkpoint, Item};
+use crate::config::KafkaConfig;
+use crate::error::RelayError;
+use crate::kafka::{self, Ack, DeliveryFailure, Producer};
+use crate::lsn::Lsn;
+use crate::outbox::OutboxRecord;
+
+pub struct Sink {
+    producer: Producer,
+    checkpoint: Checkpoint,
+    confirmed: watch::Sender<Lsn>,
+    kafka: KafkaConfig,
+    /// Topics known to exist (only tracked when pgoutbox creates topics).
+    created: HashSet<Arc<str>>,
+}
+
+impl Sink {
+    pub fn new(producer: Producer, start: Lsn, confirmed: watch::Sender<Lsn>, kafka: KafkaConfig) -> Self {
+        Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new() }
+    }
+
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Vec<Item>>, drain_timeout: Duration) -> Result<(), RelayError> {
+        loop {
+            tokio::select! {
+                biased;
+                // 1. Delivery reports first: they free room and move the checkpoint.
+                Some(ack) = self.producer.acks.recv() => self.on_ack(ack)?,
+                // 2. More work from the reader; `None` when it stopped.
+                batch = rx.recv() => match batch {
+                    Some(items) => self.produce(items).await?,
+                    None => break,
+                },
+            }
+            self.publish();
+        }
+        self.drain(drain_timeout).await
+    }
+
+    /// Waits (bounded) for the outstanding acknowledgements, so the final position covers them.
+    async fn drain(&mut self, timeout: Duration) -> Result<(), RelayError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.checkpoint.drained() {
+            match tokio::time::timeout_at(deadline, self.producer.acks.recv()).await {
+                Ok(Some(ack)) => self.on_ack(ack)?,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(unacknowledged = self.checkpoint.in_flight(), "stopped waiting for acknowledgements; those events will be published again on restart");
+                    break;
+                }
+            }
+            self.publish();
+        }
+        self.publish();
+        // Drop the producer's remaining queue now rather than flushing it after the position was
+        // confirmed: what is not acknowledged is republished on restart.
+        let _ = self.producer.inner.flush(Duration::ZERO);
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let c = self.checkpoint.confirmed();
+        self.confirmed.send_if_modified(|v| {
+            let changed = *v != c;
+            *v = c;
+            changed
+        });
+    }
+
+    fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {
+        match ack.result {
+            Ok(()) => {
+                self.checkpoint.acked(ack.seq);
+                Ok(())
+            }
+            Err((error, topic, event_id)) => Err(delivery_error(error, topic, event_id)),
+        }
+    }
+
+    async fn produce(&mut self, items: Vec<Item>) -> Result<(), RelayError> {
+        for item in items {
+            match item {
+                Item::Event(record) => self.send(record).await?,
+                Item::Commit(end) => self.checkpoint.commit(end),
+                Item::IdleWalEnd(end) => self.checkpoint.idle_wal_end(end),
+            }
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self, record: OutboxRecord) -> Result<(), RelayError> {
+        if let Some(tc) = self.kafka.topic_creation.clone() {
+            if !self.created.contains(&record.topic) {
+                kafka::create_topics(&self.kafka, &[&record.topic], tc.partitions, tc.replication_factor)
+                    .await
+                    .map_err(|e| RelayError::KafkaTransient(format!("creating topic `{}`: {e}", record.topic)))?;
+                self.created.insert(record.topic.clone());
+            }
+        }
+        let seq = self.checkpoint.event_sent();
+        loop {
+            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+            for h in &record.headers {
+                headers = headers.insert(Header { key: &h.name, value: h.value.as_deref() });
+            }
+            let mut r: BaseRecord<'_, [u8], [u8], usize> =
+                BaseRecord::with_opaque_to(&record.topic, seq as usize).timestamp(record.timestamp_ms).headers(headers);
+            if let Some(k) = &record.key {
+                r = r.key(&k[..]);
+            }
+            if let Some(v) = &record.value {
+                r = r.payload(&v[..]);
+            }
+            if let Some(p) = record.partition {
+                r = r.partition(p);
+            }
+            match self.producer.inner.send(r) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    // The producer's queue is full: wait for deliveries to make room.
+                    match tokio::time::timeout(Duration::from_millis(100), self.producer.acks.recv()).await {
+                        Ok(Some(ack)) => {
+                            self.on_ack(ack)?;
+                            self.publish();
+                        }
+                        Ok(None) => return Err(RelayError::KafkaTransient("the producer stopped".into())),
+                        Err(_) => {}
+                    }
+                }
+                Err((error, _)) => return Err(delivery_error(error, record.topic.to_string(), record.event_id())),
+            }
+        }
+    }
+}
+
+fn delivery_error(error: KafkaError, topic: String, event_id: String) -> RelayError {
+    match kafka::is_permanent(&error) {
+        Some(fix) => RelayError::Delivery(DeliveryFailure { event_id, topic, error, fix }),
+        None => RelayError::KafkaTransient(format!("delivery of event `{event_id}` to `{topic}` failed: {error}")),
+    }
+}

@@ -1,0 +1,99 @@
+//! PostgreSQL: the replication connection (`replication`, `wire`) and the ordinary SQL that sets up
+//! and inspects publications and slots (`setup`, over tokio-postgres).
+
+pub mod replication;
+pub mod setup;
+pub mod wire;
+
+use std::time::Duration;
+
+use crate::config::{DatabaseConfig, Secret};
+use wire::{ServerError, WireError};
+
+/// Where and as whom to connect. Built from `database.*`.
+#[derive(Debug, Clone)]
+pub struct ConnectParams {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: Option<Secret>,
+    pub dbname: String,
+    pub application_name: String,
+    pub connect_timeout: Duration,
+}
+
+impl ConnectParams {
+    pub fn from_config(db: &DatabaseConfig) -> Self {
+        ConnectParams {
+            host: db.hostname.clone(),
+            port: db.port,
+            user: db.user.clone(),
+            password: db.password.clone(),
+            dbname: db.dbname.clone(),
+            application_name: "pgoutbox".to_string(),
+            connect_timeout: db.connect_timeout,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("cannot connect to PostgreSQL at {addr}: {source}; check database.hostname and database.port, and that the server is running")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("connecting to PostgreSQL at {addr} timed out after {after:?}; check database.hostname, database.port and the network")]
+    ConnectTimeout { addr: String, after: Duration },
+    #[error("I/O error on the PostgreSQL connection: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("PostgreSQL closed the connection")]
+    ConnectionClosed,
+    #[error("PostgreSQL ended the replication stream")]
+    StreamEnded,
+    #[error("no message from PostgreSQL for {0:?} although a reply was requested; assuming the connection is dead")]
+    PeerTimeout(Duration),
+    #[error("PostgreSQL asks for a password for user `{user}`; set database.password")]
+    PasswordRequired { user: String },
+    #[error("PostgreSQL asks for {method}, which pgoutbox does not support; allow scram-sha-256, md5, password or trust for this user in pg_hba.conf")]
+    UnsupportedAuth { method: String },
+    #[error("SCRAM authentication failed: {0}")]
+    Scram(#[source] std::io::Error),
+    #[error("protocol error on the replication connection: {0}")]
+    Protocol(#[source] WireError),
+    #[error("PostgreSQL: {0}")]
+    Server(ServerError),
+    #[error("PostgreSQL: {0}")]
+    Sql(#[source] tokio_postgres::Error),
+}
+
+/// SQLSTATEs after which retrying cannot help: the operator has to change something.
+fn definite_sqlstate(code: &str) -> bool {
+    matches!(&code[..code.len().min(2)], "28" | "42" | "3D" | "0A" | "22" | "23")
+        || matches!(code, "55000" | "42704")
+}
+
+impl PgError {
+    pub fn from_server(e: ServerError) -> Self {
+        PgError::Server(e)
+    }
+
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            PgError::Server(e) => Some(e.code.as_str()),
+            PgError::Sql(e) => e.code().map(|c| c.code()),
+            _ => None,
+        }
+    }
+
+    /// Whether reconnecting may succeed without the operator changing anything.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PgError::PasswordRequired { .. } | PgError::UnsupportedAuth { .. } | PgError::Scram(_) => false,
+            PgError::Server(_) | PgError::Sql(_) => !self.sqlstate().is_some_and(definite_sqlstate),
+            _ => true,
+        }
+    }
+
+    /// The replication slot is in use by another process (SQLSTATE 55006 object_in_use).
+    pub fn is_slot_in_use(&self) -> bool {
+        self.sqlstate() == Some("55006")
+    }
+}

@@ -1,0 +1,288 @@
+//! The replication connection: startup with `replication=database`, authentication (trust, cleartext,
+//! md5, SCRAM-SHA-256), replication commands, and the CopyBoth stream.
+//!
+//! tokio-postgres cannot speak CopyBoth, so this is a small client of its own: postgres-protocol writes
+//! the frontend messages and runs SCRAM; `wire` frames what the server sends.
+//!
+//! The stream is read with `fill` (cancel-safe: bytes read are kept in the buffer) and `try_message`
+//! (synchronous), so the pipeline's reader can `select!` between the socket, its status timer and its
+//! outgoing channel without losing data.
+
+use bytes::{Bytes, BytesMut};
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::frontend;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::wire::{self, tag, Frame, ReplicationMessage, ServerError, WireError};
+use super::{ConnectParams, PgError};
+use crate::lsn::Lsn;
+
+/// How much to ask the kernel for per read. Large enough to carry many small XLogData messages per
+/// syscall during catch-up.
+const READ_CHUNK: usize = 256 * 1024;
+
+pub struct ReplicationConnection {
+    stream: TcpStream,
+    read_buf: BytesMut,
+    write_buf: BytesMut,
+}
+
+/// The answer to IDENTIFY_SYSTEM.
+#[derive(Debug, Clone)]
+pub struct SystemIdentity {
+    pub system_id: String,
+    pub timeline: u32,
+    pub xlog_pos: Lsn,
+    pub dbname: Option<String>,
+}
+
+impl ReplicationConnection {
+    pub async fn connect(params: &ConnectParams) -> Result<Self, PgError> {
+        let addr = format!("{}:{}", params.host, params.port);
+        let stream = tokio::time::timeout(params.connect_timeout, TcpStream::connect(&addr))
+            .await
+            .map_err(|_| PgError::ConnectTimeout { addr: addr.clone(), after: params.connect_timeout })?
+            .map_err(|source| PgError::Connect { addr: addr.clone(), source })?;
+        stream.set_nodelay(true).map_err(PgError::Io)?;
+        let mut conn =
+            ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
+        // sslmode=prefer without TLS support falls back to plaintext, as libpq does when the server
+        // declines; modes that demand TLS were refused when the config was parsed.
+        conn.startup(params).await?;
+        Ok(conn)
+    }
+
+    async fn startup(&mut self, p: &ConnectParams) -> Result<(), PgError> {
+        let mut params = vec![
+            ("user", p.user.as_str()),
+            ("database", p.dbname.as_str()),
+            ("replication", "database"),
+            ("application_name", p.application_name.as_str()),
+            ("client_encoding", "UTF8"),
+        ];
+        params.retain(|(_, v)| !v.is_empty());
+        frontend::startup_message(params, &mut self.write_buf).map_err(PgError::Io)?;
+        self.flush().await?;
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let frame = self.read_frame().await?;
+            match frame.tag {
+                tag::AUTHENTICATION => {
+                    if let Some(next) = self.authenticate(p, &frame.body, &mut scram)? {
+                        self.write_buf.extend_from_slice(&next);
+                        self.flush().await?;
+                    }
+                }
+                tag::ERROR_RESPONSE => return Err(PgError::from_server(wire::parse_error_fields(&frame.body))),
+                tag::READY_FOR_QUERY => return Ok(()),
+                _ => {} // ParameterStatus, BackendKeyData, notices.
+            }
+        }
+    }
+
+    /// Answers one Authentication request; returns the bytes to send, if any.
+    fn authenticate(
+        &self,
+        p: &ConnectParams,
+        body: &Bytes,
+        scram: &mut Option<ScramSha256>,
+    ) -> Result<Option<BytesMut>, PgError> {
+        if body.len() < 4 {
+            return Err(PgError::Protocol(WireError::Malformed { what: "Authentication" }));
+        }
+        let code = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+        let data = &body[4..];
+        let password = || {
+            p.password.as_ref().map(|s| s.expose().as_bytes()).ok_or_else(|| PgError::PasswordRequired {
+                user: p.user.clone(),
+            })
+        };
+        let mut out = BytesMut::new();
+        match code {
+            0 => return Ok(None),
+            3 => frontend::password_message(password()?, &mut out).map_err(PgError::Io)?,
+            5 => {
+                let salt: [u8; 4] = data
+                    .get(..4)
+                    .and_then(|s| s.try_into().ok())
+                    .ok_or(PgError::Protocol(WireError::Malformed { what: "AuthenticationMD5Password" }))?;
+                let hash = postgres_protocol::authentication::md5_hash(p.user.as_bytes(), password()?, salt);
+                frontend::password_message(hash.as_bytes(), &mut out).map_err(PgError::Io)?;
+            }
+            10 => {
+                let offered: Vec<&[u8]> = data.split(|&b| b == 0).filter(|m| !m.is_empty()).collect();
+                if !offered.contains(&SCRAM_SHA_256.as_bytes()) {
+                    return Err(PgError::UnsupportedAuth {
+                        method: offered.iter().map(|m| String::from_utf8_lossy(m)).collect::<Vec<_>>().join(","),
+                    });
+                }
+                // No TLS, so no channel binding: the client says "n,,", as libpq does without TLS.
+                let s = ScramSha256::new(password()?, ChannelBinding::unsupported());
+                frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut out).map_err(PgError::Io)?;
+                *scram = Some(s);
+            }
+            11 => {
+                let s = scram.as_mut().ok_or(PgError::Protocol(WireError::Malformed { what: "SASLContinue" }))?;
+                s.update(data).map_err(PgError::Scram)?;
+                frontend::sasl_response(s.message(), &mut out).map_err(PgError::Io)?;
+            }
+            12 => {
+                let s = scram.as_mut().ok_or(PgError::Protocol(WireError::Malformed { what: "SASLFinal" }))?;
+                s.finish(data).map_err(PgError::Scram)?;
+                return Ok(None);
+            }
+            other => return Err(PgError::UnsupportedAuth { method: format!("authentication request {other}") }),
+        }
+        Ok(Some(out))
+    }
+
+    async fn flush(&mut self) -> Result<(), PgError> {
+        if !self.write_buf.is_empty() {
+            self.stream.write_all(&self.write_buf).await.map_err(PgError::Io)?;
+            self.write_buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Reads more bytes from the server into the buffer. Cancel-safe.
+    pub async fn fill(&mut self) -> Result<(), PgError> {
+        self.read_buf.reserve(READ_CHUNK);
+        let n = self.stream.read_buf(&mut self.read_buf).await.map_err(PgError::Io)?;
+        if n == 0 {
+            return Err(PgError::ConnectionClosed);
+        }
+        Ok(())
+    }
+
+    /// The next complete frame already buffered, if any.
+    pub fn try_frame(&mut self) -> Result<Option<Frame>, PgError> {
+        wire::parse_frame(&mut self.read_buf).map_err(PgError::Protocol)
+    }
+
+    async fn read_frame(&mut self) -> Result<Frame, PgError> {
+        loop {
+            if let Some(f) = self.try_frame()? {
+                return Ok(f);
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Runs a replication command or simple query; returns its rows as text.
+    pub async fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, PgError> {
+        frontend::query(sql, &mut self.write_buf).map_err(PgError::Io)?;
+        self.flush().await?;
+        let mut rows = Vec::new();
+        let mut error: Option<ServerError> = None;
+        loop {
+            let frame = self.read_frame().await?;
+            match frame.tag {
+                tag::DATA_ROW => rows.push(wire::parse_data_row(&frame.body).map_err(PgError::Protocol)?),
+                tag::ERROR_RESPONSE => error = Some(wire::parse_error_fields(&frame.body)),
+                tag::READY_FOR_QUERY => {
+                    return match error {
+                        Some(e) => Err(PgError::from_server(e)),
+                        None => Ok(rows),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub async fn identify_system(&mut self) -> Result<SystemIdentity, PgError> {
+        let rows = self.simple_query("IDENTIFY_SYSTEM").await?;
+        let row = rows.first().ok_or(PgError::Protocol(WireError::Malformed { what: "IDENTIFY_SYSTEM" }))?;
+        let field = |i: usize| row.get(i).cloned().flatten();
+        let bad = || PgError::Protocol(WireError::Malformed { what: "IDENTIFY_SYSTEM" });
+        Ok(SystemIdentity {
+            system_id: field(0).ok_or_else(bad)?,
+            timeline: field(1).and_then(|t| t.parse().ok()).ok_or_else(bad)?,
+            xlog_pos: field(2).and_then(|l| l.parse().ok()).ok_or_else(bad)?,
+            dbname: field(3),
+        })
+    }
+
+    /// Creates a logical slot for pgoutput; returns its consistent point. The old `NOEXPORT_SNAPSHOT`
+    /// spelling is used because every server from 10 on accepts it.
+    pub async fn create_slot(&mut self, slot: &str) -> Result<Lsn, PgError> {
+        let sql = format!("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput NOEXPORT_SNAPSHOT", quote_ident(slot));
+        let rows = self.simple_query(&sql).await?;
+        rows.first()
+            .and_then(|r| r.get(1).cloned().flatten())
+            .and_then(|l| l.parse().ok())
+            .ok_or(PgError::Protocol(WireError::Malformed { what: "CREATE_REPLICATION_SLOT" }))
+    }
+
+    /// Enters CopyBoth mode streaming `slot` from `start` with pgoutput protocol version 1.
+    pub async fn start_replication(&mut self, slot: &str, start: Lsn, publication: &str) -> Result<(), PgError> {
+        let sql = format!(
+            "START_REPLICATION SLOT {} LOGICAL {} (proto_version '1', publication_names {})",
+            quote_ident(slot),
+            start,
+            quote_literal(&quote_ident(publication)),
+        );
+        frontend::query(&sql, &mut self.write_buf).map_err(PgError::Io)?;
+        self.flush().await?;
+        let mut error = None;
+        loop {
+            let frame = self.read_frame().await?;
+            match frame.tag {
+                tag::COPY_BOTH_RESPONSE => return Ok(()),
+                tag::ERROR_RESPONSE => error = Some(wire::parse_error_fields(&frame.body)),
+                tag::READY_FOR_QUERY => {
+                    return Err(error.map(PgError::from_server).unwrap_or(PgError::Protocol(WireError::Malformed {
+                        what: "START_REPLICATION response",
+                    })))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The next replication message already buffered, if any. `Err(StreamEnded)` when the server ends
+    /// the CopyBoth stream.
+    pub fn try_message(&mut self) -> Result<Option<ReplicationMessage>, PgError> {
+        loop {
+            let Some(frame) = self.try_frame()? else { return Ok(None) };
+            match frame.tag {
+                tag::COPY_DATA => return wire::parse_copy_data(frame.body).map(Some).map_err(PgError::Protocol),
+                tag::ERROR_RESPONSE => return Err(PgError::from_server(wire::parse_error_fields(&frame.body))),
+                tag::COPY_DONE | tag::COMMAND_COMPLETE | tag::READY_FOR_QUERY => return Err(PgError::StreamEnded),
+                tag::NOTICE_RESPONSE => {
+                    tracing::info!(notice = %wire::parse_error_fields(&frame.body), "server notice");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Bytes buffered but not yet parsed.
+    pub fn buffered(&self) -> usize {
+        self.read_buf.len()
+    }
+
+    pub async fn send_status(&mut self, write: Lsn, flush: Lsn, reply: bool) -> Result<(), PgError> {
+        wire::standby_status_update(&mut self.write_buf, write, flush, flush, reply);
+        self.flush().await
+    }
+
+    /// Ends the session politely; errors are irrelevant at this point.
+    pub async fn terminate(mut self) {
+        frontend::terminate(&mut self.write_buf);
+        let _ = self.flush().await;
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+/// Quotes an SQL identifier.
+pub fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Quotes an SQL string literal.
+pub fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
