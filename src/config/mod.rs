@@ -271,6 +271,10 @@ impl Config {
             connect_timeout: Duration::from_millis(r.int_or("database.connect.timeout.ms", 30_000u64, "a number of milliseconds")?),
         };
         r.str("database.tcpKeepAlive");
+        // Streaming from the slot without a snapshot is what pgoutbox does: these modes are honoured.
+        if matches!(r.raw.entries.get("snapshot.mode").map(|s| s.trim()), Some("no_data" | "never")) {
+            r.str("snapshot.mode");
+        }
 
         let topic_prefix = r.required("topic.prefix", "Debezium's logical server name, e.g. topic.prefix=dbserver1")?;
         let slot_name = r.string_or("slot.name", "debezium");

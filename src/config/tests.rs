@@ -138,9 +138,11 @@ fn config_missing_required_keys_are_named() {
 
 #[test]
 fn config_lists_ignored_keys_with_reasons() {
-    let c = with(&["tasks.max=1", "snapshot.mode=no_data", "database.server.name=old", "frobnicate=1", "producer.linger.ms=5", "transforms.outbox.debezium.op.invalid.behavior=warn"]).unwrap();
+    assert!(with(&["snapshot.mode=no_data"]).unwrap().ignored.is_empty(), "no_data is what pgoutbox does");
+    let c = with(&["tasks.max=1", "snapshot.mode=initial", "database.server.name=old", "frobnicate=1", "producer.linger.ms=5", "transforms.outbox.debezium.op.invalid.behavior=warn"]).unwrap();
     let find = |k: &str| c.ignored.iter().find(|i| i.key == k).unwrap_or_else(|| panic!("{k} not listed")).reason.clone();
     assert!(find("tasks.max").contains("single task"));
+    assert!(find("snapshot.mode").contains("not implemented"));
     assert!(find("database.server.name").contains("topic.prefix"));
     assert!(find("frobnicate").contains("not a key"));
     assert!(find("producer.linger.ms").contains("producer"));

@@ -60,8 +60,25 @@ pub enum PgError {
     Protocol(#[source] WireError),
     #[error("PostgreSQL: {0}")]
     Server(ServerError),
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", sql_error_text(.0))]
     Sql(#[source] tokio_postgres::Error),
+}
+
+/// tokio-postgres displays a server error as just "db error": show the server's own words.
+fn sql_error_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!("; detail: {d}"));
+            }
+            if let Some(h) = db.hint() {
+                s.push_str(&format!("; hint: {h}"));
+            }
+            s
+        }
+        None => e.to_string(),
+    }
 }
 
 /// SQLSTATEs after which retrying cannot help: the operator has to change something.
