@@ -4,6 +4,8 @@
 //! `run` is the one entry point; `main` only wires it to the command line and signals.
 
 pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod error;
 pub mod kafka;
 pub mod lsn;
@@ -19,6 +21,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Runs the relay until `shutdown` is cancelled (a graceful stop: outstanding acknowledgements are
 /// awaited, bounded, and the final position is confirmed) or a definite error.
-pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RelayError> {
-    pipeline::run(config, shutdown).await
+pub async fn run(config: Config, shutdown: CancellationToken, metrics: std::sync::Arc<metrics::Metrics>) -> Result<(), RelayError> {
+    pipeline::run(config, shutdown, metrics).await
 }

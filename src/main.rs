@@ -28,6 +28,9 @@ enum Command {
         /// Override a key, e.g. --set slot.name=outbox_slot (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Serve /metrics, /health and /latency on this address, e.g. 127.0.0.1:9187.
+        #[arg(long)]
+        metrics_address: Option<std::net::SocketAddr>,
     },
     /// Print records of topics from the beginning (kcat does not speak to every broker).
     Consume {
@@ -68,7 +71,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run { config, set } => {
+        Command::Run { config, set, metrics_address } => {
             let config = match load(&config, &set) {
                 Ok(c) => c,
                 Err(e) => {
@@ -82,7 +85,19 @@ fn main() -> ExitCode {
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();
                 tokio::spawn(stop_on_signal(shutdown.clone()));
-                match pgoutbox::run(config, shutdown).await {
+                let metrics = std::sync::Arc::new(pgoutbox::metrics::Metrics::default());
+                if let Some(addr) = metrics_address {
+                    match tokio::net::TcpListener::bind(addr).await {
+                        Ok(l) => {
+                            tokio::spawn(pgoutbox::http::serve(l, metrics.clone(), shutdown.clone()));
+                        }
+                        Err(e) => {
+                            tracing::error!("cannot listen on --metrics-address {addr}: {e}");
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+                match pgoutbox::run(config, shutdown, metrics).await {
                     Ok(()) => {
                         tracing::info!("stopped");
                         ExitCode::SUCCESS

@@ -29,15 +29,29 @@ pub struct Checkpoint {
     /// `acked_ahead[i]` is whether `acked_below + i` is acknowledged. Its front is always `false`
     /// (otherwise `acked_below` would have moved), and its length is bounded by the in-flight window.
     acked_ahead: VecDeque<bool>,
-    /// Commits not yet confirmable: (events sent before the commit, commit end LSN).
-    commits: VecDeque<(u64, Lsn)>,
+    /// Commits not yet confirmable: (events sent before the commit, commit end LSN, commit time,
+    /// whether the transaction had events).
+    commits: VecDeque<(u64, Lsn, i64, bool)>,
     confirmed: Lsn,
+    /// Commit times of transactions with events confirmed since the last `take_confirmed`, for the
+    /// latency metric.
+    confirmed_commit_times: Vec<i64>,
+    /// Events sent before the latest commit, to tell whether the next transaction had any.
+    sent_at_last_commit: u64,
 }
 
 impl Checkpoint {
     /// Starts at the position the slot has already confirmed.
     pub fn new(start: Lsn) -> Self {
-        Checkpoint { next_seq: 0, acked_below: 0, acked_ahead: VecDeque::new(), commits: VecDeque::new(), confirmed: start }
+        Checkpoint {
+            next_seq: 0,
+            acked_below: 0,
+            acked_ahead: VecDeque::new(),
+            commits: VecDeque::new(),
+            confirmed: start,
+            confirmed_commit_times: Vec::new(),
+            sent_at_last_commit: 0,
+        }
     }
 
     /// Registers an event handed to the producer; returns its sequence number for the ack.
@@ -47,10 +61,18 @@ impl Checkpoint {
         seq
     }
 
-    /// Registers a transaction's commit, after all its events were registered.
-    pub fn commit(&mut self, end_lsn: Lsn) {
-        self.commits.push_back((self.next_seq, end_lsn));
+    /// Registers a transaction's commit, after all its events were registered. `commit_time` is the
+    /// server's commit timestamp (microseconds since 2000-01-01), used only for the latency metric.
+    pub fn commit(&mut self, end_lsn: Lsn, commit_time: i64) {
+        let had_events = self.next_seq > self.sent_at_last_commit;
+        self.sent_at_last_commit = self.next_seq;
+        self.commits.push_back((self.next_seq, end_lsn, commit_time, had_events));
         self.advance();
+    }
+
+    /// Commit times of the transactions with events confirmed since the previous call.
+    pub fn take_confirmed(&mut self) -> std::vec::Drain<'_, i64> {
+        self.confirmed_commit_times.drain(..)
     }
 
     /// Registers a broker acknowledgement of event `seq`. Acknowledging twice, or a sequence number never
@@ -80,11 +102,14 @@ impl Checkpoint {
     }
 
     fn advance(&mut self) {
-        while let Some(&(needed, end_lsn)) = self.commits.front() {
+        while let Some(&(needed, end_lsn, commit_time, had_events)) = self.commits.front() {
             if needed > self.acked_below {
                 break;
             }
             self.commits.pop_front();
+            if had_events {
+                self.confirmed_commit_times.push(commit_time);
+            }
             if end_lsn > self.confirmed {
                 self.confirmed = end_lsn;
             }
@@ -126,9 +151,9 @@ mod tests {
         let mut c = Checkpoint::new(l(0));
         let a = c.event_sent();
         let b = c.event_sent();
-        c.commit(l(10));
+        c.commit(l(10), 0);
         let d = c.event_sent();
-        c.commit(l(20));
+        c.commit(l(20), 0);
         // Later acks first: nothing may be confirmed while `a` is outstanding.
         c.acked(d);
         c.acked(b);
@@ -141,9 +166,9 @@ mod tests {
     fn checkpoint_confirms_each_transaction_as_its_prefix_completes() {
         let mut c = Checkpoint::new(l(0));
         let a = c.event_sent();
-        c.commit(l(10));
+        c.commit(l(10), 0);
         let b = c.event_sent();
-        c.commit(l(20));
+        c.commit(l(20), 0);
         c.acked(a);
         assert_eq!(c.confirmed(), l(10), "first transaction done, second not");
         c.acked(b);
@@ -154,13 +179,24 @@ mod tests {
     fn checkpoint_transactions_without_events_follow_in_order() {
         let mut c = Checkpoint::new(l(0));
         let a = c.event_sent();
-        c.commit(l(10));
-        c.commit(l(15)); // a transaction on another table
+        c.commit(l(10), 0);
+        c.commit(l(15), 0); // a transaction on another table
         assert_eq!(c.confirmed(), l(0), "the empty transaction waits behind the unacked one");
         c.acked(a);
         assert_eq!(c.confirmed(), l(15));
-        c.commit(l(30));
+        c.commit(l(30), 0);
         assert_eq!(c.confirmed(), l(30), "with nothing in flight an empty transaction confirms at once");
+    }
+
+    #[test]
+    fn checkpoint_reports_confirmed_transactions_with_events() {
+        let mut c = Checkpoint::new(l(0));
+        let a = c.event_sent();
+        c.commit(l(10), 111);
+        c.commit(l(20), 222); // no events: not a latency sample
+        assert_eq!(c.take_confirmed().count(), 0);
+        c.acked(a);
+        assert_eq!(c.take_confirmed().collect::<Vec<_>>(), [111]);
     }
 
     #[test]
@@ -168,7 +204,7 @@ mod tests {
         let mut c = Checkpoint::new(l(0));
         let a = c.event_sent();
         let b = c.event_sent();
-        c.commit(l(10));
+        c.commit(l(10), 0);
         c.acked(b);
         c.acked(b);
         c.acked(99); // never sent
@@ -186,7 +222,7 @@ mod tests {
         c.idle_wal_end(l(50));
         assert_eq!(c.confirmed(), l(50));
         let a = c.event_sent();
-        c.commit(l(60));
+        c.commit(l(60), 0);
         c.idle_wal_end(l(70));
         assert_eq!(c.confirmed(), l(50), "keepalive cannot pass an unacked event");
         c.acked(a);
@@ -200,7 +236,7 @@ mod tests {
     #[test]
     fn checkpoint_never_moves_backwards_from_start() {
         let mut c = Checkpoint::new(l(100));
-        c.commit(l(50)); // a replayed transaction that ends before the slot position
+        c.commit(l(50), 0); // a replayed transaction that ends before the slot position
         assert_eq!(c.confirmed(), l(100));
     }
 
@@ -236,7 +272,7 @@ mod tests {
                     sent += 1;
                 }
                 let end = l(10 * (i as u64 + 1));
-                c.commit(end);
+                c.commit(end, 0);
                 ends.push((sent, end));
             }
             let mut acked = std::collections::HashSet::new();

@@ -28,14 +28,17 @@ pub use checkpoint::Checkpoint;
 use crate::config::Config;
 use crate::error::RelayError;
 use crate::lsn::Lsn;
+use crate::metrics::Metrics;
 use crate::outbox::OutboxRecord;
+use std::sync::Arc;
 
 /// What flows from the reader to the sink, in commit order.
 #[derive(Debug)]
 pub enum Item {
     Event(OutboxRecord),
-    /// A transaction ended here (its commit record's end).
-    Commit(Lsn),
+    /// A transaction ended here (its commit record's end), committed at `commit_time` (microseconds
+    /// since 2000-01-01, the server's clock).
+    Commit { end_lsn: Lsn, commit_time: i64 },
     /// A keepalive's WAL end, received outside any transaction.
     IdleWalEnd(Lsn),
 }
@@ -48,13 +51,14 @@ const STANDBY_POLL: Duration = Duration::from_secs(1);
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 
 /// Runs the relay until `shutdown` is cancelled (then returns `Ok`) or a definite error.
-pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RelayError> {
+pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metrics>) -> Result<(), RelayError> {
     let mut backoff = INITIAL_BACKOFF;
     let mut state = session::SessionState::default();
     let mut standing_by = false;
     loop {
         let started = std::time::Instant::now();
-        let result = session::run(&config, &shutdown, &mut state).await;
+        let result = session::run(&config, &shutdown, &mut state, &metrics).await;
+        metrics.streaming.store(false, std::sync::atomic::Ordering::Relaxed);
         if shutdown.is_cancelled() {
             return result;
         }

@@ -184,7 +184,7 @@ impl<'a> Reader<'a> {
             LogicalMessage::Commit(c) => {
                 self.in_transaction = false;
                 self.received = self.received.max(c.end_lsn);
-                self.batch.push(Item::Commit(c.end_lsn));
+                self.batch.push(Item::Commit { end_lsn: c.end_lsn, commit_time: c.commit_time });
             }
             LogicalMessage::Relation(r) => {
                 let plan = if self.cfg.tables.matches(&r.namespace, &r.name) {

@@ -9,6 +9,9 @@ use crate::config::Config;
 use crate::error::RelayError;
 use crate::kafka::Producer;
 use crate::lsn::Lsn;
+use crate::metrics::Metrics;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use crate::postgres::replication::ReplicationConnection;
 use crate::postgres::{setup, ConnectParams, PgError};
 
@@ -24,7 +27,7 @@ pub struct SessionState {
     pub streamed: bool,
 }
 
-pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut SessionState) -> Result<(), RelayError> {
+pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut SessionState, metrics: &Arc<Metrics>) -> Result<(), RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
     setup::check_wal_level(&sql).await?;
@@ -55,12 +58,14 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
         e => e.into(),
     })?;
     state.streamed = true;
+    metrics.sessions.fetch_add(1, Ordering::Relaxed);
+    metrics.streaming.store(true, Ordering::Relaxed);
     tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %start, "streaming");
 
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, confirmed_rx) = watch::channel(start);
-    let sink = tokio::spawn(Sink::new(producer, start, confirmed_tx, cfg.kafka.clone()).run(rx, cfg.shutdown_timeout));
+    let sink = tokio::spawn(Sink::new(producer, start, confirmed_tx, cfg.kafka.clone(), metrics.clone()).run(rx, cfg.shutdown_timeout));
     let reader_result = Reader::new(conn, sql, cfg, tx, confirmed_rx).run(shutdown).await;
     let sink_result = match sink.await {
         Ok(r) => r,

@@ -15,6 +15,9 @@ use crate::config::KafkaConfig;
 use crate::error::RelayError;
 use crate::kafka::{self, Ack, DeliveryFailure, Producer};
 use crate::lsn::Lsn;
+use crate::metrics::Metrics;
+use crate::postgres::wire::pg_epoch_micros;
+use std::sync::atomic::Ordering;
 use crate::outbox::OutboxRecord;
 
 pub struct Sink {
@@ -24,11 +27,13 @@ pub struct Sink {
     kafka: KafkaConfig,
     /// Topics known to exist (only tracked when pgoutbox creates topics).
     created: HashSet<Arc<str>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Sink {
-    pub fn new(producer: Producer, start: Lsn, confirmed: watch::Sender<Lsn>, kafka: KafkaConfig) -> Self {
-        Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new() }
+    pub fn new(producer: Producer, start: Lsn, confirmed: watch::Sender<Lsn>, kafka: KafkaConfig, metrics: Arc<Metrics>) -> Self {
+        metrics.confirmed_lsn.store(start.0, Ordering::Relaxed);
+        Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new(), metrics }
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Vec<Item>>, drain_timeout: Duration) -> Result<(), RelayError> {
@@ -69,8 +74,16 @@ impl Sink {
         Ok(())
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
         let c = self.checkpoint.confirmed();
+        let mut confirmed_transactions = 0;
+        let now = pg_epoch_micros(std::time::SystemTime::now());
+        for commit_time in self.checkpoint.take_confirmed() {
+            self.metrics.record_latency_us(now.saturating_sub(commit_time).max(0) as u64);
+            confirmed_transactions += 1;
+        }
+        self.metrics.transactions_confirmed.fetch_add(confirmed_transactions, Ordering::Relaxed);
+        self.metrics.confirmed_lsn.store(c.0, Ordering::Relaxed);
         self.confirmed.send_if_modified(|v| {
             let changed = *v != c;
             *v = c;
@@ -82,6 +95,7 @@ impl Sink {
         match ack.result {
             Ok(()) => {
                 self.checkpoint.acked(ack.seq);
+                self.metrics.events_acked.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err((error, topic, event_id)) => Err(delivery_error(error, topic, event_id)),
@@ -92,7 +106,7 @@ impl Sink {
         for item in items {
             match item {
                 Item::Event(record) => self.send(record).await?,
-                Item::Commit(end) => self.checkpoint.commit(end),
+                Item::Commit { end_lsn, commit_time } => self.checkpoint.commit(end_lsn, commit_time),
                 Item::IdleWalEnd(end) => self.checkpoint.idle_wal_end(end),
             }
         }

@@ -1,0 +1,86 @@
+//! A minimal HTTP endpoint for operators and benchmarks: `/metrics` (Prometheus text), `/health`
+//! (200 while streaming, 503 otherwise) and `/latency` (JSON quantiles of commit-to-ack latency since
+//! the previous `/latency` request).
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::lsn::Lsn;
+use crate::metrics::{Metrics, Summary};
+
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    loop {
+        let (mut sock, _) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let n = match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let path = std::str::from_utf8(&buf[..n]).ok().and_then(|r| r.split_whitespace().nth(1)).unwrap_or("/");
+            let (status, ctype, body) = respond(path, &metrics);
+            let head = format!("HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(body.as_bytes()).await;
+        });
+    }
+}
+
+fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
+    match path {
+        "/metrics" => ("200 OK", "text/plain; version=0.0.4", prometheus(m)),
+        "/health" => {
+            if m.streaming.load(std::sync::atomic::Ordering::Relaxed) {
+                ("200 OK", "text/plain", "streaming\n".into())
+            } else {
+                ("503 Service Unavailable", "text/plain", "not streaming\n".into())
+            }
+        }
+        "/latency" => ("200 OK", "application/json", json(&m.take_window())),
+        _ => ("404 Not Found", "text/plain", "not found\n".into()),
+    }
+}
+
+fn json(s: &Summary) -> String {
+    format!(
+        "{{\"count\":{},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{}}}\n",
+        s.count, s.p50_us, s.p90_us, s.p99_us, s.p999_us, s.max_us
+    )
+}
+
+fn prometheus(m: &Metrics) -> String {
+    let g = Metrics::get;
+    let t = m.total();
+    let secs = |us: u64| us as f64 / 1e6;
+    format!(
+        "# TYPE pgoutbox_events_acked_total counter\npgoutbox_events_acked_total {}\n\
+         # TYPE pgoutbox_transactions_confirmed_total counter\npgoutbox_transactions_confirmed_total {}\n\
+         # TYPE pgoutbox_confirmed_lsn gauge\npgoutbox_confirmed_lsn {}\n\
+         # HELP pgoutbox_confirmed_lsn_text the confirmed LSN as PostgreSQL prints it\n# TYPE pgoutbox_confirmed_lsn_text gauge\npgoutbox_confirmed_lsn_text{{lsn=\"{}\"}} 1\n\
+         # TYPE pgoutbox_received_lsn gauge\npgoutbox_received_lsn {}\n\
+         # TYPE pgoutbox_streaming gauge\npgoutbox_streaming {}\n\
+         # TYPE pgoutbox_sessions_total counter\npgoutbox_sessions_total {}\n\
+         # TYPE pgoutbox_commit_to_ack_seconds summary\n\
+         pgoutbox_commit_to_ack_seconds{{quantile=\"0.5\"}} {}\npgoutbox_commit_to_ack_seconds{{quantile=\"0.99\"}} {}\n\
+         pgoutbox_commit_to_ack_seconds{{quantile=\"0.999\"}} {}\npgoutbox_commit_to_ack_seconds_sum {}\npgoutbox_commit_to_ack_seconds_count {}\n",
+        g(&m.events_acked),
+        g(&m.transactions_confirmed),
+        g(&m.confirmed_lsn),
+        Lsn(g(&m.confirmed_lsn)),
+        g(&m.received_lsn),
+        u8::from(m.streaming.load(std::sync::atomic::Ordering::Relaxed)),
+        g(&m.sessions),
+        secs(t.p50_us),
+        secs(t.p99_us),
+        secs(t.p999_us),
+        secs(t.sum_us),
+        t.count
+    )
+}

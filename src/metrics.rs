@@ -1,0 +1,174 @@
+//! Counters and the commit-to-acknowledgement latency of the relay, for the `/metrics`, `/health` and
+//! `/latency` endpoints (see `http`).
+//!
+//! Latency is measured per transaction with outbox events: from its commit time (pgoutput's Begin
+//! carries it, on the server's clock) to the moment the broker acknowledged the last of its events and
+//! everything before them, i.e. when the checkpoint could confirm it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct Metrics {
+    pub events_acked: AtomicU64,
+    pub transactions_confirmed: AtomicU64,
+    pub confirmed_lsn: AtomicU64,
+    pub received_lsn: AtomicU64,
+    pub streaming: AtomicBool,
+    pub sessions: AtomicU64,
+    latency: Mutex<Latencies>,
+}
+
+#[derive(Default)]
+struct Latencies {
+    total: Histogram,
+    /// Since the last `/latency` read.
+    window: Histogram,
+}
+
+impl Metrics {
+    pub fn record_latency_us(&self, us: u64) {
+        if let Ok(mut l) = self.latency.lock() {
+            l.total.record(us);
+            l.window.record(us);
+        }
+    }
+
+    /// Quantiles since the previous call, which starts a new window.
+    pub fn take_window(&self) -> Summary {
+        match self.latency.lock() {
+            Ok(mut l) => std::mem::take(&mut l.window).summary(),
+            Err(_) => Summary::default(),
+        }
+    }
+
+    pub fn total(&self) -> Summary {
+        self.latency.lock().map(|l| l.total.summary()).unwrap_or_default()
+    }
+
+    pub fn get(a: &AtomicU64) -> u64 {
+        a.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Summary {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub sum_us: u64,
+}
+
+/// A log-linear histogram of microseconds: 32 sub-buckets per power of two (about 3% resolution),
+/// fixed size, no allocation per sample.
+pub struct Histogram {
+    counts: Vec<u64>,
+    count: u64,
+    max: u64,
+    sum: u64,
+}
+
+const SUB: u32 = 32;
+const BUCKETS: usize = (64 * SUB) as usize;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram { counts: vec![0; BUCKETS], count: 0, max: 0, sum: 0 }
+    }
+}
+
+impl Histogram {
+    fn index(v: u64) -> usize {
+        if v < u64::from(SUB) {
+            return v as usize;
+        }
+        let exp = 63 - v.leading_zeros(); // >= 5
+        let mantissa = (v >> (exp - 5)) as u32 & (SUB - 1);
+        ((exp - 4) * SUB + mantissa) as usize
+    }
+
+    /// The upper bound of a bucket (the value reported for samples in it).
+    fn upper(index: usize) -> u64 {
+        let i = index as u32;
+        if i < SUB {
+            return u64::from(i);
+        }
+        let exp = i / SUB + 4;
+        let mantissa = u128::from(i % SUB | SUB);
+        u64::try_from(((mantissa + 1) << (exp - 5)) - 1).unwrap_or(u64::MAX)
+    }
+
+    pub fn record(&mut self, v: u64) {
+        self.counts[Self::index(v)] += 1;
+        self.count += 1;
+        self.max = self.max.max(v);
+        self.sum = self.sum.saturating_add(v);
+    }
+
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::upper(i).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary {
+            count: self.count,
+            p50_us: self.quantile(0.5),
+            p90_us: self.quantile(0.9),
+            p99_us: self.quantile(0.99),
+            p999_us: self.quantile(0.999),
+            max_us: self.max,
+            sum_us: self.sum,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_within_three_percent() {
+        let mut h = Histogram::default();
+        for v in 1..=100_000u64 {
+            h.record(v);
+        }
+        for (q, want) in [(0.5, 50_000.0), (0.99, 99_000.0), (0.999, 99_900.0)] {
+            let got = h.quantile(q) as f64;
+            assert!((got - want).abs() / want < 0.03, "q{q}: {got} vs {want}");
+        }
+        assert_eq!(h.summary().max_us, 100_000);
+        assert_eq!(h.quantile(0.0001), 10);
+    }
+
+    #[test]
+    fn histogram_buckets_cover_every_value() {
+        for v in [0u64, 1, 31, 32, 33, 63, 64, 1000, 1 << 40, u64::MAX] {
+            let i = Histogram::index(v);
+            assert!(i < BUCKETS);
+            assert!(Histogram::upper(i) >= v, "{v}");
+        }
+    }
+
+    #[test]
+    fn windows_reset_on_read() {
+        let m = Metrics::default();
+        m.record_latency_us(5);
+        assert_eq!(m.take_window().count, 1);
+        assert_eq!(m.take_window().count, 0);
+        assert_eq!(m.total().count, 1);
+    }
+}
