@@ -341,6 +341,9 @@ public final class DebeziumRunner {
                         if (f != null) {
                             f.get();
                             final long n = produced.incrementAndGet();
+                            if (n == 1) {
+                                say("DEBEZIUM FIRST");
+                            }
                             if (progress > 0 && n % progress == 0) {
                                 say("DEBEZIUM RECORDS " + n);
                             }

@@ -74,7 +74,6 @@ const ROUTER_LEGACY: &[(&str, &str)] = &[
 
 /// Prefixes of whole key families and why they are ignored.
 const PREFIXES: &[(&str, &str)] = &[
-    ("producer.", "producer settings are not passed through yet; pgoutbox sets acks=all, idempotence and murmur2 partitioning itself"),
     ("consumer.", "pgoutbox runs no consumer"),
     ("admin.", "pgoutbox uses its own admin client settings"),
     ("offset.", "pgoutbox keeps its position in the replication slot"),

@@ -3,6 +3,7 @@
 //! act on are returned as `ignored`, with the reason, so `main` can list them once.
 
 mod keys;
+mod producer;
 mod properties;
 
 use std::time::Duration;
@@ -313,15 +314,18 @@ impl Config {
             }
         }
         let extended_headers = r.bool_or("extended.headers.enabled", true)?;
-        let kafka = KafkaConfig {
-            bootstrap_servers: r.required("bootstrap.servers", "the Kafka brokers, host:port[,host:port]")?,
-            producer_overrides: Vec::new(),
-            topic_creation: parse_topic_creation(&mut r)?,
-        };
+        let bootstrap_servers = r.required("bootstrap.servers", "the Kafka brokers, host:port[,host:port]")?;
+        let (producer_overrides, producer_ignored) = producer::collect(&raw.entries)?;
+        producer::validate(&producer_overrides, &bootstrap_servers)?;
+        for k in raw.entries.keys().filter(|k| k.starts_with("producer.")) {
+            r.used.insert(k.clone());
+        }
+        let kafka = KafkaConfig { bootstrap_servers, producer_overrides, topic_creation: parse_topic_creation(&mut r)? };
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let connector_name = r.string_or("name", "pgoutbox");
 
-        let ignored = keys::ignored(raw, &r.used);
+        let mut ignored = keys::ignored(raw, &r.used);
+        ignored.extend(producer_ignored);
         Ok(Config {
             connector_name,
             database,

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Start and stop throwaway PostgreSQL and broker instances (used by the benchmark and fault tests).
+#   services.sh pg-start DIR PORT          services.sh pg-stop DIR [fast|immediate]
+#   services.sh broker-start DIR PORT [memory|sqlite]    services.sh broker-stop DIR
+#   services.sh free-port
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+cmd=${1:-}; shift || true
+case "$cmd" in
+    pg-start) pg_start "$@" ;;
+    pg-stop) pg_stop "$@" ;;
+    broker-start) broker_start "$@" ;;
+    broker-stop) broker_stop "$@" ;;
+    free-port) free_port ;;
+    pg-bindir) pg_bindir ;;
+    *) die "usage: services.sh pg-start|pg-stop|broker-start|broker-stop|free-port|pg-bindir ..." ;;
+esac

@@ -1,0 +1,58 @@
+//! Throwaway PostgreSQL and brokers for the benchmark, through scripts/services.sh.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Services {
+    pub root: PathBuf,
+    pub scripts: PathBuf,
+    pub pg_port: u16,
+    /// (bootstrap address, directory) of each running broker.
+    brokers: Vec<(String, PathBuf)>,
+}
+
+fn sh(scripts: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("bash").arg(scripts.join("services.sh")).args(args).output()?;
+    if !out.status.success() {
+        anyhow::bail!("services.sh {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+impl Services {
+    pub fn start(scripts: PathBuf) -> anyhow::Result<Services> {
+        let root = std::env::temp_dir().join(format!("pgoutbox-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&root)?;
+        Command::new("chmod").arg("755").arg(&root).status()?;
+        let pg_port: u16 = sh(&scripts, &["free-port"])?.parse()?;
+        sh(&scripts, &["pg-start", &root.join("pg").to_string_lossy(), &pg_port.to_string()])?;
+        Ok(Services { root, scripts, pg_port, brokers: Vec::new() })
+    }
+
+    /// A fresh in-memory broker; returns its bootstrap address.
+    pub fn broker(&mut self, name: &str) -> anyhow::Result<String> {
+        let port = sh(&self.scripts, &["free-port"])?;
+        let dir = self.root.join(format!("broker-{name}"));
+        sh(&self.scripts, &["broker-start", &dir.to_string_lossy(), &port])?;
+        let bootstrap = format!("127.0.0.1:{port}");
+        self.brokers.push((bootstrap.clone(), dir));
+        Ok(bootstrap)
+    }
+
+    pub fn stop_broker(&mut self, bootstrap: &str) {
+        if let Some(i) = self.brokers.iter().position(|(b, _)| b == bootstrap) {
+            let (_, dir) = self.brokers.remove(i);
+            let _ = sh(&self.scripts, &["broker-stop", &dir.to_string_lossy()]);
+        }
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for (_, d) in &self.brokers {
+            let _ = sh(&self.scripts, &["broker-stop", &d.to_string_lossy()]);
+        }
+        let _ = sh(&self.scripts, &["pg-stop", &self.root.join("pg").to_string_lossy(), "immediate"]);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}

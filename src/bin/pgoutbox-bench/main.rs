@@ -1,0 +1,424 @@
+//! pgoutbox-bench: measures pgoutbox against Debezium and against the physical ceilings, in one run, on
+//! the same WAL.
+//!
+//! It starts its own PostgreSQL 15 and brokers, creates one slot per contender *before* writing the
+//! backlog (so each drains exactly the same WAL), writes the backlog, then runs one after another:
+//! - the decoding ceiling: `pg_recvlogical` with pgoutput draining the backlog to /dev/null;
+//! - pgoutbox catching up (events/s and MB/s from its first to its last acknowledgement);
+//! - the broker ceiling: a plain rdkafka producer sending the very same records with the same settings;
+//! - Debezium 3.6 (embedded engine + Event Router, Connect converters and producer defaults);
+//! - pgoutbox at steady state: a fixed insert rate, commit-to-ack latency from its /latency endpoint.
+//! Each relay gets a fresh broker. CPU seconds and peak RSS come from /proc.
+
+mod env;
+mod procstat;
+mod report;
+mod workload;
+
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use report::{Contender, Results};
+use workload::Shape;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Benchmark pgoutbox against Debezium and the decoding and broker ceilings")]
+pub struct Args {
+    /// Backlog size.
+    #[arg(long, default_value_t = 200_000)]
+    pub events: usize,
+    /// Approximate JSON payload size.
+    #[arg(long, default_value_t = 400)]
+    pub payload_bytes: usize,
+    #[arg(long, default_value_t = 10)]
+    pub events_per_txn: usize,
+    #[arg(long, default_value_t = 1000)]
+    pub aggregates: usize,
+    /// Connections writing the backlog.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Partitions of each topic.
+    #[arg(long, default_value_t = 6)]
+    pub partitions: i32,
+    /// Steady-state insert rate, events per second.
+    #[arg(long, default_value_t = 5000)]
+    pub steady_rate: usize,
+    #[arg(long, default_value_t = 20)]
+    pub steady_seconds: u64,
+    #[arg(long)]
+    pub skip_debezium: bool,
+    #[arg(long)]
+    pub skip_steady: bool,
+    /// Where result.json, result.md and chart.svg go.
+    #[arg(long, default_value = "target/bench")]
+    pub out: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(run(args))
+}
+
+const PUBLICATION: &str = "bench_pub";
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let relay_bin = std::env::current_exe()?.with_file_name("pgoutbox");
+    anyhow::ensure!(relay_bin.exists(), "{} not found: build with `cargo build --release --bins`", relay_bin.display());
+    let mut svc = env::Services::start(root.join("scripts"))?;
+    let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
+    let sql = workload::connect(svc.pg_port).await?;
+    sql.batch_execute(&std::fs::read_to_string(root.join("sql/outbox.sql"))?).await?;
+    sql.batch_execute(&format!("CREATE PUBLICATION {PUBLICATION} FOR TABLE public.outbox")).await?;
+    for slot in ["bench_recv", "bench_pgoutbox", "bench_debezium"] {
+        sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&slot]).await?;
+    }
+    eprintln!("writing a backlog of {} events ({} per transaction, ~{} B payloads, {} aggregates)", args.events, args.events_per_txn, args.payload_bytes, args.aggregates);
+    let write_time = workload::backlog(svc.pg_port, &shape, args.events, args.concurrency).await?;
+    let events: i64 = sql.query_one("SELECT count(*) FROM public.outbox", &[]).await?.get(0);
+    let payload_bytes: i64 = sql.query_one("SELECT sum(octet_length(payload::text))::int8 FROM public.outbox", &[]).await?.get(0);
+    let end_lsn: String = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await?.get(0);
+    let events = events as usize;
+    eprintln!("backlog written in {:.1}s ({:.0} events/s); WAL end {end_lsn}", write_time.as_secs_f64(), events as f64 / write_time.as_secs_f64());
+    let mut results = Results::new(&args, events, payload_bytes as u64);
+
+    results.decoding = Some(decoding_ceiling(&svc, &end_lsn, events)?);
+    eprintln!("decoding ceiling: {}", results.decoding.as_ref().map(|c| c.line()).unwrap_or_default());
+
+    let broker = svc.broker("pgoutbox")?;
+    create_topics(&broker, args.partitions).await?;
+    let relay_cfg = write_config(&svc, "pgoutbox", &broker, "bench_pgoutbox")?;
+    if let Ok(extra) = std::env::var("PGOUTBOX_BENCH_EXTRA") {
+        let mut text = std::fs::read_to_string(&relay_cfg)?;
+        text.push_str(&extra.replace(';', "\n"));
+        text.push('\n');
+        std::fs::write(&relay_cfg, text)?;
+    }
+    results.pgoutbox = Some(pgoutbox_catch_up(&relay_bin, &relay_cfg, events).await?);
+    eprintln!("pgoutbox catch-up: {}", results.pgoutbox.as_ref().map(|c| c.line()).unwrap_or_default());
+
+    let ceiling_broker = svc.broker("ceiling")?;
+    create_topics(&ceiling_broker, args.partitions).await?;
+    results.broker = Some(broker_ceiling(&sql, &ceiling_broker).await?);
+    eprintln!("broker ceiling: {}", results.broker.as_ref().map(|c| c.line()).unwrap_or_default());
+    svc.stop_broker(&ceiling_broker);
+
+    if !args.skip_debezium {
+        let dbz_broker = svc.broker("debezium")?;
+        create_topics(&dbz_broker, args.partitions).await?;
+        let dbz_cfg = write_config(&svc, "debezium", &dbz_broker, "bench_debezium")?;
+        results.debezium = Some(debezium_catch_up(&root, &dbz_cfg, events)?);
+        eprintln!("Debezium catch-up: {}", results.debezium.as_ref().map(|c| c.line()).unwrap_or_default());
+        svc.stop_broker(&dbz_broker);
+    }
+
+    if !args.skip_steady {
+        results.steady = Some(steady_state(&relay_bin, &relay_cfg, &svc, &shape, &args, events).await?);
+    }
+
+    std::fs::create_dir_all(&args.out)?;
+    report::write(&results, &args.out)?;
+    println!("{}", report::table(&results));
+    Ok(())
+}
+
+async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
+    let cfg = pgoutbox::config::KafkaConfig { bootstrap_servers: broker.to_string(), producer_overrides: vec![], topic_creation: None };
+    let topics: Vec<String> = workload::TYPES.iter().map(|t| format!("outbox.event.{t}")).collect();
+    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    pgoutbox::kafka::create_topics(&cfg, &refs, partitions, 1).await?;
+    // tansu's metadata lags topic creation: wait until every topic shows all its partitions, so no
+    // contender pays for a metadata retry.
+    let broker = broker.to_string();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", &broker).create()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for t in &topics {
+            loop {
+                let md = c.fetch_metadata(Some(t), Duration::from_secs(5))?;
+                if md.topics().first().is_some_and(|m| m.error().is_none() && m.partitions().len() == partitions as usize) {
+                    break;
+                }
+                anyhow::ensure!(Instant::now() < deadline, "topic {t} not visible");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    })
+    .await??;
+    Ok(())
+}
+
+fn write_config(svc: &env::Services, name: &str, broker: &str, slot: &str) -> anyhow::Result<PathBuf> {
+    let path = svc.root.join(format!("{name}.properties"));
+    std::fs::write(
+        &path,
+        format!(
+            "name=bench-{name}\nconnector.class=io.debezium.connector.postgresql.PostgresConnector\n\
+             database.hostname=127.0.0.1\ndatabase.port={}\ndatabase.user=postgres\ndatabase.dbname=postgres\n\
+             database.sslmode=disable\ntopic.prefix=bench\nplugin.name=pgoutput\nslot.name={slot}\n\
+             publication.name={PUBLICATION}\npublication.autocreate.mode=disabled\ntable.include.list=public.outbox\n\
+             snapshot.mode=no_data\ntransforms=outbox\ntransforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
+             bootstrap.servers={broker}\nkey.converter=org.apache.kafka.connect.json.JsonConverter\n\
+             value.converter=org.apache.kafka.connect.json.JsonConverter\n",
+            svc.pg_port
+        ),
+    )?;
+    Ok(path)
+}
+
+fn decoding_ceiling(svc: &env::Services, end_lsn: &str, events: usize) -> anyhow::Result<Contender> {
+    let start = Instant::now();
+    let status = Command::new("pg_recvlogical")
+        .args(["-h", "127.0.0.1", "-p", &svc.pg_port.to_string(), "-U", "postgres", "-d", "postgres", "-S", "bench_recv", "--start"])
+        .args(["-o", "proto_version=1", "-o", &format!("publication_names={PUBLICATION}"), "-E", end_lsn, "-f", "/dev/null", "--no-loop"])
+        .status()?;
+    anyhow::ensure!(status.success(), "pg_recvlogical failed");
+    let wall = start.elapsed();
+    Ok(Contender::throughput("pg_recvlogical (decoding ceiling)", events, wall, None, None))
+}
+
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+fn metric(addr: &str, name: &str) -> Option<u64> {
+    let body = http_get(addr, "/metrics")?;
+    body.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).map(|v| v as u64)
+}
+
+fn free_addr() -> anyhow::Result<String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.to_string())
+}
+
+fn spawn_relay(bin: &Path, cfg: &Path, metrics: &str, log: &Path) -> anyhow::Result<Child> {
+    Ok(Command::new(bin)
+        .args(["run", "--config"])
+        .arg(cfg)
+        .args(["--metrics-address", metrics])
+        .env("RUST_LOG", std::env::var("PGOUTBOX_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?)
+}
+
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+async fn pgoutbox_catch_up(bin: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
+    let addr = free_addr()?;
+    let log = std::path::PathBuf::from("target/bench/pgoutbox-catch-up.log");
+    let _ = std::fs::create_dir_all("target/bench");
+    let start = Instant::now();
+    let mut child = spawn_relay(bin, cfg, &addr, &log)?;
+    let mut streaming = None;
+    let mut first = None;
+    let mut peak = procstat::Usage::default();
+    let deadline = start + Duration::from_secs(600);
+    loop {
+        anyhow::ensure!(Instant::now() < deadline, "pgoutbox did not drain the backlog in 600s; log {}", log.display());
+        if let Ok(Some(s)) = child.try_wait() {
+            anyhow::bail!("pgoutbox exited ({s}); log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        if streaming.is_none() && http_get(&addr, "/health").is_some() {
+            streaming = Some(start.elapsed());
+        }
+        let acked = metric(&addr, "pgoutbox_events_acked_total").unwrap_or(0) as usize;
+        if first.is_none() && acked > 0 {
+            first = Some(start.elapsed());
+        }
+        let u = procstat::usage(child.id());
+        peak.peak_rss_mb = peak.peak_rss_mb.max(u.peak_rss_mb);
+        peak.cpu_seconds = u.cpu_seconds;
+        if acked >= events {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(if streaming.is_none() { 2 } else { 10 })).await;
+    }
+    let done = start.elapsed();
+    let usage = procstat::usage(child.id());
+    stop(&mut child);
+    let first = first.unwrap_or(done);
+    let streaming = streaming.unwrap_or(first);
+    let mut c = Contender::throughput("pgoutbox", events, done - streaming, Some(usage), Some(first));
+    c.startup = Some(streaming);
+    Ok(c)
+}
+
+async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::Result<Contender> {
+    use pgoutbox::outbox::{ColumnInfo, ContextHeaders, RelationInfo, Router};
+    use pgoutbox::pgoutput::{TupleData, Value};
+    let rows = sql.query("SELECT id::text, aggregatetype, aggregateid, type, payload::text FROM public.outbox ORDER BY created_at", &[]).await?;
+    let config = pgoutbox::config::Config::from_raw(&pgoutbox::config::parse_properties(
+        "database.hostname=x\ndatabase.user=x\ndatabase.dbname=x\ntopic.prefix=bench\ntransforms=outbox\n\
+         transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\nbootstrap.servers=x\npublication.autocreate.mode=disabled\n",
+    ))?;
+    let ctx = ContextHeaders { connector_logical_name: "bench".into(), task_id: "0".into(), connector_name: "postgresql".into(), run_id: "r".into() };
+    let mut router = Router::new(config.router.clone(), config.key_converter, config.value_converter, Some(ctx));
+    let col = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, not_null };
+    let plan = router.plan(&RelationInfo {
+        oid: 1,
+        schema: "public".into(),
+        table: "outbox".into(),
+        columns: vec![col("id", 2950, true), col("aggregatetype", 1043, true), col("aggregateid", 1043, true), col("type", 1043, true), col("payload", 3802, false)],
+    });
+    let mut records = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let text = |i: usize| Value::Text(bytes::Bytes::from(r.get::<_, String>(i)));
+        let tuple = TupleData { values: vec![text(0), text(1), text(2), text(3), text(4)] };
+        records.push(router.route(&plan, &tuple, 0)?);
+    }
+    drop(rows);
+    let kafka = pgoutbox::config::KafkaConfig { bootstrap_servers: broker.to_string(), producer_overrides: vec![], topic_creation: None };
+    let events = records.len();
+    let wall = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
+        use rdkafka::message::{Header, OwnedHeaders};
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let p: BaseProducer = pgoutbox::kafka::base_config(&kafka).create()?;
+        let start = Instant::now();
+        for rec in &records {
+            loop {
+                let mut h = OwnedHeaders::new_with_capacity(rec.headers.len());
+                for x in &rec.headers {
+                    h = h.insert(Header { key: &x.name, value: x.value.as_deref() });
+                }
+                let mut br: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&rec.topic).headers(h);
+                if let Some(k) = &rec.key {
+                    br = br.key(&k[..]);
+                }
+                if let Some(v) = &rec.value {
+                    br = br.payload(&v[..]);
+                }
+                match p.send(br) {
+                    Ok(()) => break,
+                    Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), _)) => {
+                        p.poll(Duration::from_millis(5));
+                    }
+                    Err((e, _)) => anyhow::bail!("produce failed: {e}"),
+                }
+            }
+            p.poll(Duration::ZERO);
+        }
+        p.flush(Duration::from_secs(120))?;
+        Ok(start.elapsed())
+    })
+    .await??;
+    Ok(Contender::throughput("rdkafka producer (broker ceiling)", events, wall, None, None))
+}
+
+fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
+    let script = root.join("scripts/debezium.sh");
+    let install = Command::new("bash").arg(&script).arg("install").status()?;
+    anyhow::ensure!(install.success(), "scripts/debezium.sh install failed");
+    let start = Instant::now();
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .args(["run", "--config"])
+        .arg(cfg)
+        .args(["--progress", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(cfg.with_extension("log"))?)
+        .spawn()?;
+    let pid = child.id();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send((start.elapsed(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut first = None;
+    let mut streaming = None;
+    let mut peak = 0.0f64;
+    let deadline = start + Duration::from_secs(1800);
+    let done = loop {
+        anyhow::ensure!(Instant::now() < deadline, "Debezium did not drain the backlog in 1800s");
+        peak = peak.max(procstat::usage(pid).peak_rss_mb);
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((t, line)) => {
+                if line == "DEBEZIUM STREAMING" {
+                    streaming = Some(t);
+                } else if line == "DEBEZIUM FIRST" {
+                    first = Some(t);
+                } else if let Some(n) = line.strip_prefix("DEBEZIUM RECORDS ") {
+                    if n.trim().parse::<usize>().unwrap_or(0) >= events {
+                        break t;
+                    }
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Ok(Some(s)) = child.try_wait() {
+                    anyhow::bail!("Debezium exited early ({s}); see {}", cfg.with_extension("log").display());
+                }
+            }
+            Err(_) => anyhow::bail!("Debezium's output ended early; see {}", cfg.with_extension("log").display()),
+        }
+    };
+    let mut usage = procstat::usage(pid);
+    usage.peak_rss_mb = usage.peak_rss_mb.max(peak);
+    stop(&mut child);
+    let first = first.unwrap_or(done);
+    let streaming = streaming.unwrap_or(first);
+    let mut c = Contender::throughput("Debezium 3.6.3 (embedded engine, Connect defaults)", events, done - streaming, Some(usage), Some(first));
+    c.startup = Some(streaming);
+    Ok(c)
+}
+
+async fn steady_state(bin: &Path, cfg: &Path, svc: &env::Services, shape: &Shape, args: &Args, backlog: usize) -> anyhow::Result<report::Steady> {
+    let addr = free_addr()?;
+    let log = cfg.with_extension("steady.log");
+    let mut child = spawn_relay(bin, cfg, &addr, &log)?;
+    let start = Instant::now();
+    while http_get(&addr, "/health").is_none() {
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "relay did not start streaming");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!("steady state: {} events/s for {}s (after 3s warm-up)", args.steady_rate, args.steady_seconds);
+    workload::steady(svc.pg_port, shape, args.steady_rate, Duration::from_secs(3), backlog + 1).await?;
+    let _ = http_get(&addr, "/latency"); // discard the warm-up window
+    let pid = child.id();
+    let cpu_before = procstat::usage(pid).cpu_seconds;
+    let written = workload::steady(svc.pg_port, shape, args.steady_rate, Duration::from_secs(args.steady_seconds), backlog + 1_000_000).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let body = http_get(&addr, "/latency").unwrap_or_default();
+    let lat: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let usage = procstat::usage(pid);
+    stop(&mut child);
+    let us = |k: &str| lat.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    Ok(report::Steady {
+        rate: args.steady_rate,
+        seconds: args.steady_seconds,
+        events_written: written,
+        transactions: us("count"),
+        p50_ms: us("p50_us") as f64 / 1000.0,
+        p99_ms: us("p99_us") as f64 / 1000.0,
+        max_ms: us("max_us") as f64 / 1000.0,
+        cpu_seconds: usage.cpu_seconds - cpu_before,
+        peak_rss_mb: usage.peak_rss_mb,
+    })
+}
