@@ -29,6 +29,8 @@ pub enum RelayError {
     KafkaTransient(String),
     #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
     KafkaConfig(String),
+    #[error("the Kafka producer failed fatally: {0}; grant this client IDEMPOTENT_WRITE (and WRITE on the topics) if it is an authorization error")]
+    KafkaFatal(String),
     #[error("replication slot `{0}` disappeared while pgoutbox was using it; recreating it could skip events, so stopping: check what dropped it, then restart pgoutbox (it creates the slot)")]
     SlotDropped(String),
 }
@@ -47,6 +49,9 @@ impl RelayError {
         match self {
             RelayError::Postgres(e) => e.is_retryable(),
             RelayError::KafkaTransient(_) => true,
+            // A fresh producer (a new session) recovers from a lost idempotence state, not from a
+            // missing permission.
+            RelayError::KafkaFatal(reason) => !reason.to_ascii_lowercase().contains("authoriz"),
             _ => false,
         }
     }
@@ -64,7 +69,7 @@ impl RelayError {
             RelayError::Setup(_) => 4,
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
             RelayError::Delivery(_) => 6,
-            RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) => 7,
+            RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) | RelayError::KafkaFatal(_) => 7,
             RelayError::SlotDropped(_) => 8,
         }
     }

@@ -25,11 +25,16 @@ use tokio::sync::mpsc;
 
 use crate::config::KafkaConfig;
 
-/// A delivery report: the record's sequence number and, on failure, what to tell the operator.
+/// What the producer reports to the sink.
 #[derive(Debug)]
-pub struct Ack {
-    pub seq: u64,
-    pub result: Result<(), (KafkaError, String, String)>,
+pub enum Ack {
+    /// The broker acknowledged the record with this sequence number.
+    Delivered(u64),
+    /// The record failed for good: the error, its topic and event id.
+    Failed { seq: u64, error: KafkaError, topic: String, event_id: String },
+    /// The producer itself failed fatally (e.g. the idempotent producer lost its state, or the client
+    /// may not write idempotently); nothing queued in it will be delivered.
+    Fatal(String),
 }
 
 pub struct ReportingContext {
@@ -49,6 +54,10 @@ impl ClientContext for ReportingContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            let _ = self.acks.send(Ack::Fatal(reason.to_string()));
+            return;
+        }
         // Broker connection problems land here; librdkafka keeps retrying them.
         tracing::warn!(target: "librdkafka", %error, "Kafka client error: {reason}; waiting for the broker");
     }
@@ -58,19 +67,19 @@ impl ProducerContext for ReportingContext {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
-        let result = match result {
-            Ok(_) => Ok(()),
+        let report = match result {
+            Ok(_) => Ack::Delivered(seq as u64),
             Err((e, msg)) => {
                 let event_id = msg
                     .headers()
                     .and_then(|h| h.iter().filter(|h| h.key == "id").last().and_then(|h| h.value))
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .unwrap_or_else(|| "<no id>".to_string());
-                Err((e.clone(), msg.topic().to_string(), event_id))
+                Ack::Failed { seq: seq as u64, error: e.clone(), topic: msg.topic().to_string(), event_id }
             }
         };
         // The receiver is gone only when the session is over; the report no longer matters then.
-        let _ = self.acks.send(Ack { seq: seq as u64, result });
+        let _ = self.acks.send(report);
     }
 }
 

@@ -24,10 +24,8 @@ use crate::postgres::PgError;
 /// latency and memory low.
 pub const BATCH_MAX: usize = 1024;
 
-/// The server must answer a status update that asks for a reply; silence for this many status
-/// intervals (and at least `MIN_PEER_TIMEOUT`) means the connection is dead.
-const PEER_TIMEOUT_INTERVALS: u32 = 3;
-const MIN_PEER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `finish` waits beyond the sink's drain timeout before giving up on it.
+const FINISH_MARGIN: Duration = Duration::from_secs(5);
 
 pub struct Reader<'a> {
     conn: ReplicationConnection,
@@ -40,8 +38,13 @@ pub struct Reader<'a> {
     /// Highest WAL position received, reported as the write position.
     received: Lsn,
     batch: Vec<Item>,
-    tx: mpsc::Sender<Vec<Item>>,
+    /// `None` once the reader has stopped handing over work (the sink then drains).
+    tx: Option<mpsc::Sender<Vec<Item>>>,
     confirmed: watch::Receiver<Lsn>,
+    /// Silence from the server longer than this (while we read) means the connection is dead: the
+    /// server's wal_sender_timeout plus a status interval, `None` when the server has no timeout.
+    peer_timeout: Option<Duration>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 impl<'a> Reader<'a> {
@@ -51,6 +54,8 @@ impl<'a> Reader<'a> {
         cfg: &'a Config,
         tx: mpsc::Sender<Vec<Item>>,
         confirmed: watch::Receiver<Lsn>,
+        peer_timeout: Option<Duration>,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
     ) -> Self {
         let context = cfg.extended_headers.then(|| ContextHeaders {
             connector_logical_name: cfg.topic_prefix.clone(),
@@ -69,32 +74,35 @@ impl<'a> Reader<'a> {
             in_transaction: false,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
-            tx,
+            tx: Some(tx),
             confirmed,
+            peer_timeout,
+            metrics,
         }
     }
 
     pub async fn run(mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
         let result = self.stream(shutdown).await;
-        if let Err(e) = &result {
-            if !matches!(e, RelayError::Postgres(p) if p.is_retryable()) {
-                // A definite error found here (bad row, bad bytes): stop the sink, then still confirm
-                // what it acknowledged, which is before the offending event.
-                return self.finish().await.and(result);
+        match result {
+            Ok(()) => self.finish().await,
+            // The connection is gone: nothing more can be confirmed on it.
+            Err(e @ RelayError::Postgres(_)) if e.is_retryable() => Err(e),
+            // A definite error found here (bad row, bad bytes): stop the sink, then still confirm what
+            // it acknowledged, which is before the offending event. The error is what matters.
+            Err(e) => {
+                let _ = self.finish().await;
+                Err(e)
             }
-            return result;
         }
-        self.finish().await
     }
 
     /// Streams until stop is requested or the sink goes away.
     async fn stream(&mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
         let mut status = tokio::time::interval(self.cfg.status_interval);
         status.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let peer_timeout = (self.cfg.status_interval * PEER_TIMEOUT_INTERVALS).max(MIN_PEER_TIMEOUT);
         let mut last_heard = Instant::now();
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
-        let tx = self.tx.clone();
+        let Some(tx) = self.tx.clone() else { return Ok(()) };
         loop {
             while self.batch.len() < BATCH_MAX {
                 match self.conn.try_message()? {
@@ -112,9 +120,12 @@ impl<'a> Reader<'a> {
                 // 3. Status timer, even while backpressured, so the server never times us out. Each
                 //    update asks for a reply, which proves the server is alive while we read.
                 _ = status.tick() => {
-                    if !pending && last_heard.elapsed() > peer_timeout {
-                        return Err(PgError::PeerTimeout(last_heard.elapsed()).into());
+                    if let Some(limit) = self.peer_timeout {
+                        if !pending && last_heard.elapsed() > limit {
+                            return Err(PgError::PeerTimeout(last_heard.elapsed()).into());
+                        }
                     }
+                    self.metrics.received_lsn.store(self.received.0, std::sync::atomic::Ordering::Relaxed);
                     self.send_status(true).await?;
                 }
                 // 4. Hand the batch over once the sink has room.
@@ -137,17 +148,25 @@ impl<'a> Reader<'a> {
 
     /// After streaming: let the sink drain, then confirm its final position and close.
     async fn finish(mut self) -> Result<(), RelayError> {
-        drop(self.tx);
+        self.tx = None;
         let mut status = tokio::time::interval(self.cfg.status_interval);
         status.tick().await;
+        // Bounded: the sink gives up on acknowledgements after its drain timeout.
+        let deadline = tokio::time::sleep(self.cfg.shutdown_timeout + FINISH_MARGIN);
+        tokio::pin!(deadline);
         loop {
             tokio::select! {
                 changed = self.confirmed.changed() => if changed.is_err() { break },
-                _ = status.tick() => { let _ = self.conn.send_status(self.received, *self.confirmed.borrow(), false).await; }
+                _ = status.tick() => { let _ = self.send_status(false).await; }
+                _ = &mut deadline => {
+                    tracing::warn!("the sink did not finish in time; confirming what it acknowledged so far");
+                    break;
+                }
             }
         }
         let confirmed = *self.confirmed.borrow();
-        let result = self.conn.send_status(self.received.max(confirmed), confirmed, false).await;
+        let result = self.send_status(false).await;
+        self.conn.end_copy(Duration::from_secs(5)).await;
         tracing::info!(confirmed = %confirmed, "confirmed final position");
         self.conn.terminate().await;
         result.map_err(Into::into)

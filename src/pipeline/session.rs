@@ -1,7 +1,12 @@
 //! One replication session: set up, start streaming from the slot's confirmed position, run the reader
 //! and the sink until stop or failure.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::sync::{mpsc, watch};
+use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::{reader::Reader, sink::Sink};
@@ -10,8 +15,6 @@ use crate::error::RelayError;
 use crate::kafka::Producer;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use crate::postgres::replication::ReplicationConnection;
 use crate::postgres::{setup, ConnectParams, PgError};
 
@@ -27,7 +30,47 @@ pub struct SessionState {
     pub streamed: bool,
 }
 
+/// Everything a session needs once the server streams.
+struct Started {
+    conn: ReplicationConnection,
+    sql: Client,
+    start: Lsn,
+    peer_timeout: Option<Duration>,
+}
+
 pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut SessionState, metrics: &Arc<Metrics>) -> Result<(), RelayError> {
+    // The producer connects to the brokers while PostgreSQL is set up.
+    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
+    let started = tokio::select! {
+        // Setup has no business outliving a stop request (it can wait on a long transaction while
+        // creating the slot, or on an unresponsive server).
+        _ = shutdown.cancelled() => return Ok(()),
+        s = start(cfg, state) => s?,
+    };
+    state.streamed = true;
+    metrics.sessions.fetch_add(1, Ordering::Relaxed);
+    metrics.streaming.store(true, Ordering::Relaxed);
+    tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %started.start, "streaming");
+
+    let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+    let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
+    let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone());
+    let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
+    let reader = Reader::new(started.conn, started.sql, cfg, tx, confirmed_rx, started.peer_timeout, metrics.clone());
+    let reader_result = reader.run(shutdown).await;
+    let sink_result = match sink.await {
+        Ok(r) => r,
+        Err(e) => Err(RelayError::KafkaTransient(format!("the sink task failed: {e}"))),
+    };
+    match (reader_result, sink_result) {
+        // A definite error wins: it is what the operator must act on.
+        (Err(r), _) if !r.is_retryable() => Err(r),
+        (_, Err(s)) => Err(s),
+        (r, Ok(())) => r,
+    }
+}
+
+async fn start(cfg: &Config, state: &SessionState) -> Result<Started, RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
     setup::check_wal_level(&sql).await?;
@@ -43,34 +86,21 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
                 Err(e) if e.sqlstate() == Some("42710") => {}
                 Err(e) => return Err(e.into()),
             }
-            setup::slot_state(&sql, &cfg.slot_name)
-                .await?
-                .ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
+            setup::slot_state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
         }
     };
     setup::validate_slot(&slot, cfg)?;
-    let start = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
-    conn.start_replication(&cfg.slot_name, start, &cfg.publication_name).await.map_err(|e| match e {
+    let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
+    conn.start_replication(&cfg.slot_name, requested, &cfg.publication_name).await.map_err(|e| match e {
         PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => RelayError::Setup(setup::SetupError(format!(
             "{s}; create publication `{}` or set publication.autocreate.mode=filtered",
             cfg.publication_name
         ))),
         e => e.into(),
     })?;
-    state.streamed = true;
-    metrics.sessions.fetch_add(1, Ordering::Relaxed);
-    metrics.streaming.store(true, Ordering::Relaxed);
-    tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %start, "streaming");
-
-    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
-    let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
-    let (confirmed_tx, confirmed_rx) = watch::channel(start);
-    let sink = tokio::spawn(Sink::new(producer, start, confirmed_tx, cfg.kafka.clone(), metrics.clone()).run(rx, cfg.shutdown_timeout));
-    let reader_result = Reader::new(conn, sql, cfg, tx, confirmed_rx).run(shutdown).await;
-    let sink_result = match sink.await {
-        Ok(r) => r,
-        Err(e) => Err(RelayError::KafkaTransient(format!("the sink task failed: {e}"))),
-    };
-    // The sink's error is the cause when both failed: the reader only saw the channel close.
-    sink_result.and(reader_result)
+    // The slot is ours now and cannot move; a previous holder may have confirmed further between our
+    // read and START_REPLICATION. Never start (and so never report) below what the slot has.
+    let now = setup::slot_state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
+    let peer_timeout = setup::wal_sender_timeout(&sql).await?.map(|t| t + cfg.status_interval);
+    Ok(Started { conn, sql, start: requested.max(now), peer_timeout })
 }

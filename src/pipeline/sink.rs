@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer as _};
+use rdkafka::producer::BaseRecord;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::{Checkpoint, Item};
 use crate::config::KafkaConfig;
@@ -36,21 +37,43 @@ impl Sink {
         Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new(), metrics }
     }
 
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Vec<Item>>, drain_timeout: Duration) -> Result<(), RelayError> {
+    /// Runs until the reader closes the channel or `stop` is cancelled, then waits at most
+    /// `drain_timeout` for outstanding acknowledgements. Returns the first definite error.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Vec<Item>>, stop: CancellationToken, drain_timeout: Duration) -> Result<(), RelayError> {
+        let result = self.stream(&mut rx, &stop).await;
+        // Nothing more is handed to the producer; what is already with it gets `drain_timeout`.
+        drop(rx);
+        let drained = match &result {
+            Ok(()) => self.drain(drain_timeout).await,
+            Err(_) => Ok(()),
+        };
+        self.publish();
+        // Release the reader (it waits for this) before the producer's drop, which purges its queue
+        // and can take a while.
+        drop(self.confirmed);
+        result.and(drained)
+    }
+
+    async fn stream(&mut self, rx: &mut mpsc::Receiver<Vec<Item>>, stop: &CancellationToken) -> Result<(), RelayError> {
         loop {
             tokio::select! {
                 biased;
                 // 1. Delivery reports first: they free room and move the checkpoint.
                 Some(ack) = self.producer.acks.recv() => self.on_ack(ack)?,
-                // 2. More work from the reader; `None` when it stopped.
+                // 2. Stop requested: take no more work.
+                _ = stop.cancelled() => return Ok(()),
+                // 3. More work from the reader; `None` when it stopped.
                 batch = rx.recv() => match batch {
-                    Some(items) => self.produce(items).await?,
-                    None => break,
+                    Some(items) => {
+                        if !self.produce(items, stop).await? {
+                            return Ok(());
+                        }
+                    }
+                    None => return Ok(()),
                 },
             }
             self.publish();
         }
-        self.drain(drain_timeout).await
     }
 
     /// Waits (bounded) for the outstanding acknowledgements, so the final position covers them.
@@ -67,10 +90,6 @@ impl Sink {
             }
             self.publish();
         }
-        self.publish();
-        // Drop the producer's remaining queue now rather than flushing it after the position was
-        // confirmed: what is not acknowledged is republished on restart.
-        let _ = self.producer.inner.flush(Duration::ZERO);
         Ok(())
     }
 
@@ -92,28 +111,37 @@ impl Sink {
     }
 
     fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {
-        match ack.result {
-            Ok(()) => {
-                self.checkpoint.acked(ack.seq);
+        match ack {
+            Ack::Delivered(seq) => {
+                self.checkpoint.acked(seq);
                 self.metrics.events_acked.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err((error, topic, event_id)) => Err(delivery_error(error, topic, event_id)),
+            Ack::Failed { error, topic, event_id, .. } => Err(delivery_error(error, topic, event_id)),
+            Ack::Fatal(reason) => Err(RelayError::KafkaFatal(reason)),
         }
     }
 
-    async fn produce(&mut self, items: Vec<Item>) -> Result<(), RelayError> {
+    /// Hands a batch to the producer, in order. Returns `false` if `stop` interrupted it: the rest of
+    /// the batch is not sent, and so its commits are not confirmed.
+    async fn produce(&mut self, items: Vec<Item>, stop: &CancellationToken) -> Result<bool, RelayError> {
         for item in items {
             match item {
-                Item::Event(record) => self.send(record).await?,
+                Item::Event(record) => {
+                    if !self.send(record, stop).await? {
+                        return Ok(false);
+                    }
+                }
                 Item::Commit { end_lsn, commit_time } => self.checkpoint.commit(end_lsn, commit_time),
                 Item::IdleWalEnd(end) => self.checkpoint.idle_wal_end(end),
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    async fn send(&mut self, record: OutboxRecord) -> Result<(), RelayError> {
+    /// Hands one record to the producer, waiting while its queue is full. Returns `false` if `stop`
+    /// was requested before the record could be queued (it is then not registered).
+    async fn send(&mut self, record: OutboxRecord, stop: &CancellationToken) -> Result<bool, RelayError> {
         if let Some(tc) = self.kafka.topic_creation.clone() {
             if !self.created.contains(&record.topic) {
                 kafka::create_topics(&self.kafka, &[&record.topic], tc.partitions, tc.replication_factor)
@@ -122,7 +150,8 @@ impl Sink {
                 self.created.insert(record.topic.clone());
             }
         }
-        let seq = self.checkpoint.event_sent();
+        // The sequence number is only registered once librdkafka has taken the record.
+        let seq = self.checkpoint.next_seq();
         loop {
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
             for h in &record.headers {
@@ -140,16 +169,25 @@ impl Sink {
                 r = r.partition(p);
             }
             match self.producer.inner.send(r) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    let registered = self.checkpoint.event_sent();
+                    debug_assert_eq!(registered, seq);
+                    return Ok(true);
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    // The producer's queue is full: wait for deliveries to make room.
-                    match tokio::time::timeout(Duration::from_millis(100), self.producer.acks.recv()).await {
-                        Ok(Some(ack)) => {
-                            self.on_ack(ack)?;
-                            self.publish();
-                        }
-                        Ok(None) => return Err(RelayError::KafkaTransient("the producer stopped".into())),
-                        Err(_) => {}
+                    // The producer's queue is full (a slow or absent broker): wait for deliveries to
+                    // make room, or for a stop.
+                    tokio::select! {
+                        biased;
+                        ack = self.producer.acks.recv() => match ack {
+                            Some(ack) => {
+                                self.on_ack(ack)?;
+                                self.publish();
+                            }
+                            None => return Err(RelayError::KafkaTransient("the producer stopped".into())),
+                        },
+                        _ = stop.cancelled() => return Ok(false),
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                     }
                 }
                 Err((error, _)) => return Err(delivery_error(error, record.topic.to_string(), record.event_id())),

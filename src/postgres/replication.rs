@@ -40,7 +40,7 @@ pub struct SystemIdentity {
 impl ReplicationConnection {
     pub async fn connect(params: &ConnectParams) -> Result<Self, PgError> {
         let addr = format!("{}:{}", params.host, params.port);
-        let stream = tokio::time::timeout(params.connect_timeout, TcpStream::connect(&addr))
+        let stream = tokio::time::timeout(params.connect_timeout, TcpStream::connect((params.host.as_str(), params.port)))
             .await
             .map_err(|_| PgError::ConnectTimeout { addr: addr.clone(), after: params.connect_timeout })?
             .map_err(|source| PgError::Connect { addr: addr.clone(), source })?;
@@ -266,6 +266,31 @@ impl ReplicationConnection {
     pub async fn send_status(&mut self, write: Lsn, flush: Lsn, reply: bool) -> Result<(), PgError> {
         wire::standby_status_update(&mut self.write_buf, write, flush, flush, reply);
         self.flush().await
+    }
+
+    /// Leaves CopyBoth mode the way pg_recvlogical does: CopyDone, then read (and drop) what the
+    /// server still sends until it ends the stream, so the status update just sent is read by the
+    /// server before the connection closes. Bounded by `deadline`.
+    pub async fn end_copy(&mut self, deadline: std::time::Duration) {
+        frontend::copy_done(&mut self.write_buf);
+        if self.flush().await.is_err() {
+            return;
+        }
+        let wait = async {
+            loop {
+                match self.try_frame() {
+                    Ok(Some(f)) if matches!(f.tag, tag::COPY_DONE | tag::COMMAND_COMPLETE | tag::READY_FOR_QUERY | tag::ERROR_RESPONSE) => return,
+                    Ok(Some(_)) => continue,
+                    Ok(None) => {
+                        if self.fill().await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(deadline, wait).await;
     }
 
     /// Ends the session politely; errors are irrelevant at this point.

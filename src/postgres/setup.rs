@@ -206,12 +206,24 @@ pub fn validate_slot(state: &SlotState, cfg: &Config) -> Result<(), SetupError> 
 
 /// NOT NULL per column of a table, from the catalog.
 pub async fn not_null_columns(sql: &Client, relation: u32) -> Result<HashMap<String, bool>, PgError> {
-    let rows = sql
-        .query(
-            "SELECT attname::text, attnotnull FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
-            &[&relation],
-        )
+    // Bounded: the SQL connection may have idled for hours and died silently, and the reader must not
+    // hang on it while the replication connection waits.
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&relation];
+    let query = sql.query(
+        "SELECT attname::text, attnotnull FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
+        &params,
+    );
+    let rows = tokio::time::timeout(std::time::Duration::from_secs(30), query)
         .await
+        .map_err(|_| PgError::PeerTimeout(std::time::Duration::from_secs(30)))?
         .map_err(PgError::Sql)?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The server's `wal_sender_timeout`, or `None` when it is disabled. While decoding a large
+/// transaction that the publication filters out, the walsender reads replies only every half of it,
+/// so the relay must allow at least this much silence before declaring the server dead.
+pub async fn wal_sender_timeout(sql: &Client) -> Result<Option<std::time::Duration>, SetupFailure> {
+    let ms: i32 = sql.query_one("SELECT setting::int FROM pg_settings WHERE name = 'wal_sender_timeout'", &[]).await?.get(0);
+    Ok((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)))
 }
