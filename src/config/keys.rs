@@ -94,9 +94,6 @@ const PREFIXES: &[(&str, &str)] = &[
 /// Router keys that would change the records produced and are not implemented yet: rejected rather
 /// than ignored, so nobody gets different bytes silently.
 pub const ROUTER_UNSUPPORTED: &[&str] = &[
-    "table.fields.additional.placement",
-    "table.field.event.timestamp",
-    "table.field.event.schema.version",
     "table.expand.json.payload",
     "table.json.payload.null.behavior",
 ];

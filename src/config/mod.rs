@@ -124,6 +124,22 @@ pub struct SkippedOps {
     pub truncate: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    Header,
+    Envelope,
+    Partition,
+}
+
+/// One entry of `table.fields.additional.placement`: `column:placement[:alias]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdditionalField {
+    pub column: String,
+    pub placement: Placement,
+    /// The header or envelope field name; the column name when no alias is given.
+    pub alias: String,
+}
+
 /// The Outbox Event Router's options (`transforms.<name>.*`), with Debezium's defaults.
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
@@ -135,6 +151,11 @@ pub struct RouterConfig {
     pub field_event_payload: String,
     pub tombstone_on_empty_payload: bool,
     pub op_invalid_behavior: InvalidOpBehavior,
+    pub additional: Vec<AdditionalField>,
+    /// `table.field.additional.missing=ignore`: skip listed columns the table lacks.
+    pub additional_missing_ignore: bool,
+    pub field_event_timestamp: Option<String>,
+    pub field_event_schema_version: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -403,7 +424,31 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
             ("error", InvalidOpBehavior::Error),
             ("fatal", InvalidOpBehavior::Fatal),
         ])?,
+        additional: parse_placements(r.str(&p("table.fields.additional.placement")), &p("table.fields.additional.placement"))?,
+        additional_missing_ignore: r.choice(&p("table.field.additional.missing"), false, &[("error", false), ("ignore", true)])?,
+        field_event_timestamp: r.str(&p("table.field.event.timestamp")).map(str::to_string),
+        field_event_schema_version: r.str(&p("table.field.event.schema.version")).map(str::to_string),
     })
+}
+
+/// Parses `col:placement[:alias],...` as Debezium's AdditionalFieldsValidator accepts it.
+fn parse_placements(v: Option<&str>, key: &str) -> Result<Vec<AdditionalField>, ConfigError> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
+        if !(2..=3).contains(&parts.len()) || parts.iter().any(|p| p.is_empty()) {
+            return Err(invalid(key, format!("`{entry}` is not of the form column:placement[:alias]")));
+        }
+        let placement = match parts[1].to_ascii_lowercase().as_str() {
+            "header" => Placement::Header,
+            "envelope" => Placement::Envelope,
+            "partition" => Placement::Partition,
+            other => return Err(invalid(key, format!("placement `{other}` in `{entry}` is not one of header, envelope, partition"))),
+        };
+        out.push(AdditionalField { column: parts[0].to_string(), placement, alias: parts.get(2).unwrap_or(&parts[0]).to_string() });
+    }
+    Ok(out)
 }
 
 fn parse_converter(r: &mut Reader<'_>, which: &str) -> Result<Converter, ConfigError> {

@@ -159,6 +159,22 @@ fn config_password_never_appears_in_debug_output() {
 }
 
 #[test]
+fn config_additional_placements_follow_debezium_syntax() {
+    let c = with(&["transforms.outbox.table.fields.additional.placement=type:header:eventType, part:PARTITION ,type:envelope", "transforms.outbox.table.field.additional.missing=ignore", "transforms.outbox.table.field.event.timestamp=ts"]).unwrap();
+    let a = &c.router.additional;
+    assert_eq!(a.len(), 3);
+    assert_eq!((a[0].column.as_str(), a[0].placement, a[0].alias.as_str()), ("type", Placement::Header, "eventType"));
+    assert_eq!((a[1].placement, a[1].alias.as_str()), (Placement::Partition, "part"));
+    assert_eq!((a[2].placement, a[2].alias.as_str()), (Placement::Envelope, "type"));
+    assert!(c.router.additional_missing_ignore);
+    assert_eq!(c.router.field_event_timestamp.as_deref(), Some("ts"));
+    for bad in ["type", "type:footer", "type:header:a:b", ":header"] {
+        assert_eq!(err_key(&[&format!("transforms.outbox.table.fields.additional.placement={bad}")]), "transforms.outbox.table.fields.additional.placement", "{bad}");
+    }
+    assert_eq!(err_key(&["transforms.outbox.table.field.additional.missing=skip"]), "transforms.outbox.table.field.additional.missing");
+}
+
+#[test]
 fn config_topic_creation_needs_both_defaults() {
     assert!(with(&["topic.creation.default.partitions=3"]).unwrap().kafka.topic_creation.is_none());
     let c = with(&["topic.creation.default.partitions=3", "topic.creation.default.replication.factor=1"]).unwrap();

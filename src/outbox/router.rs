@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::converter::{encode, header_value};
-use super::schema::{parse_text, schema_for, FieldSchema, FieldValue, SchemaType};
+use super::schema::{self, parse_value, schema_for_column, FieldSchema, FieldValue, SchemaType};
 use super::{topic, Header, OutboxRecord};
-use crate::config::{Converter, RouterConfig};
+use crate::config::{Converter, Placement, RouterConfig};
 use crate::pgoutput::{Oid, TupleData, Value};
 
 /// A table as pgoutput describes it, plus NOT NULL from the catalog (pgoutput does not send it, and
@@ -28,6 +28,8 @@ pub struct RelationInfo {
 pub struct ColumnInfo {
     pub name: String,
     pub type_oid: Oid,
+    /// The type modifier pgoutput reports (a timestamp's precision; -1 when none).
+    pub type_modifier: i32,
     pub not_null: bool,
 }
 
@@ -69,6 +71,10 @@ struct Columns {
     key: PlannedColumn,
     payload: PlannedColumn,
     route_by: PlannedColumn,
+    /// `table.field.event.timestamp`, and the divisor that turns its value into milliseconds.
+    timestamp: Option<(PlannedColumn, i64)>,
+    /// `table.fields.additional.placement`, in config order (absent columns skipped under `ignore`).
+    additional: Vec<(PlannedColumn, Placement, Arc<str>)>,
 }
 
 pub struct Router {
@@ -111,7 +117,7 @@ impl Router {
                 problem: format!("the table has no column `{col}`"),
                 fix: format!("add the column or set transforms.<name>.{option} to the column that holds it"),
             })?;
-            let schema = schema_for(c.type_oid, !c.not_null).ok_or_else(|| RouteError {
+            let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null).ok_or_else(|| RouteError {
                 what: format!("rows of `{table}`"),
                 problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
                 fix: "use text, varchar, uuid, jsonb, json, bytea, an integer type or boolean for this column".to_string(),
@@ -127,11 +133,54 @@ impl Router {
                     fix: "the Event Router reads the topic from a text/varchar column; change its type or route.by.field".to_string(),
                 });
             }
+            let timestamp = match &self.cfg.field_event_timestamp {
+                None => None,
+                Some(col) => {
+                    let c = find(col, "table.field.event.timestamp")?;
+                    let divisor = match c.schema.name {
+                        Some(schema::TIMESTAMP_MILLIS) => 1,
+                        Some(schema::TIMESTAMP_MICROS) => 1_000,
+                        Some(schema::TIMESTAMP_NANOS) => 1_000_000,
+                        _ => {
+                            return Err(RouteError {
+                                what: format!("rows of `{table}`"),
+                                problem: format!("timestamp column `{col}` is not a timestamp without time zone (Debezium accepts only io.debezium.time.Timestamp, MicroTimestamp or NanoTimestamp; timestamptz is a string)"),
+                                fix: "use a `timestamp` column, or unset table.field.event.timestamp".to_string(),
+                            })
+                        }
+                    };
+                    Some((c, divisor))
+                }
+            };
+            let mut additional = Vec::new();
+            for a in &self.cfg.additional {
+                if self.cfg.additional_missing_ignore && !rel.columns.iter().any(|c| c.name == a.column) {
+                    continue;
+                }
+                let c = find(&a.column, "table.fields.additional.placement")?;
+                if a.placement == Placement::Partition && c.schema.ty != SchemaType::Int32 {
+                    return Err(RouteError {
+                        what: format!("rows of `{table}`"),
+                        problem: format!("partition column `{}` is not an integer (int4) column", a.column),
+                        fix: "a partition placement needs an `integer` column holding the partition number".to_string(),
+                    });
+                }
+                if a.placement == Placement::Envelope {
+                    return Err(RouteError {
+                        what: format!("rows of `{table}`"),
+                        problem: format!("envelope placement of `{}` is not supported yet", a.column),
+                        fix: "use header placement for now".to_string(),
+                    });
+                }
+                additional.push((c, a.placement, Arc::from(a.alias.as_str())));
+            }
             Ok(Columns {
                 id: find(&self.cfg.field_event_id, "table.field.event.id")?,
                 key: find(&self.cfg.field_event_key, "table.field.event.key")?,
                 payload: find(&self.cfg.field_event_payload, "table.field.event.payload")?,
                 route_by,
+                timestamp,
+                additional,
             })
         })();
         RoutePlan { table, plan }
@@ -141,7 +190,7 @@ impl Router {
     pub fn route(&mut self, plan: &RoutePlan, row: &TupleData, timestamp_ms: i64) -> Result<OutboxRecord, RouteError> {
         let cols = plan.plan.as_ref().map_err(Clone::clone)?;
         let table = &plan.table;
-        let id = value(table, row, &cols.id, None)?;
+        let id = column_value(table, row, &cols.id, None)?;
         let id_text = header_value(&id);
         let event = || match &id_text {
             Some(t) => format!("event `{}` of `{table}`", String::from_utf8_lossy(t)),
@@ -154,7 +203,7 @@ impl Router {
                 fix: "give every outbox row an id (consumers deduplicate by it)".to_string(),
             });
         }
-        let route_by = value(table, row, &cols.route_by, Some(&event))?;
+        let route_by = column_value(table, row, &cols.route_by, Some(&event))?;
         let FieldValue::String(route_text) = &route_by else {
             return Err(RouteError {
                 what: event(),
@@ -163,15 +212,37 @@ impl Router {
             });
         };
         let topic = self.topic(std::str::from_utf8(route_text).unwrap_or_default(), &event)?;
-        let key_value = value(table, row, &cols.key, Some(&event))?;
+        let key_value = column_value(table, row, &cols.key, Some(&event))?;
         let key = encode(self.key_converter, &cols.key.schema, &key_value);
-        let payload = value(table, row, &cols.payload, Some(&event))?;
+        let payload = column_value(table, row, &cols.payload, Some(&event))?;
         let tombstone = self.cfg.tombstone_on_empty_payload && is_blank(&payload);
         let value = if tombstone { None } else { encode(self.value_converter, &cols.payload.schema, &payload) };
-        let mut headers = Vec::with_capacity(self.leading_headers.len() + 1);
+        let mut headers = Vec::with_capacity(self.leading_headers.len() + 1 + cols.additional.len());
         headers.extend(self.leading_headers.iter().cloned());
-        headers.push(Header { name: self.id_header.clone(), value: id_text });
-        Ok(OutboxRecord { topic, key, value, headers, partition: None, timestamp_ms })
+        headers.push(Header { name: self.id_header.clone(), value: id_text.clone() });
+        let mut partition = None;
+        for (col, placement, alias) in &cols.additional {
+            let v = column_value(table, row, col, Some(&event))?;
+            match placement {
+                Placement::Header => headers.push(Header { name: alias.clone(), value: header_value(&v) }),
+                Placement::Partition => {
+                    partition = match v {
+                        FieldValue::Int(p) => Some(p as i32),
+                        _ => None,
+                    }
+                }
+                Placement::Envelope => {}
+            }
+        }
+        let timestamp_ms = match &cols.timestamp {
+            Some((col, divisor)) => match column_value(table, row, col, Some(&event))? {
+                // Java's long division truncates toward zero, as Rust's does.
+                FieldValue::Int(t) => t / divisor,
+                _ => timestamp_ms,
+            },
+            None => timestamp_ms,
+        };
+        Ok(OutboxRecord { topic, key, value, headers, partition, timestamp_ms })
     }
 
     fn topic(&mut self, route_value: &str, event: &dyn Fn() -> String) -> Result<Arc<str>, RouteError> {
@@ -201,11 +272,11 @@ fn is_blank(v: &FieldValue) -> bool {
     }
 }
 
-fn value(table: &str, row: &TupleData, col: &PlannedColumn, event: Option<&dyn Fn() -> String>) -> Result<FieldValue, RouteError> {
+fn column_value(table: &str, row: &TupleData, col: &PlannedColumn, event: Option<&dyn Fn() -> String>) -> Result<FieldValue, RouteError> {
     let what = || event.map_or_else(|| format!("a row of `{table}`"), |e| e());
     match row.values.get(col.index) {
         Some(Value::Null) => Ok(FieldValue::Null),
-        Some(Value::Text(t)) => parse_text(col.schema.ty, t).ok_or_else(|| RouteError {
+        Some(Value::Text(t)) => parse_value(&col.schema, t).ok_or_else(|| RouteError {
             what: what(),
             problem: format!("column `{}` holds a value that is not a valid {}", col.name, col.schema.ty.connect_name()),
             fix: "check the column's type and contents".to_string(),

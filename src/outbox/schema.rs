@@ -53,6 +53,30 @@ pub mod oid {
     pub const VARCHAR: Oid = 1043;
     pub const UUID: Oid = 2950;
     pub const JSONB: Oid = 3802;
+    pub const DATE: Oid = 1082;
+    pub const TIMESTAMP: Oid = 1114;
+    pub const TIMESTAMPTZ: Oid = 1184;
+}
+
+/// Debezium's semantic names for temporal columns (time.precision.mode=adaptive).
+pub const TIMESTAMP_MILLIS: &str = "io.debezium.time.Timestamp";
+pub const TIMESTAMP_MICROS: &str = "io.debezium.time.MicroTimestamp";
+pub const TIMESTAMP_NANOS: &str = "io.debezium.time.NanoTimestamp";
+pub const ZONED_TIMESTAMP: &str = "io.debezium.time.ZonedTimestamp";
+pub const DATE_DAYS: &str = "io.debezium.time.Date";
+
+/// Debezium's schema for a column of this type (and type modifier: a timestamp's precision), or
+/// `None` for types pgoutbox cannot route yet.
+pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool) -> Option<FieldSchema> {
+    let (ty, name) = match type_oid {
+        // adaptive: timestamp(0..=3) is milliseconds, timestamp(4..=6) and plain timestamp microseconds.
+        oid::TIMESTAMP if (0..=3).contains(&type_modifier) => (SchemaType::Int64, Some(TIMESTAMP_MILLIS)),
+        oid::TIMESTAMP => (SchemaType::Int64, Some(TIMESTAMP_MICROS)),
+        oid::TIMESTAMPTZ => (SchemaType::String, Some(ZONED_TIMESTAMP)),
+        oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
+        _ => return schema_for(type_oid, optional),
+    };
+    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name })
 }
 
 /// Debezium's schema for a column of this type, or `None` for types pgoutbox cannot route yet.
@@ -81,6 +105,66 @@ pub enum FieldValue {
     Bytes(Bytes),
     Boolean(bool),
     Int(i64),
+}
+
+/// Reads a pgoutput text value as the given schema. `None` when the text is not of the type.
+pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
+    match schema.name {
+        Some(TIMESTAMP_MILLIS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us.div_euclid(1000))),
+        Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+        Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+        _ => parse_text(schema.ty, text),
+    }
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-MM-DD[ BC]` as PostgreSQL prints a date (DateStyle ISO).
+fn date_days(text: &str) -> Option<i64> {
+    let (text, bc) = match text.strip_suffix(" BC") {
+        Some(t) => (t, true),
+        None => (text, false),
+    };
+    let mut parts = text.splitn(3, '-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let d: i64 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Year 1 BC is astronomical year 0.
+    let y = if bc { 1 - y } else { y };
+    Some(days_from_civil(y, m, d))
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff][ BC]` (a timestamp without time zone, DateStyle ISO) as
+/// microseconds since the epoch, the way Debezium reads it (the wall-clock value taken as UTC).
+pub fn timestamp_micros(text: &str) -> Option<i64> {
+    let (text, bc) = match text.strip_suffix(" BC") {
+        Some(t) => (t, true),
+        None => (text, false),
+    };
+    let (date, time) = text.split_once(' ')?;
+    let days = date_days(&if bc { format!("{date} BC") } else { date.to_string() })?;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.splitn(3, ':');
+    let h: i64 = t.next()?.parse().ok()?;
+    let mi: i64 = t.next()?.parse().ok()?;
+    let s: i64 = t.next()?.parse().ok()?;
+    if frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let micros: i64 = if frac.is_empty() { 0 } else { format!("{frac:0<6}").parse().ok()? };
+    Some(((days * 24 + h) * 60 + mi) * 60_000_000 + s * 1_000_000 + micros)
 }
 
 /// Reads a pgoutput text value as the given schema type. `None` when the text is not of the type.
@@ -126,6 +210,22 @@ mod tests {
         assert_eq!((s.name, s.version), (Some("io.debezium.data.Json"), Some(1)));
         assert_eq!(schema_for(oid::VARCHAR, false).unwrap().name, None);
         assert!(schema_for(1700 /* numeric */, true).is_none());
+    }
+
+    #[test]
+    fn timestamps_follow_debezium_adaptive_precision() {
+        assert_eq!(timestamp_micros("1970-01-01 00:00:00"), Some(0));
+        assert_eq!(timestamp_micros("2026-11-29 23:59:59.123456"), Some(1_795_996_799_123_456));
+        assert_eq!(timestamp_micros("1969-12-31 23:59:59.5"), Some(-500_000));
+        assert_eq!(timestamp_micros("2000-02-29 12:00:00.001"), Some(951_825_600_001_000));
+        assert_eq!(date_days("1970-01-02"), Some(1));
+        assert_eq!(date_days("0001-01-01 BC"), Some(days_from_civil(0, 1, 1)));
+        assert_eq!(timestamp_micros("nonsense"), None);
+        let ms = schema_for_column(oid::TIMESTAMP, 3, true).unwrap();
+        assert_eq!(ms.name, Some(TIMESTAMP_MILLIS));
+        assert_eq!(parse_value(&ms, &Bytes::from_static(b"1970-01-01 00:00:01.234")), Some(FieldValue::Int(1234)));
+        assert_eq!(schema_for_column(oid::TIMESTAMP, -1, true).unwrap().name, Some(TIMESTAMP_MICROS));
+        assert_eq!(schema_for_column(oid::TIMESTAMPTZ, -1, true).unwrap().name, Some(ZONED_TIMESTAMP));
     }
 
     #[test]

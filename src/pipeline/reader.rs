@@ -216,6 +216,7 @@ impl<'a> Reader<'a> {
                             .map(|c| ColumnInfo {
                                 name: c.name.clone(),
                                 type_oid: c.type_oid,
+                                type_modifier: c.type_modifier,
                                 not_null: not_null.get(&c.name).copied().unwrap_or(false),
                             })
                             .collect(),

@@ -14,11 +14,15 @@ fn cfg() -> RouterConfig {
         field_event_payload: "payload".into(),
         tombstone_on_empty_payload: false,
         op_invalid_behavior: crate::config::InvalidOpBehavior::Warn,
+        additional: vec![],
+        additional_missing_ignore: false,
+        field_event_timestamp: None,
+        field_event_schema_version: None,
     }
 }
 
 fn outbox() -> RelationInfo {
-    let c = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, not_null };
+    let c = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, type_modifier: -1, not_null };
     RelationInfo {
         oid: 1,
         schema: "public".into(),
@@ -133,4 +137,58 @@ fn router_null_key_follows_converter() {
     let mut r = Router::new(cfg(), Converter::Json { schemas: true }, Converter::String, None);
     let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":true},"payload":null}"#));
+}
+
+#[test]
+fn router_additional_placements_in_config_order() {
+    use crate::config::{AdditionalField, Placement};
+    let mut rel = outbox();
+    rel.columns.push(ColumnInfo { name: "part".into(), type_oid: oid::INT4, type_modifier: -1, not_null: false });
+    rel.columns.push(ColumnInfo { name: "ts".into(), type_oid: oid::TIMESTAMP, type_modifier: 6, not_null: false });
+    let mut c = cfg();
+    c.additional = vec![
+        AdditionalField { column: "type".into(), placement: Placement::Header, alias: "eventType".into() },
+        AdditionalField { column: "part".into(), placement: Placement::Partition, alias: "part".into() },
+        AdditionalField { column: "aggregateid".into(), placement: Placement::Header, alias: "aggregateid".into() },
+    ];
+    c.field_event_timestamp = Some("ts".into());
+    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let plan = r.plan(&rel);
+    let rec = r
+        .route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}"), Some("2"), Some("1970-01-01 00:00:01.5")]), 99)
+        .unwrap();
+    let names: Vec<_> = rec.headers.iter().map(|h| &*h.name).collect();
+    assert_eq!(names, ["id", "eventType", "aggregateid"]);
+    assert_eq!(s(&rec.headers[1].value), Some("OrderCreated"));
+    assert_eq!(rec.partition, Some(2));
+    assert_eq!(rec.timestamp_ms, 1500, "micro timestamp / 1000");
+    // A NULL timestamp falls back to the processing time.
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("{}"), None, None]), 99).unwrap();
+    assert_eq!((rec.timestamp_ms, rec.partition), (99, None));
+}
+
+#[test]
+fn router_additional_missing_column_error_or_ignore() {
+    use crate::config::{AdditionalField, Placement};
+    let mut c = cfg();
+    c.additional = vec![AdditionalField { column: "nope".into(), placement: Placement::Header, alias: "nope".into() }];
+    let mut r = Router::new(c.clone(), Converter::String, Converter::String, None);
+    let plan = r.plan(&outbox());
+    assert!(r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).is_err());
+    c.additional_missing_ignore = true;
+    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let plan = r.plan(&outbox());
+    assert_eq!(r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).unwrap().headers.len(), 1);
+}
+
+#[test]
+fn router_rejects_timestamptz_event_timestamp() {
+    let mut rel = outbox();
+    rel.columns.push(ColumnInfo { name: "ts".into(), type_oid: oid::TIMESTAMPTZ, type_modifier: -1, not_null: false });
+    let mut c = cfg();
+    c.field_event_timestamp = Some("ts".into());
+    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let plan = r.plan(&rel);
+    let err = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0).unwrap_err();
+    assert!(err.to_string().contains("timestamptz"), "{err}");
 }
