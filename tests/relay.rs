@@ -254,3 +254,64 @@ async fn relay_config_error_names_the_key() {
     assert_eq!(status.code(), Some(2));
     assert!(relay.log_text().contains("database.port"), "log:\n{}", relay.log_text());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_heartbeats_and_runs_the_action_query() {
+    let o = Outbox::new("heartbeat").await;
+    let sql = o.env.sql().await;
+    let hb_table = format!("hb_{}", o.table);
+    sql.batch_execute(&format!("CREATE TABLE public.{hb_table} (id int PRIMARY KEY, ts timestamptz)")).await.unwrap();
+    let topic = format!("__debezium-heartbeat.hb{}", o.slot);
+    create_topics(&o.env.broker, &[topic.clone()], 1).await;
+    let cfg = o.config(&[
+        "heartbeat.interval.ms=300",
+        &format!("heartbeat.action.query=INSERT INTO public.{hb_table} VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET ts = now()"),
+        &format!("topic.prefix=hb{}", o.slot),
+        "key.converter.schemas.enable=false",
+    ]);
+    let mut relay = Relay::start_streaming(&cfg);
+    let records = consume(&o.env.broker, &[topic.clone()], 2, Duration::from_secs(30));
+    assert!(records.len() >= 2, "log:\n{}", relay.log_text());
+    let key = format!(r#"{{"serverName":"hb{}"}}"#, o.slot);
+    assert_eq!(records[0].key.as_deref(), Some(key.as_bytes()));
+    let value = String::from_utf8(records[0].value.clone().unwrap()).unwrap();
+    assert!(value.starts_with(r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat"},"payload":{"ts_ms":"#), "{value}");
+    assert_eq!(records[0].partition, 0);
+    let n: i64 = sql.query_one(&format!("SELECT count(*) FROM public.{hb_table}"), &[]).await.unwrap().get(0);
+    assert_eq!(n, 1, "the action query ran");
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_drops_its_slot_on_stop_when_asked() {
+    let o = Outbox::new("dropslot").await;
+    let mut relay = Relay::start_streaming(&o.config(&["slot.drop.on.stop=true"]));
+    assert!(o.confirmed_flush().await.is_some());
+    assert_eq!(relay.stop().code(), Some(0));
+    assert_eq!(o.confirmed_flush().await, None, "slot dropped; log:\n{}", relay.log_text());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_binary_converter_relays_bytea_payloads() {
+    let o = Outbox::new("bytea").await;
+    o.create_topics(&["Order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN payload TYPE bytea USING NULL", o.table)).await.unwrap();
+    let mut relay = Relay::start_streaming(&o.config(&[
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=io.debezium.converters.BinaryDataConverter",
+    ]));
+    sql.batch_execute(&format!(
+        "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), '{}', 'a', 't', '\\x00ff10'::bytea)",
+        o.table,
+        o.agg("Order")
+    ))
+    .await
+    .unwrap();
+    let records = consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30));
+    assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
+    assert_eq!(records[0].value.as_deref(), Some(&[0x00u8, 0xff, 0x10][..]));
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}

@@ -15,8 +15,6 @@ pub struct IgnoredKey {
 const KNOWN: &[(&str, &str)] = &[
     ("tasks.max", "PostgreSQL connectors always run a single task"),
     ("snapshot.mode", "snapshots are not implemented yet: pgoutbox streams from the slot only, as with no_data"),
-    ("heartbeat.interval.ms", "not needed to release WAL: pgoutbox confirms idle positions from the server's keepalives"),
-    ("heartbeat.action.query", "not implemented yet"),
     ("offset.storage.file.filename", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
     ("offset.storage.topic", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
     ("offset.flush.interval.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
@@ -26,7 +24,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("max.queue.size", "pgoutbox sizes its pipeline itself"),
     ("max.queue.size.in.bytes", "pgoutbox sizes its pipeline itself"),
     ("poll.interval.ms", "pgoutbox does not poll: events flow as they are decoded"),
-    ("slot.drop.on.stop", "not implemented yet: the slot is kept"),
     ("slot.max.retries", "pgoutbox retries starting the stream with capped backoff until stopped"),
     ("slot.stream.params", "not implemented yet"),
     ("publish.via.partition.root", "not implemented yet"),

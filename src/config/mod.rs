@@ -88,6 +88,9 @@ pub enum Converter {
     String,
     /// `org.apache.kafka.connect.json.JsonConverter` with `schemas.enable`.
     Json { schemas: bool },
+    /// `io.debezium.converters.BinaryDataConverter`: BYTES values as they are (the Avro-in-outbox
+    /// recipe with a bytea payload column).
+    Binary,
 }
 
 /// Anchored include/exclude regexes over `schema.table`, as Debezium applies them.
@@ -158,6 +161,15 @@ pub struct RouterConfig {
     pub field_event_schema_version: Option<String>,
 }
 
+/// `heartbeat.interval.ms` > 0: heartbeat records to `<topic.heartbeat.prefix>.<topic.prefix>`, and
+/// optionally `heartbeat.action.query` run on the database at the same interval.
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    pub interval: Duration,
+    pub topic: String,
+    pub action_query: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct TopicCreation {
     pub partitions: i32,
@@ -193,6 +205,8 @@ pub struct Config {
     pub kafka: KafkaConfig,
     /// How long a graceful stop waits for outstanding acknowledgements.
     pub shutdown_timeout: Duration,
+    pub slot_drop_on_stop: bool,
+    pub heartbeat: Option<Heartbeat>,
     pub ignored: Vec<IgnoredKey>,
 }
 
@@ -344,6 +358,15 @@ impl Config {
         let kafka = KafkaConfig { bootstrap_servers, producer_overrides, topic_creation: parse_topic_creation(&mut r)? };
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let connector_name = r.string_or("name", "pgoutbox");
+        let slot_drop_on_stop = r.bool_or("slot.drop.on.stop", false)?;
+        let heartbeat_interval = r.millis_or("heartbeat.interval.ms", 0)?;
+        let heartbeat_prefix = match r.str("topic.heartbeat.prefix") {
+            Some(p) => p.to_string(),
+            None => r.string_or("heartbeat.topics.prefix", "__debezium-heartbeat"),
+        };
+        let heartbeat_topic = r.str("topic.heartbeat.name").map(str::to_string).unwrap_or_else(|| format!("{heartbeat_prefix}.{topic_prefix}"));
+        let action_query = r.str("heartbeat.action.query").map(str::to_string);
+        let heartbeat = (!heartbeat_interval.is_zero()).then(|| Heartbeat { interval: heartbeat_interval, topic: heartbeat_topic, action_query });
 
         let mut ignored = keys::ignored(raw, &r.used);
         ignored.extend(producer_ignored);
@@ -364,6 +387,8 @@ impl Config {
             extended_headers,
             kafka,
             shutdown_timeout,
+            slot_drop_on_stop,
+            heartbeat,
             ignored,
         })
     }
@@ -460,7 +485,8 @@ fn parse_converter(r: &mut Reader<'_>, which: &str) -> Result<Converter, ConfigE
     match class.as_str() {
         "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
         "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json { schemas }),
-        other => Err(invalid(&key, format!("`{other}` is not supported; use org.apache.kafka.connect.storage.StringConverter or org.apache.kafka.connect.json.JsonConverter"))),
+        "io.debezium.converters.BinaryDataConverter" | "io.debezium.converters.ByteArrayConverter" => Ok(Converter::Binary),
+        other => Err(invalid(&key, format!("`{other}` is not supported; use org.apache.kafka.connect.storage.StringConverter, org.apache.kafka.connect.json.JsonConverter or io.debezium.converters.BinaryDataConverter"))),
     }
 }
 

@@ -24,6 +24,12 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             json::write_value(&mut out, value);
             Some(Bytes::from(out))
         }
+        // BinaryDataConverter: the bytes themselves; the router only plans it for BYTES columns.
+        Converter::Binary => match value {
+            FieldValue::Null => None,
+            FieldValue::Bytes(b) | FieldValue::String(b) => Some(b.clone()),
+            FieldValue::Boolean(_) | FieldValue::Int(_) => None,
+        },
         Converter::Json { schemas: true } => {
             let mut out = Vec::with_capacity(value_len_hint(value) + 96);
             out.extend_from_slice(b"{\"schema\":");

@@ -174,10 +174,21 @@ impl Router {
                 }
                 additional.push((c, a.placement, Arc::from(a.alias.as_str())));
             }
+            let key = find(&self.cfg.field_event_key, "table.field.event.key")?;
+            let payload = find(&self.cfg.field_event_payload, "table.field.event.payload")?;
+            for (conv, col, which) in [(self.key_converter, &key, "key"), (self.value_converter, &payload, "value")] {
+                if conv == Converter::Binary && col.schema.ty != SchemaType::Bytes {
+                    return Err(RouteError {
+                        what: format!("rows of `{table}`"),
+                        problem: format!("{which}.converter is BinaryDataConverter but column `{}` is not bytea (Debezium fails the same way: only BYTES is supported)", col.name),
+                        fix: format!("make `{}` a bytea column, or use another {which}.converter", col.name),
+                    });
+                }
+            }
             Ok(Columns {
                 id: find(&self.cfg.field_event_id, "table.field.event.id")?,
-                key: find(&self.cfg.field_event_key, "table.field.event.key")?,
-                payload: find(&self.cfg.field_event_payload, "table.field.event.payload")?,
+                key,
+                payload,
                 route_by,
                 timestamp,
                 additional,

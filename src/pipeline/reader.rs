@@ -101,6 +101,12 @@ impl<'a> Reader<'a> {
         let mut status = tokio::time::interval(self.cfg.status_interval);
         status.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
+        // Heartbeats (heartbeat.interval.ms); a timer that never fires when they are off.
+        let heartbeat = self.cfg.heartbeat.clone();
+        let heartbeat_topic: std::sync::Arc<str> = std::sync::Arc::from(heartbeat.as_ref().map_or("", |h| h.topic.as_str()));
+        let mut heartbeat_tick = tokio::time::interval(heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval));
+        heartbeat_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        heartbeat_tick.reset();
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
         let Some(tx) = self.tx.clone() else { return Ok(()) };
         loop {
@@ -128,7 +134,13 @@ impl<'a> Reader<'a> {
                     self.metrics.received_lsn.store(self.received.0, std::sync::atomic::Ordering::Relaxed);
                     self.send_status(true).await?;
                 }
-                // 4. Hand the batch over once the sink has room.
+                // 4. Heartbeat: between transactions only, so it never splits one.
+                _ = heartbeat_tick.tick(), if heartbeat.is_some() && !self.in_transaction && !pending => {
+                    if let Some(h) = &heartbeat {
+                        self.heartbeat(h, &heartbeat_topic).await;
+                    }
+                }
+                // 5. Hand the batch over once the sink has room.
                 permit = tx.reserve(), if pending => {
                     match permit {
                         Ok(p) => p.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX))),
@@ -137,7 +149,7 @@ impl<'a> Reader<'a> {
                     // Time spent backpressured is not silence from the server.
                     last_heard = Instant::now();
                 }
-                // 5. Read from the server when there is nothing to hand over.
+                // 6. Read from the server when there is nothing to hand over.
                 r = self.conn.fill(), if !pending => {
                     r?;
                     last_heard = Instant::now();
@@ -170,6 +182,20 @@ impl<'a> Reader<'a> {
         tracing::info!(confirmed = %confirmed, "confirmed final position");
         self.conn.terminate().await;
         result.map_err(Into::into)
+    }
+
+    /// Runs `heartbeat.action.query` (bounded; a failure is logged, as Debezium does) and queues a
+    /// heartbeat record.
+    async fn heartbeat(&mut self, h: &crate::config::Heartbeat, topic: &std::sync::Arc<str>) {
+        if let Some(q) = &h.action_query {
+            match tokio::time::timeout(Duration::from_secs(10), self.sql.batch_execute(q)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %PgError::Sql(e), "heartbeat.action.query failed"),
+                Err(_) => tracing::warn!("heartbeat.action.query did not finish within 10s"),
+            }
+        }
+        let record = crate::outbox::heartbeat::record(topic, &self.cfg.topic_prefix, self.cfg.key_converter, self.cfg.value_converter, now_ms());
+        self.batch.push(Item::Event(record));
     }
 
     async fn send_status(&mut self, reply: bool) -> Result<(), PgError> {

@@ -62,11 +62,38 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
         Ok(r) => r,
         Err(e) => Err(RelayError::KafkaTransient(format!("the sink task failed: {e}"))),
     };
-    match (reader_result, sink_result) {
+    let result = match (reader_result, sink_result) {
         // A definite error wins: it is what the operator must act on.
         (Err(r), _) if !r.is_retryable() => Err(r),
         (_, Err(s)) => Err(s),
         (r, Ok(())) => r,
+    };
+    if result.is_ok() && shutdown.is_cancelled() && cfg.slot_drop_on_stop {
+        drop_slot(cfg).await;
+    }
+    result
+}
+
+/// `slot.drop.on.stop`: drop the slot after a graceful stop (its walsender may need a moment to
+/// release it).
+async fn drop_slot(cfg: &Config) {
+    let params = ConnectParams::from_config(&cfg.database);
+    let Ok(sql) = setup::connect_sql(&params).await else {
+        tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: cannot connect to drop the slot");
+        return;
+    };
+    for _ in 0..50 {
+        match sql.execute("SELECT pg_drop_replication_slot($1)", &[&cfg.slot_name]).await {
+            Ok(_) => {
+                tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)");
+                return;
+            }
+            Err(e) if e.code().is_some_and(|c| c.code() == "55006") => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => {
+                tracing::warn!(slot = %cfg.slot_name, error = %PgError::Sql(e), "slot.drop.on.stop: could not drop the slot");
+                return;
+            }
+        }
     }
 }
 
