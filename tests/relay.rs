@@ -315,3 +315,82 @@ async fn relay_binary_converter_relays_bytea_payloads() {
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
+
+async fn insert_many(o: &Outbox, kind: &str, n: usize) {
+    o.env
+        .sql()
+        .await
+        .batch_execute(&format!(
+            "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) \
+             SELECT gen_random_uuid(), '{}', 'agg-' || (g % 20), 'Created', jsonb_build_object('g', g) FROM generate_series(1, {n}) g",
+            o.table,
+            o.agg(kind)
+        ))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_initial_snapshot_publishes_existing_rows_once() {
+    let o = Outbox::new("snapshot").await;
+    o.create_topics(&["Order"], 3).await;
+    insert_many(&o, "Order", 100).await;
+    let mut relay = Relay::start_streaming(&o.config(&["snapshot.mode=initial"]));
+    insert_many(&o, "Order", 50).await;
+    let topics = vec![o.topic("Order")];
+    let records = consume(&o.env.broker, &topics, 150, Duration::from_secs(30));
+    assert_eq!(records.len(), 150, "log:\n{}", relay.log_text());
+    assert_eq!(by_id(&records).len(), 150, "each row exactly once: snapshot and stream meet without overlap");
+    let rows = o.rows().await;
+    let seq_of: HashMap<String, i64> = rows.iter().map(|r| (r.id.clone(), r.seq)).collect();
+    assert_eq!(order_violations(&records, &seq_of), Vec::<String>::new());
+    assert_eq!(relay.stop().code(), Some(0));
+    relay.restart();
+    relay.wait_for_log("streaming", Duration::from_secs(20));
+    assert_eq!(consume_until_idle(&o.env.broker, &topics, Duration::from_secs(2)).len(), 150, "no second snapshot on restart");
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_snapshot_modes_no_data_and_initial_only() {
+    let o = Outbox::new("snapmodes").await;
+    o.create_topics(&["Order"], 1).await;
+    insert_many(&o, "Order", 10).await;
+    let topics = vec![o.topic("Order")];
+    // no_data: existing rows are not published.
+    let mut relay = Relay::start_streaming(&o.config(&["snapshot.mode=no_data"]));
+    insert_many(&o, "Order", 1).await;
+    assert_eq!(consume(&o.env.broker, &topics, 1, Duration::from_secs(30)).len(), 1);
+    assert_eq!(relay.stop().code(), Some(0));
+    assert_eq!(consume_until_idle(&o.env.broker, &topics, Duration::from_secs(1)).len(), 1);
+    o.drop_slot().await;
+    // initial_only: a snapshot of the 11 rows, then the relay exits 0.
+    let mut relay = Relay::start(&o.config(&["snapshot.mode=initial_only"]));
+    let status = relay.wait(Duration::from_secs(60)).expect("initial_only exits by itself");
+    assert_eq!(status.code(), Some(0), "log:\n{}", relay.log_text());
+    assert_eq!(consume_until_idle(&o.env.broker, &topics, Duration::from_secs(1)).len(), 12);
+    o.drop_slot().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_killed_during_snapshot_snapshots_again() {
+    let o = Outbox::new("snapkill").await;
+    o.create_topics(&["Order"], 3).await;
+    insert_many(&o, "Order", 100_000).await;
+    let mut relay = Relay::start(&o.config(&["snapshot.mode=initial"]));
+    relay.wait_for_log("snapshot: reading existing rows", Duration::from_secs(30));
+    relay.kill9();
+    assert_eq!(o.confirmed_flush().await, None, "killed mid-snapshot: the real slot must not exist yet");
+    relay.restart();
+    relay.wait_for_log("streaming", Duration::from_secs(120));
+    let topics = vec![o.topic("Order")];
+    let records = consume_until_idle(&o.env.broker, &topics, Duration::from_secs(3));
+    let ids = by_id(&records);
+    let rows = o.rows().await;
+    let missing = rows.iter().filter(|r| !ids.contains_key(&r.id)).count();
+    println!("relay_killed_during_snapshot_snapshots_again: {} rows, {} records, {} duplicates", rows.len(), records.len(), records.len() - ids.len());
+    assert_eq!(missing, 0, "log:\n{}", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}

@@ -14,7 +14,6 @@ pub struct IgnoredKey {
 /// Exact keys and the reason they are ignored.
 const KNOWN: &[(&str, &str)] = &[
     ("tasks.max", "PostgreSQL connectors always run a single task"),
-    ("snapshot.mode", "snapshots are not implemented yet: pgoutbox streams from the slot only, as with no_data"),
     ("offset.storage.file.filename", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
     ("offset.storage.topic", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
     ("offset.flush.interval.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
@@ -37,8 +36,8 @@ const KNOWN: &[(&str, &str)] = &[
     ("lsn.flush.timeout.action", "pgoutbox confirms positions asynchronously at every status update"),
     ("offset.mismatch.strategy", "pgoutbox resumes from the slot's confirmed position (no_validation)"),
     ("schema.refresh.mode", "pgoutbox follows the Relation messages of pgoutput"),
-    ("snapshot.isolation.mode", "snapshots are not implemented yet"),
-    ("snapshot.locking.mode", "snapshots are not implemented yet"),
+    ("snapshot.isolation.mode", "the snapshot always reads the slot's exported snapshot (repeatable read)"),
+    ("snapshot.locking.mode", "no locks are needed: the snapshot reads the slot's exported snapshot"),
     ("include.unknown.datatypes", "unknown types are reported as errors when routed"),
     ("event.processing.failure.handling.mode", "not implemented yet: failures stop the relay"),
     ("errors.tolerance", "not implemented yet: failures stop the relay"),

@@ -74,6 +74,21 @@ pub enum AutocreateMode {
     NoTables,
 }
 
+/// `snapshot.mode`: whether the rows already in the outbox table are published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotMode {
+    /// Stream only (also `never`, removed in Debezium 3.3 but still found in configs).
+    NoData,
+    /// Snapshot when the slot is new (Debezium: when there are no offsets), then stream.
+    Initial,
+    /// Snapshot when the slot is new, then stop.
+    InitialOnly,
+    /// Snapshot at every start, then stream.
+    Always,
+    /// Like `Initial`: pgoutbox's position lives in the slot, so "offsets missing" means "slot missing".
+    WhenNeeded,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvalidOpBehavior {
     Warn,
@@ -207,6 +222,7 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     pub slot_drop_on_stop: bool,
     pub heartbeat: Option<Heartbeat>,
+    pub snapshot_mode: SnapshotMode,
     pub ignored: Vec<IgnoredKey>,
 }
 
@@ -307,10 +323,14 @@ impl Config {
             connect_timeout: Duration::from_millis(r.int_or("database.connect.timeout.ms", 30_000u64, "a number of milliseconds")?),
         };
         r.str("database.tcpKeepAlive");
-        // Streaming from the slot without a snapshot is what pgoutbox does: these modes are honoured.
-        if matches!(r.raw.entries.get("snapshot.mode").map(|s| s.trim()), Some("no_data" | "never")) {
-            r.str("snapshot.mode");
-        }
+        let snapshot_mode = r.choice("snapshot.mode", SnapshotMode::Initial, &[
+            ("no_data", SnapshotMode::NoData),
+            ("never", SnapshotMode::NoData),
+            ("initial", SnapshotMode::Initial),
+            ("initial_only", SnapshotMode::InitialOnly),
+            ("always", SnapshotMode::Always),
+            ("when_needed", SnapshotMode::WhenNeeded),
+        ])?;
 
         let topic_prefix = r.required("topic.prefix", "Debezium's logical server name, e.g. topic.prefix=dbserver1")?;
         let slot_name = r.string_or("slot.name", "debezium");
@@ -389,6 +409,7 @@ impl Config {
             shutdown_timeout,
             slot_drop_on_stop,
             heartbeat,
+            snapshot_mode,
             ignored,
         })
     }

@@ -139,10 +139,13 @@ fn config_missing_required_keys_are_named() {
 #[test]
 fn config_lists_ignored_keys_with_reasons() {
     assert!(with(&["snapshot.mode=no_data"]).unwrap().ignored.is_empty(), "no_data is what pgoutbox does");
-    let c = with(&["tasks.max=1", "snapshot.mode=initial", "database.server.name=old", "frobnicate=1", "producer.linger.ms=5", "transforms.outbox.debezium.op.invalid.behavior=warn"]).unwrap();
+    assert_eq!(with(&[]).unwrap().snapshot_mode, SnapshotMode::Initial, "Debezium's default");
+    assert_eq!(with(&["snapshot.mode=never"]).unwrap().snapshot_mode, SnapshotMode::NoData);
+    assert_eq!(err_key(&["snapshot.mode=custom"]), "snapshot.mode");
+    let c = with(&["tasks.max=1", "snapshot.isolation.mode=serializable", "database.server.name=old", "frobnicate=1", "producer.linger.ms=5", "transforms.outbox.debezium.op.invalid.behavior=warn"]).unwrap();
     let find = |k: &str| c.ignored.iter().find(|i| i.key == k).unwrap_or_else(|| panic!("{k} not listed")).reason.clone();
     assert!(find("tasks.max").contains("single task"));
-    assert!(find("snapshot.mode").contains("not implemented"));
+    assert!(find("snapshot.isolation.mode").contains("exported snapshot"));
     assert!(find("database.server.name").contains("topic.prefix"));
     assert!(find("frobnicate").contains("not a key"));
     assert!(!c.ignored.iter().any(|i| i.key == "producer.linger.ms"), "producer settings are passed through");

@@ -18,6 +18,7 @@ mod checkpoint;
 mod reader;
 mod session;
 mod sink;
+mod snapshot;
 
 use std::time::Duration;
 
@@ -41,6 +42,8 @@ pub enum Item {
     Commit { end_lsn: Lsn, commit_time: i64 },
     /// A keepalive's WAL end, received outside any transaction.
     IdleWalEnd(Lsn),
+    /// Fired once every event handed over before it has been acknowledged.
+    Barrier(tokio::sync::oneshot::Sender<()>),
 }
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(500);

@@ -13,7 +13,7 @@ use super::Item;
 use crate::config::{Config, InvalidOpBehavior};
 use crate::error::RelayError;
 use crate::lsn::Lsn;
-use crate::outbox::{ColumnInfo, ContextHeaders, RelationInfo, RoutePlan, Router};
+use crate::outbox::{ColumnInfo, RelationInfo, RoutePlan, Router};
 use crate::pgoutput::{self, LogicalMessage, Oid};
 use crate::postgres::replication::ReplicationConnection;
 use crate::postgres::setup;
@@ -52,18 +52,12 @@ impl<'a> Reader<'a> {
         conn: ReplicationConnection,
         sql: Client,
         cfg: &'a Config,
+        router: Router,
         tx: mpsc::Sender<Vec<Item>>,
         confirmed: watch::Receiver<Lsn>,
         peer_timeout: Option<Duration>,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
     ) -> Self {
-        let context = cfg.extended_headers.then(|| ContextHeaders {
-            connector_logical_name: cfg.topic_prefix.clone(),
-            task_id: "0".to_string(),
-            connector_name: "postgresql".to_string(),
-            run_id: uuid::Uuid::now_v7().to_string(),
-        });
-        let router = Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, context);
         let received = *confirmed.borrow();
         Reader {
             conn,
@@ -285,6 +279,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

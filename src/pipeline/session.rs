@@ -9,8 +9,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::{reader::Reader, sink::Sink};
-use crate::config::Config;
+use super::{reader::Reader, sink::Sink, snapshot};
+use crate::config::{Config, SnapshotMode};
+use crate::outbox::{ContextHeaders, Router};
 use crate::error::RelayError;
 use crate::kafka::Producer;
 use crate::lsn::Lsn;
@@ -38,14 +39,33 @@ struct Started {
     peer_timeout: Option<Duration>,
 }
 
+/// Debezium's context headers for this run; `runId` is a UUIDv7 per task start, as Debezium's.
+pub fn context_headers(cfg: &Config) -> Option<ContextHeaders> {
+    cfg.extended_headers.then(|| ContextHeaders {
+        connector_logical_name: cfg.topic_prefix.clone(),
+        task_id: "0".to_string(),
+        connector_name: "postgresql".to_string(),
+        run_id: uuid::Uuid::now_v7().to_string(),
+    })
+}
+
+pub fn router(cfg: &Config, context: Option<ContextHeaders>) -> Router {
+    Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, context)
+}
+
 pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut SessionState, metrics: &Arc<Metrics>) -> Result<(), RelayError> {
     // The producer connects to the brokers while PostgreSQL is set up.
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
+    let context = context_headers(cfg);
     let started = tokio::select! {
         // Setup has no business outliving a stop request (it can wait on a long transaction while
         // creating the slot, or on an unresponsive server).
         _ = shutdown.cancelled() => return Ok(()),
-        s = start(cfg, state) => s?,
+        s = start(cfg, state, &context, shutdown, metrics) => s?,
+    };
+    let Some(started) = started else {
+        tracing::info!("snapshot.mode=initial_only: snapshot done, not streaming");
+        return Ok(());
     };
     state.streamed = true;
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
@@ -56,7 +76,7 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
     let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone());
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
-    let reader = Reader::new(started.conn, started.sql, cfg, tx, confirmed_rx, started.peer_timeout, metrics.clone());
+    let reader = Reader::new(started.conn, started.sql, cfg, router(cfg, context), tx, confirmed_rx, started.peer_timeout, metrics.clone());
     let reader_result = reader.run(shutdown).await;
     let sink_result = match sink.await {
         Ok(r) => r,
@@ -74,38 +94,50 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
     result
 }
 
-/// `slot.drop.on.stop`: drop the slot after a graceful stop (its walsender may need a moment to
-/// release it).
-async fn drop_slot(cfg: &Config) {
-    let params = ConnectParams::from_config(&cfg.database);
-    let Ok(sql) = setup::connect_sql(&params).await else {
-        tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: cannot connect to drop the slot");
-        return;
-    };
-    for _ in 0..50 {
-        match sql.execute("SELECT pg_drop_replication_slot($1)", &[&cfg.slot_name]).await {
-            Ok(_) => {
-                tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)");
-                return;
-            }
-            Err(e) if e.code().is_some_and(|c| c.code() == "55006") => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(e) => {
-                tracing::warn!(slot = %cfg.slot_name, error = %PgError::Sql(e), "slot.drop.on.stop: could not drop the slot");
-                return;
-            }
-        }
-    }
-}
-
-async fn start(cfg: &Config, state: &SessionState) -> Result<Started, RelayError> {
+/// Sets up and starts streaming; `None` when `snapshot.mode=initial_only` ends the run after the
+/// snapshot.
+async fn start(
+    cfg: &Config,
+    state: &SessionState,
+    context: &Option<ContextHeaders>,
+    shutdown: &CancellationToken,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Started>, RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
     setup::check_wal_level(&sql).await?;
     setup::ensure_publication(&sql, cfg).await?;
     let mut conn = ReplicationConnection::connect(&params).await?;
-    let slot = match setup::slot_state(&sql, &cfg.slot_name).await? {
-        Some(s) => s,
-        None if state.streamed => return Err(RelayError::SlotDropped(cfg.slot_name.clone())),
+    let existing = setup::slot_state(&sql, &cfg.slot_name).await?;
+    if existing.is_none() && state.streamed {
+        return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
+    }
+    let snapshot_wanted = match cfg.snapshot_mode {
+        SnapshotMode::NoData => false,
+        SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
+        SnapshotMode::Always => true,
+    };
+    let slot = match existing {
+        Some(s) => {
+            if snapshot_wanted {
+                // `always` with an existing slot: a snapshot of its own, then the stream from the
+                // slot's position; rows changed in between arrive twice (as with Debezium).
+                run_snapshot(cfg, &params, None, context, shutdown, metrics).await?;
+            }
+            s
+        }
+        None if snapshot_wanted => {
+            let staging = snapshot::staging_slot(&cfg.slot_name);
+            let _ = sql.execute("SELECT pg_drop_replication_slot($1)", &[&staging]).await;
+            let (consistent, exported) = conn.create_slot_exporting_snapshot(&staging).await?;
+            tracing::info!(slot = %staging, consistent_point = %consistent, "snapshot: created staging slot");
+            run_snapshot(cfg, &params, Some(&exported), context, shutdown, metrics).await?;
+            // Only now does the real slot exist: a crash before this point snapshots again.
+            sql.execute("SELECT pg_copy_logical_replication_slot($1, $2)", &[&staging, &cfg.slot_name]).await.map_err(PgError::Sql)?;
+            drop_slot_named(&sql, &staging).await;
+            tracing::info!(slot = %cfg.slot_name, consistent_point = %consistent, "created replication slot after the snapshot");
+            setup::slot_state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
+        }
         None => {
             match conn.create_slot(&cfg.slot_name).await {
                 Ok(lsn) => tracing::info!(slot = %cfg.slot_name, consistent_point = %lsn, "created replication slot"),
@@ -116,6 +148,9 @@ async fn start(cfg: &Config, state: &SessionState) -> Result<Started, RelayError
             setup::slot_state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
         }
     };
+    if cfg.snapshot_mode == SnapshotMode::InitialOnly {
+        return Ok(None);
+    }
     setup::validate_slot(&slot, cfg)?;
     let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
     conn.start_replication(&cfg.slot_name, requested, &cfg.publication_name).await.map_err(|e| match e {
@@ -129,5 +164,53 @@ async fn start(cfg: &Config, state: &SessionState) -> Result<Started, RelayError
     // read and START_REPLICATION. Never start (and so never report) below what the slot has.
     let now = setup::slot_state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
     let peer_timeout = setup::wal_sender_timeout(&sql).await?.map(|t| t + cfg.status_interval);
-    Ok(Started { conn, sql, start: requested.max(now), peer_timeout })
+    Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
+}
+
+/// Publishes the existing rows through a sink of its own and waits for every acknowledgement.
+async fn run_snapshot(
+    cfg: &Config,
+    params: &ConnectParams,
+    exported: Option<&str>,
+    context: &Option<ContextHeaders>,
+    shutdown: &CancellationToken,
+    metrics: &Arc<Metrics>,
+) -> Result<(), RelayError> {
+    let sql = setup::connect_sql(params).await?;
+    snapshot::begin(&sql, exported).await?;
+    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
+    let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+    let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
+    let sink = tokio::spawn(Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone()).run(rx, shutdown.clone(), cfg.shutdown_timeout));
+    let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx).await;
+    drop(tx);
+    let sink_result = sink.await.map_err(|e| RelayError::KafkaTransient(format!("the snapshot sink failed: {e}")))?;
+    sink_result?;
+    published?;
+    sql.batch_execute("COMMIT").await.map_err(PgError::Sql)?;
+    Ok(())
+}
+
+async fn drop_slot_named(sql: &Client, slot: &str) {
+    for _ in 0..50 {
+        match sql.execute("SELECT pg_drop_replication_slot($1)", &[&slot]).await {
+            Err(e) if e.code().is_some_and(|c| c.code() == "55006") => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => return,
+        }
+    }
+}
+
+/// `slot.drop.on.stop`: drop the slot after a graceful stop (its walsender may need a moment to
+/// release it).
+async fn drop_slot(cfg: &Config) {
+    let params = ConnectParams::from_config(&cfg.database);
+    let Ok(sql) = setup::connect_sql(&params).await else {
+        tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: cannot connect to drop the slot");
+        return;
+    };
+    drop_slot_named(&sql, &cfg.slot_name).await;
+    match setup::slot_state(&sql, &cfg.slot_name).await {
+        Ok(None) => tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)"),
+        _ => tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: could not drop the slot"),
+    }
 }

@@ -29,12 +29,14 @@ pub struct Sink {
     /// Topics known to exist (only tracked when pgoutbox creates topics).
     created: HashSet<Arc<str>>,
     metrics: Arc<Metrics>,
+    /// Barriers waiting for everything before them to be acknowledged.
+    barriers: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Sink {
     pub fn new(producer: Producer, start: Lsn, confirmed: watch::Sender<Lsn>, kafka: KafkaConfig, metrics: Arc<Metrics>) -> Self {
         metrics.confirmed_lsn.store(start.0, Ordering::Relaxed);
-        Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new(), metrics }
+        Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new(), metrics, barriers: Vec::new() }
     }
 
     /// Runs until the reader closes the channel or `stop` is cancelled, then waits at most
@@ -94,6 +96,11 @@ impl Sink {
     }
 
     fn publish(&mut self) {
+        if !self.barriers.is_empty() && self.checkpoint.drained() {
+            for b in self.barriers.drain(..) {
+                let _ = b.send(());
+            }
+        }
         let c = self.checkpoint.confirmed();
         let mut confirmed_transactions = 0;
         let now = pg_epoch_micros(std::time::SystemTime::now());
@@ -134,6 +141,10 @@ impl Sink {
                 }
                 Item::Commit { end_lsn, commit_time } => self.checkpoint.commit(end_lsn, commit_time),
                 Item::IdleWalEnd(end) => self.checkpoint.idle_wal_end(end),
+                Item::Barrier(b) => {
+                    self.barriers.push(b);
+                    self.publish();
+                }
             }
         }
         Ok(true)

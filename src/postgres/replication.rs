@@ -215,6 +215,19 @@ impl ReplicationConnection {
             .ok_or(PgError::Protocol(WireError::Malformed { what: "CREATE_REPLICATION_SLOT" }))
     }
 
+    /// Creates a logical slot and exports the snapshot it starts from: returns its consistent point and
+    /// the snapshot name, valid until this connection runs its next command. Import it with `SET
+    /// TRANSACTION SNAPSHOT` on another connection to read exactly the data the slot's stream follows.
+    pub async fn create_slot_exporting_snapshot(&mut self, slot: &str) -> Result<(Lsn, String), PgError> {
+        let sql = format!("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT", quote_ident(slot));
+        let rows = self.simple_query(&sql).await?;
+        let bad = || PgError::Protocol(WireError::Malformed { what: "CREATE_REPLICATION_SLOT" });
+        let row = rows.first().ok_or_else(bad)?;
+        let lsn = row.get(1).cloned().flatten().and_then(|l| l.parse().ok()).ok_or_else(bad)?;
+        let name = row.get(2).cloned().flatten().ok_or_else(bad)?;
+        Ok((lsn, name))
+    }
+
     /// Enters CopyBoth mode streaming `slot` from `start` with pgoutput protocol version 1.
     pub async fn start_replication(&mut self, slot: &str, start: Lsn, publication: &str) -> Result<(), PgError> {
         let sql = format!(

@@ -227,3 +227,20 @@ pub async fn wal_sender_timeout(sql: &Client) -> Result<Option<std::time::Durati
     let ms: i32 = sql.query_one("SELECT setting::int FROM pg_settings WHERE name = 'wal_sender_timeout'", &[]).await?.get(0);
     Ok((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)))
 }
+
+/// A table's columns as the router needs them, from the catalog (for the snapshot, where no
+/// pgoutput Relation message describes the table).
+pub async fn table_columns(sql: &Client, schema: &str, table: &str) -> Result<Vec<crate::outbox::ColumnInfo>, SetupFailure> {
+    let rows = sql
+        .query(
+            "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull FROM pg_attribute a \
+             JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            &[&schema, &table],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| crate::outbox::ColumnInfo { name: r.get(0), type_oid: r.get(1), type_modifier: r.get(2), not_null: r.get(3) })
+        .collect())
+}
