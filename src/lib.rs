@@ -3,6 +3,7 @@
 //!
 //! `run` is the one entry point; `main` only wires it to the command line and signals.
 
+pub mod check;
 pub mod config;
 pub mod http;
 pub mod metrics;

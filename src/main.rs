@@ -32,6 +32,13 @@ enum Command {
         #[arg(long)]
         metrics_address: Option<std::net::SocketAddr>,
     },
+    /// Check the configuration, database and broker; say what to fix (exit 1 if anything is wrong).
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Print records of topics from the beginning (kcat does not speak to every broker).
     Consume {
         #[arg(long, default_value = "127.0.0.1:9092")]
@@ -108,6 +115,21 @@ fn main() -> ExitCode {
                     }
                 }
             })
+        }
+        Command::Check { config, set } => {
+            let config = match load(&config, &set) {
+                Ok(c) => c,
+                Err(e) => {
+                    println!("PROBLEM config                 {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let findings = runtime.block_on(pgoutbox::check::check(&config));
+            if pgoutbox::check::print(&findings) {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Command::Consume { bootstrap_servers, topics, count, idle_ms } => {
             let topics: Vec<&str> = topics.iter().map(String::as_str).collect();

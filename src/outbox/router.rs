@@ -65,6 +65,13 @@ pub struct RoutePlan {
     plan: Result<Columns, RouteError>,
 }
 
+impl RoutePlan {
+    /// Why rows of this table cannot be routed, if they cannot.
+    pub fn problem(&self) -> Option<&RouteError> {
+        self.plan.as_ref().err()
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Columns {
     id: PlannedColumn,

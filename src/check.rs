@@ -1,0 +1,187 @@
+//! `pgoutbox check`: validates the configuration against the database and the broker before the
+//! relay runs, and says for each problem exactly what to fix.
+
+use std::time::Duration;
+
+use crate::config::{AutocreateMode, Config};
+use crate::outbox::{RelationInfo, Router};
+use crate::postgres::replication::ReplicationConnection;
+use crate::postgres::{setup, ConnectParams};
+
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub ok: bool,
+    pub subject: String,
+    pub detail: String,
+}
+
+fn ok(subject: &str, detail: impl Into<String>) -> Finding {
+    Finding { ok: true, subject: subject.into(), detail: detail.into() }
+}
+
+fn problem(subject: &str, detail: impl Into<String>) -> Finding {
+    Finding { ok: false, subject: subject.into(), detail: detail.into() }
+}
+
+pub async fn check(cfg: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for i in &cfg.ignored {
+        out.push(ok("config", format!("`{}` is ignored: {}", i.key, i.reason)));
+    }
+    let params = ConnectParams::from_config(&cfg.database);
+    let sql = match setup::connect_sql(&params).await {
+        Ok(s) => s,
+        Err(e) => {
+            out.push(problem("database", e.to_string()));
+            return out;
+        }
+    };
+    out.push(ok("database", format!("connected to {}:{} as {}", cfg.database.hostname, cfg.database.port, cfg.database.user)));
+    match setup::check_wal_level(&sql).await {
+        Ok(()) => out.push(ok("wal_level", "logical")),
+        Err(e) => out.push(problem("wal_level", e.to_string())),
+    }
+    if let Ok(row) = sql.query_one("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user", &[]).await {
+        if row.get::<_, bool>(0) {
+            out.push(ok("privileges", "the user may replicate"));
+        } else {
+            out.push(problem("privileges", format!("user `{}` lacks the REPLICATION attribute; run ALTER ROLE {} REPLICATION", cfg.database.user, cfg.database.user)));
+        }
+    }
+    if let Ok(row) = sql
+        .query_one("SELECT current_setting('max_replication_slots')::int, (SELECT count(*)::int FROM pg_replication_slots), current_setting('max_wal_senders')::int", &[])
+        .await
+    {
+        let (max, used, senders): (i32, i32, i32) = (row.get(0), row.get(1), row.get(2));
+        let slot_exists = matches!(setup::slot_state(&sql, &cfg.slot_name).await, Ok(Some(_)));
+        if !slot_exists && used + 2 > max {
+            out.push(problem("slots", format!("{used} of max_replication_slots={max} are used and pgoutbox needs one more (two during a snapshot); raise max_replication_slots")));
+        } else {
+            out.push(ok("slots", format!("{used} of {max} replication slots used; max_wal_senders={senders}")));
+        }
+    }
+    // The replication connection itself (pg_hba needs a `replication` entry).
+    match ReplicationConnection::connect(&params).await {
+        Ok(mut conn) => {
+            match conn.identify_system().await {
+                Ok(id) => out.push(ok("replication connection", format!("system {}, timeline {}, WAL at {}", id.system_id, id.timeline, id.xlog_pos))),
+                Err(e) => out.push(problem("replication connection", e.to_string())),
+            }
+            conn.terminate().await;
+        }
+        Err(e) => out.push(problem("replication connection", format!("{e}; pg_hba.conf needs a `host replication {} ...` line", cfg.database.user))),
+    }
+    let tables = match setup::captured_tables(&sql, cfg).await {
+        Ok(t) => t,
+        Err(e) => {
+            out.push(problem("tables", e.to_string()));
+            Vec::new()
+        }
+    };
+    if tables.is_empty() {
+        out.push(problem("tables", "no table matches table.include.list / schema.include.list; create the outbox table (sql/outbox.sql) or fix the lists"));
+    }
+    let router = Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, None);
+    for (schema, table) in &tables {
+        let name = format!("{schema}.{table}");
+        match setup::table_columns(&sql, schema, table).await {
+            Ok(columns) => {
+                let plan = router.plan(&RelationInfo { oid: 0, schema: schema.clone(), table: table.clone(), columns });
+                match plan.problem() {
+                    None => out.push(ok("outbox table", format!("`{name}` has the columns the Event Router needs"))),
+                    Some(e) => out.push(problem("outbox table", e.to_string())),
+                }
+            }
+            Err(e) => out.push(problem("outbox table", format!("`{name}`: {e}"))),
+        }
+    }
+    out.extend(check_publication(&sql, cfg, &tables).await);
+    out.extend(check_slot(&sql, cfg).await);
+    out.extend(check_broker(cfg).await);
+    out
+}
+
+async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &[(String, String)]) -> Vec<Finding> {
+    let name = &cfg.publication_name;
+    let row = match sql.query_opt("SELECT puballtables, pubinsert FROM pg_publication WHERE pubname = $1", &[name]).await {
+        Ok(r) => r,
+        Err(e) => return vec![problem("publication", e.to_string())],
+    };
+    let Some(row) = row else {
+        return vec![match cfg.publication_autocreate {
+            AutocreateMode::Disabled => problem("publication", format!("publication `{name}` does not exist and publication.autocreate.mode=disabled; create it (CREATE PUBLICATION {name} FOR TABLE ...) or set publication.autocreate.mode=filtered")),
+            mode => ok("publication", format!("`{name}` does not exist yet; pgoutbox will create it ({mode:?})")),
+        }];
+    };
+    let (all, insert): (bool, bool) = (row.get(0), row.get(1));
+    if !insert {
+        return vec![problem("publication", format!("publication `{name}` does not publish inserts; run ALTER PUBLICATION {name} SET (publish = 'insert, update, delete')"))];
+    }
+    if all {
+        return vec![ok("publication", format!("`{name}` publishes all tables"))];
+    }
+    let published: Vec<(String, String)> = match sql.query("SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1", &[name]).await {
+        Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        Err(e) => return vec![problem("publication", e.to_string())],
+    };
+    let missing: Vec<String> = tables.iter().filter(|t| !published.contains(t)).map(|(s, t)| format!("{s}.{t}")).collect();
+    if missing.is_empty() {
+        vec![ok("publication", format!("`{name}` includes the outbox table(s)"))]
+    } else if cfg.publication_autocreate == AutocreateMode::Filtered {
+        vec![ok("publication", format!("`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered)", missing.join(", ")))]
+    } else {
+        vec![problem("publication", format!("publication `{name}` does not include {}; run ALTER PUBLICATION {name} ADD TABLE {} or set publication.autocreate.mode=filtered", missing.join(", "), missing.join(", ")))]
+    }
+}
+
+async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
+    match setup::slot_state(sql, &cfg.slot_name).await {
+        Ok(None) => vec![ok("slot", format!("`{}` does not exist yet; pgoutbox will create it (snapshot.mode={:?})", cfg.slot_name, cfg.snapshot_mode))],
+        Ok(Some(s)) => {
+            if let Err(e) = setup::validate_slot(&s, cfg) {
+                return vec![problem("slot", e.to_string())];
+            }
+            let lag = sql
+                .query_one("SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", &[&cfg.slot_name])
+                .await
+                .ok()
+                .and_then(|r| r.try_get::<_, Option<i64>>(0).ok())
+                .flatten();
+            let mut f = vec![ok("slot", format!("`{}` uses pgoutput; confirmed at {}{}", cfg.slot_name, s.confirmed_flush.map(|l| l.to_string()).unwrap_or_default(), lag.map(|l| format!(", {l} bytes of WAL behind")).unwrap_or_default()))];
+            if let Some(pid) = s.active_pid {
+                f.push(ok("slot", format!("`{}` is in use by PID {pid} (another relay, or Debezium?); pgoutbox will stand by until it is released", cfg.slot_name)));
+            }
+            f
+        }
+        Err(e) => vec![problem("slot", e.to_string())],
+    }
+}
+
+async fn check_broker(cfg: &Config) -> Vec<Finding> {
+    let bootstrap = cfg.kafka.bootstrap_servers.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", &bootstrap).create()?;
+        c.fetch_metadata(None, Duration::from_secs(10)).map(|m| (m.brokers().len(), m.topics().len()))
+    })
+    .await;
+    match result {
+        Ok(Ok((brokers, topics))) => vec![ok("broker", format!("{} reachable: {brokers} broker(s), {topics} topic(s)", cfg.kafka.bootstrap_servers))],
+        Ok(Err(e)) => vec![problem("broker", format!("cannot reach {}: {e}; check bootstrap.servers", cfg.kafka.bootstrap_servers))],
+        Err(e) => vec![problem("broker", e.to_string())],
+    }
+}
+
+/// Renders findings; returns whether there was any problem.
+pub fn print(findings: &[Finding]) -> bool {
+    for f in findings {
+        println!("{} {:<22} {}", if f.ok { "ok     " } else { "PROBLEM" }, f.subject, f.detail);
+    }
+    let problems = findings.iter().filter(|f| !f.ok).count();
+    if problems == 0 {
+        println!("\nno problems found");
+    } else {
+        println!("\n{problems} problem(s) found");
+    }
+    problems > 0
+}
