@@ -53,10 +53,17 @@ password_encryption = 'scram-sha-256'
 wal_sender_timeout = 60s
 log_min_messages = warning
 CONF
-        # Trust everyone except scram_user, who must authenticate with SCRAM-SHA-256 (both for SQL and
-        # replication connections).
+        pg_tls_setup "$dir"
+        # Trust everyone except: scram_user and md5_user (password methods), ssl_user (SCRAM, and only
+        # over TLS) and cert_user (a client certificate), for SQL and replication connections alike.
         cat >"$dir/data/pg_hba.conf" <<HBA
 local all all trust
+hostssl all ssl_user 127.0.0.1/32 scram-sha-256
+hostssl replication ssl_user 127.0.0.1/32 scram-sha-256
+hostnossl all ssl_user 127.0.0.1/32 reject
+hostnossl replication ssl_user 127.0.0.1/32 reject
+hostssl all cert_user 127.0.0.1/32 cert
+hostssl replication cert_user 127.0.0.1/32 cert
 host all scram_user 127.0.0.1/32 scram-sha-256
 host replication scram_user 127.0.0.1/32 scram-sha-256
 host all md5_user 127.0.0.1/32 md5
@@ -73,12 +80,48 @@ DO \$\$ BEGIN
     SET password_encryption = 'scram-sha-256';
     CREATE ROLE scram_user LOGIN REPLICATION SUPERUSER PASSWORD 'scram-secret';
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ssl_user') THEN
+    SET password_encryption = 'scram-sha-256';
+    CREATE ROLE ssl_user LOGIN REPLICATION SUPERUSER PASSWORD 'ssl-secret';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cert_user') THEN
+    CREATE ROLE cert_user LOGIN REPLICATION SUPERUSER;
+  END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'md5_user') THEN
     SET password_encryption = 'md5';
     CREATE ROLE md5_user LOGIN REPLICATION SUPERUSER PASSWORD 'md5-secret';
   END IF;
 END \$\$;
 SQL
+}
+
+# pg_tls_setup DIR: a throwaway CA, a server certificate for 127.0.0.1/localhost and a client
+# certificate for cert_user, in DIR/tls (ca.crt, client.crt, client.key, other-ca.crt); turns ssl on.
+pg_tls_setup() {
+    local dir=$1 t=$1/tls
+    command -v openssl >/dev/null || { log "openssl missing: TLS tests will fail"; return 0; }
+    mkdir -p "$t"
+    (
+        cd "$t"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=pgoutbox test CA" -keyout ca.key -out ca.crt
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=other CA" -keyout other-ca.key -out other-ca.crt
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile server.ext -out server.crt
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=cert_user" -keyout client.key -out client.csr
+        # Extensions make it an X.509 v3 certificate; webpki refuses v1.
+        printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
+        openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile client.ext -out client.crt
+    ) >/dev/null 2>&1 || die "creating test certificates failed"
+    cp "$t/server.crt" "$t/server.key" "$t/ca.crt" "$dir/data/"
+    chown postgres "$dir/data/server.crt" "$dir/data/server.key" "$dir/data/ca.crt"
+    chmod 600 "$dir/data/server.key"
+    cat >>"$dir/data/postgresql.conf" <<CONF
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+ssl_ca_file = 'ca.crt'
+CONF
 }
 
 # pg_stop DIR [MODE]: stop the cluster (MODE: fast, the default, or immediate).

@@ -23,6 +23,7 @@ broker_port=$(free_port)
 pg_start "$work/pg" "$pg_port"
 broker_start "$work/broker" "$broker_port"
 export PGOUTBOX_TEST_PG_PORT=$pg_port
+export PGOUTBOX_TEST_TLS_DIR=$work/pg/tls
 export PGOUTBOX_TEST_BROKER=127.0.0.1:$broker_port
 export PGOUTBOX_TEST_SCRIPTS=$here
 log "PostgreSQL on 127.0.0.1:$pg_port, broker on 127.0.0.1:$broker_port"

@@ -53,6 +53,9 @@ pub enum SslMode {
     Disable,
     Allow,
     Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +66,9 @@ pub struct DatabaseConfig {
     pub password: Option<Secret>,
     pub dbname: String,
     pub sslmode: SslMode,
+    pub sslrootcert: Option<String>,
+    pub sslcert: Option<String>,
+    pub sslkey: Option<String>,
     pub connect_timeout: Duration,
 }
 
@@ -313,16 +319,25 @@ impl Config {
                 ("disable", SslMode::Disable),
                 ("allow", SslMode::Allow),
                 ("prefer", SslMode::Prefer),
-            ]).map_err(|e| match e {
-                ConfigError::Invalid { key, message } => ConfigError::Invalid {
-                    key,
-                    message: format!("{message} (require, verify-ca and verify-full need TLS, which this build does not support yet)"),
-                },
-                other => other,
-            })?,
+                ("require", SslMode::Require),
+                ("verify-ca", SslMode::VerifyCa),
+                ("verify-full", SslMode::VerifyFull),
+            ])?,
+            sslrootcert: r.str("database.sslrootcert").map(str::to_string),
+            sslcert: r.str("database.sslcert").map(str::to_string),
+            sslkey: r.str("database.sslkey").map(str::to_string),
             connect_timeout: Duration::from_millis(r.int_or("database.connect.timeout.ms", 30_000u64, "a number of milliseconds")?),
         };
         r.str("database.tcpKeepAlive");
+        if matches!(database.sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && database.sslrootcert.is_none() {
+            return Err(ConfigError::Missing { key: "database.sslrootcert".into(), hint: "sslmode verify-ca and verify-full verify the server against this CA certificate (PEM)".into() });
+        }
+        if database.sslcert.is_some() != database.sslkey.is_some() {
+            return Err(invalid("database.sslcert", "database.sslcert and database.sslkey go together"));
+        }
+        if r.str("database.sslpassword").is_some() {
+            return Err(invalid("database.sslpassword", "encrypted client keys are not supported; give database.sslkey an unencrypted PEM key"));
+        }
         let snapshot_mode = r.choice("snapshot.mode", SnapshotMode::Initial, &[
             ("no_data", SnapshotMode::NoData),
             ("never", SnapshotMode::NoData),

@@ -102,7 +102,7 @@ fn config_malformed_values_name_the_key() {
     assert_eq!(err_key(&["database.port=70000"]), "database.port");
     assert_eq!(err_key(&["plugin.name=decoderbufs"]), "plugin.name");
     assert_eq!(err_key(&["publication.autocreate.mode=sometimes"]), "publication.autocreate.mode");
-    assert_eq!(err_key(&["database.sslmode=verify-full"]), "database.sslmode");
+    assert_eq!(err_key(&["database.sslmode=verify-fully"]), "database.sslmode");
     assert_eq!(err_key(&["slot.name=Bad-Slot"]), "slot.name");
     assert_eq!(err_key(&["status.update.interval.ms=soon"]), "status.update.interval.ms");
     assert_eq!(err_key(&["status.update.interval.ms=0"]), "status.update.interval.ms");

@@ -3,11 +3,12 @@
 
 pub mod replication;
 pub mod setup;
+pub mod tls;
 pub mod wire;
 
 use std::time::Duration;
 
-use crate::config::{DatabaseConfig, Secret};
+use crate::config::{DatabaseConfig, Secret, SslMode};
 use wire::{ServerError, WireError};
 
 /// Where and as whom to connect. Built from `database.*`.
@@ -20,11 +21,27 @@ pub struct ConnectParams {
     pub dbname: String,
     pub application_name: String,
     pub connect_timeout: Duration,
+    pub sslmode: SslMode,
+    /// Built once from `database.ssl*`; `None` when TLS is off.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl ConnectParams {
     pub fn from_config(db: &DatabaseConfig) -> Self {
+        let tls = match tls::wants_tls(db.sslmode) {
+            (false, _) => None,
+            (true, _) => match tls::client_config(db) {
+                Ok(c) => Some(std::sync::Arc::new(c)),
+                Err(e) => {
+                    // Reported when connecting, where the error has a place to go.
+                    tracing::error!("{e}");
+                    None
+                }
+            },
+        };
         ConnectParams {
+            sslmode: db.sslmode,
+            tls,
             host: db.hostname.clone(),
             port: db.port,
             user: db.user.clone(),
@@ -62,6 +79,10 @@ pub enum PgError {
     Server(ServerError),
     #[error("PostgreSQL: {}", sql_error_text(.0))]
     Sql(#[source] tokio_postgres::Error),
+    #[error("TLS: {0}; check database.sslmode, database.sslrootcert, database.sslcert and database.sslkey")]
+    Tls(String),
+    #[error("the server at {0} does not accept TLS, but database.sslmode requires it; enable ssl on the server or lower database.sslmode")]
+    TlsRefused(String),
 }
 
 /// tokio-postgres displays a server error as just "db error": show the server's own words.
@@ -103,7 +124,7 @@ impl PgError {
     /// Whether reconnecting may succeed without the operator changing anything.
     pub fn is_retryable(&self) -> bool {
         match self {
-            PgError::PasswordRequired { .. } | PgError::UnsupportedAuth { .. } | PgError::Scram(_) => false,
+            PgError::PasswordRequired { .. } | PgError::UnsupportedAuth { .. } | PgError::Scram(_) | PgError::Tls(_) | PgError::TlsRefused(_) => false,
             PgError::Server(_) | PgError::Sql(_) => !self.sqlstate().is_some_and(definite_sqlstate),
             _ => true,
         }

@@ -22,8 +22,44 @@ use crate::lsn::Lsn;
 /// syscall during catch-up.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// The connection's byte stream: plain TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 pub struct ReplicationConnection {
-    stream: TcpStream,
+    stream: Stream,
     read_buf: BytesMut,
     write_buf: BytesMut,
 }
@@ -45,10 +81,8 @@ impl ReplicationConnection {
             .map_err(|_| PgError::ConnectTimeout { addr: addr.clone(), after: params.connect_timeout })?
             .map_err(|source| PgError::Connect { addr: addr.clone(), source })?;
         stream.set_nodelay(true).map_err(PgError::Io)?;
-        let mut conn =
-            ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
-        // sslmode=prefer without TLS support falls back to plaintext, as libpq does when the server
-        // declines; modes that demand TLS were refused when the config was parsed.
+        let stream = negotiate_tls(stream, params, &addr).await?;
+        let mut conn = ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
         conn.startup(params).await?;
         Ok(conn)
     }
@@ -311,6 +345,30 @@ impl ReplicationConnection {
         frontend::terminate(&mut self.write_buf);
         let _ = self.flush().await;
         let _ = self.stream.shutdown().await;
+    }
+}
+
+/// Sends SSLRequest when the sslmode asks for TLS; upgrades if the server agrees.
+async fn negotiate_tls(mut tcp: TcpStream, params: &ConnectParams, addr: &str) -> Result<Stream, PgError> {
+    let (want, must) = super::tls::wants_tls(params.sslmode);
+    if !want {
+        return Ok(Stream::Plain(tcp));
+    }
+    let config = params.tls.clone().ok_or_else(|| PgError::Tls("the TLS configuration could not be built (see the error above)".into()))?;
+    let mut req = BytesMut::new();
+    frontend::ssl_request(&mut req);
+    tcp.write_all(&req).await.map_err(PgError::Io)?;
+    let mut answer = [0u8; 1];
+    tcp.read_exact(&mut answer).await.map_err(PgError::Io)?;
+    match answer[0] {
+        b'S' => {
+            let name = super::tls::server_name(&params.host).map_err(|e| PgError::Tls(e.to_string()))?;
+            let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| PgError::Tls(e.to_string()))?;
+            Ok(Stream::Tls(Box::new(tls)))
+        }
+        b'N' if !must => Ok(Stream::Plain(tcp)),
+        b'N' => Err(PgError::TlsRefused(addr.to_string())),
+        _ => Err(PgError::Protocol(WireError::Malformed { what: "SSLRequest answer" })),
     }
 }
 

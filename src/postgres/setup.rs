@@ -36,19 +36,50 @@ pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
     if let Some(pw) = &p.password {
         c.password(pw.expose());
     }
-    let (client, connection) = c.connect(NoTls).await.map_err(|e| {
-        if e.code().is_none() && e.as_db_error().is_none() {
+    let map_err = |e: tokio_postgres::Error| {
+        if let Some(tls) = tls_failure(&e) {
+            PgError::Tls(tls)
+        } else if e.code().is_none() && e.as_db_error().is_none() {
             PgError::Connect { addr: format!("{}:{}", p.host, p.port), source: std::io::Error::other(e.to_string()) }
         } else {
             PgError::Sql(e)
         }
-    })?;
+    };
+    let (want, must) = super::tls::wants_tls(p.sslmode);
+    if !want {
+        let (client, connection) = c.connect(NoTls).await.map_err(map_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "SQL connection ended");
+            }
+        });
+        return Ok(client);
+    }
+    let config = p.tls.clone().ok_or_else(|| PgError::Tls("the TLS configuration could not be built (see the error above)".into()))?;
+    c.ssl_mode(if must { tokio_postgres::config::SslMode::Require } else { tokio_postgres::config::SslMode::Prefer });
+    let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*config).clone());
+    let (client, connection) = c.connect(tls).await.map_err(map_err)?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "SQL connection ended");
         }
     });
     Ok(client)
+}
+
+/// A TLS failure (e.g. an untrusted certificate) somewhere in the error's causes: not worth a retry.
+fn tls_failure(e: &tokio_postgres::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<rustls::Error>() {
+            return Some(r.to_string());
+        }
+        if let Some(r) = c.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            return Some(r.to_string());
+        }
+        cause = c.source();
+    }
+    None
 }
 
 pub async fn check_wal_level(sql: &Client) -> Result<(), SetupFailure> {
