@@ -14,6 +14,7 @@ pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
 pub mod postgres;
+pub mod verify;
 
 pub use config::Config;
 pub use error::RelayError;

@@ -53,6 +53,11 @@ enum Command {
         #[arg(long, default_value = "2000")]
         idle_ms: u64,
     },
+    /// Compare the outbox table with its topics: missing, orphaned, duplicated and out-of-order events.
+    Verify {
+        #[command(flatten)]
+        args: pgoutbox::verify::cli::VerifyArgs,
+    },
 }
 
 fn load(config: &PathBuf, set: &[String]) -> Result<Config, pgoutbox::config::ConfigError> {
@@ -116,6 +121,7 @@ fn main() -> ExitCode {
                 }
             })
         }
+        Command::Verify { args } => runtime.block_on(pgoutbox::verify::cli::run(args)),
         Command::Check { config, set } => {
             let config = match load(&config, &set) {
                 Ok(c) => c,

@@ -1,0 +1,191 @@
+//! `pgoutbox verify`: compares what the database committed with what the broker holds, for the same
+//! connector configuration.
+//!
+//! ```text
+//!  outbox table ──rows (id, route-by, key, commit order)──▶ Comparison ◀──records (id header)── routed topics
+//!   (database.rs)                                          (compare.rs)                          (broker.rs)
+//!                                          unmatched ids ──▶ looked up in the whole table ──▶ Report (report.rs)
+//! ```
+//!
+//! 1. The rows still in the outbox table (optionally only those with `created_at` in
+//!    [`--since`, `--until`)) are read in one query, each routed to its topic as the Event Router
+//!    does; their distinct topics, plus any `--topic`, are what is read.
+//! 2. The topics are read from the beginning, or from `--since` (less a clock-skew margin), each
+//!    record matched to its row by the `id` header.
+//! 3. Findings: *missing* (a row, no record), *orphans* (a record, no row), *duplicates* (an id more
+//!    than once), *order violations* (per partition and aggregate, first copies out of commit order).
+//!
+//! Orphans need care: an outbox is usually cleaned up, and a deleted row's record looks exactly
+//! like an orphan. So by default (`OrphanPolicy::Window`) only records published within the verified
+//! window count, and a record whose row exists outside the window (or was committed after the rows
+//! were read) never does.
+
+pub mod broker;
+pub mod cli;
+pub mod compare;
+pub mod database;
+pub mod report;
+
+use std::time::Duration;
+
+use crate::config::{Config, ConfigError};
+use crate::postgres::setup::connect_sql;
+use crate::postgres::{ConnectParams, PgError};
+
+pub use broker::Progress;
+pub use compare::{Comparison, OrphanPolicy, TimeRange};
+pub use report::Report;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An option or the table does not fit: what to change is in the text.
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Postgres(#[from] PgError),
+    #[error("{what} from Kafka at {servers}: {source}; check bootstrap.servers and that the broker is running")]
+    Broker {
+        servers: String,
+        what: String,
+        #[source]
+        source: Box<rdkafka::error::KafkaError>,
+    },
+}
+
+impl VerifyError {
+    /// 2 for configuration and options, 3 when the database or the broker cannot be used.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            VerifyError::Config(_) | VerifyError::Usage(_) => 2,
+            VerifyError::Postgres(_) | VerifyError::Broker { .. } => 3,
+        }
+    }
+}
+
+/// What to verify, beyond the connector configuration.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Only rows with `created_at` at or after this (a PostgreSQL timestamptz literal).
+    pub since: Option<String>,
+    /// Only rows with `created_at` before this.
+    pub until: Option<String>,
+    /// The column that gives commit order; otherwise one is chosen (see `database::order_source`).
+    pub order_column: Option<String>,
+    /// Topics to read besides the routed topics of the rows.
+    pub topics: Vec<String>,
+    pub orphans: OrphanPolicy,
+    /// How long to wait for missing events after reaching the ends, and for a silent broker before.
+    pub idle: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { since: None, until: None, order_column: None, topics: Vec::new(), orphans: OrphanPolicy::Window, idle: Duration::from_secs(5) }
+    }
+}
+
+pub type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
+
+/// Verifies the outbox of `config` against its topics.
+pub async fn verify(config: &Config, options: &Options, progress: Option<ProgressFn>) -> Result<Report, VerifyError> {
+    let sql = connect_sql(&ConnectParams::from_config(&config.database)).await?;
+    let table = database::outbox_table(&sql, config).await?;
+    database::check_columns(&table, &config.router, options.since.is_some() || options.until.is_some())?;
+    let (since, until) = bounds(&sql, options).await?;
+    let order = database::order_source(&sql, &table, options.order_column.as_deref()).await?;
+
+    let mut cmp = Comparison::new();
+    database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), |e| cmp.add_committed(e)).await?;
+    let mut topics = cmp.committed_topics();
+    topics.extend(options.topics.iter().cloned());
+    topics.sort();
+    topics.dedup();
+
+    // Record timestamps are the relay's publish time, never before the row's creation, unless
+    // table.field.event.timestamp sets them from a column: then they say nothing about where the
+    // window's records start.
+    let event_timestamps = config.router.field_event_timestamp.is_some();
+    let start = match &since {
+        Some(s) if !event_timestamps => broker::StartAt::Time(s.ms - broker::CLOCK_SKEW.as_millis() as i64),
+        _ => broker::StartAt::Beginning,
+    };
+    let (kafka, read_topics, idle) = (config.kafka.clone(), topics.clone(), options.idle);
+    let mut progress = progress.unwrap_or_else(|| Box::new(|_| {}));
+    let read = tokio::task::spawn_blocking(move || broker::read(&kafka, &read_topics, start, idle, &mut cmp, &mut *progress).map(|s| (cmp, s))).await;
+    let (cmp, summary) = match read {
+        Ok(r) => r?,
+        // Only a panic ends the blocking task early: let it continue as the panic it is.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+
+    let window = TimeRange { from_ms: since.as_ref().map(|b| b.ms), until_ms: until.as_ref().map(|b| b.ms) };
+    let candidates = cmp.orphan_candidates(options.orphans, window);
+    let elsewhere = database::existing_ids(&sql, &table, &config.router.field_event_id, &candidates).await?;
+    let outcome = cmp.finish(options.orphans, window, &elsewhere);
+
+    let mut notes = notes(&order, &outcome, &summary, options);
+    if let (Some(column), true) = (&config.router.field_event_timestamp, since.is_some()) {
+        notes.push(format!("record timestamps come from column `{column}` (table.field.event.timestamp), so the topics were read from the beginning"));
+    }
+    Ok(Report { table: table.display(), topics, since: options.since.clone(), until: options.until.clone(), order_source: order.describe(), outcome, notes })
+}
+
+/// `--since` and `--until` as PostgreSQL reads them.
+async fn bounds(sql: &tokio_postgres::Client, options: &Options) -> Result<(Option<database::Bound>, Option<database::Bound>), VerifyError> {
+    let since = match &options.since {
+        Some(t) => Some(database::bound(sql, "--since", t).await?),
+        None => None,
+    };
+    let until = match &options.until {
+        Some(t) => Some(database::bound(sql, "--until", t).await?),
+        None => None,
+    };
+    if let (Some(s), Some(u)) = (&since, &until) {
+        if s.ms >= u.ms {
+            return Err(VerifyError::Usage(format!("--since `{}` is not before --until `{}`", s.text, u.text)));
+        }
+    }
+    Ok((since, until))
+}
+
+fn notes(order: &database::OrderSource, o: &compare::Outcome, read: &broker::ReadSummary, options: &Options) -> Vec<String> {
+    let mut notes = Vec::new();
+    if *order == database::OrderSource::None {
+        notes.push("order not checked: no --order-column, track_commit_timestamp is off, and the table has no seq, sequence or created_at column".to_string());
+    }
+    for t in &read.absent_topics {
+        notes.push(format!("topic `{t}` does not exist on the broker"));
+    }
+    if let Some((topic, p, next, end)) = read.incomplete.first() {
+        notes.push(format!(
+            "nothing arrived for {:?}, so {} partition(s) were not read to their end (e.g. {topic}[{p}] at offset {next} of {end}); the results may be incomplete",
+            options.idle,
+            read.incomplete.len()
+        ));
+    }
+    if o.missing.count > 0 && read.incomplete.is_empty() {
+        notes.push(format!(
+            "missing events were waited for {:?} after reading to the end; if the relay is behind, retry with a larger --idle-ms or an --until in the past",
+            options.idle
+        ));
+    }
+    match options.orphans {
+        OrphanPolicy::Off => notes.push("orphans not checked (--orphans off)".to_string()),
+        OrphanPolicy::Window if o.orphan_window.is_none() => notes.push(
+            "orphans not checked: no record matched a row still in the table, so there is no window to count them in (records may belong to rows deleted by outbox cleanup); give --since, or --orphans all if the outbox is never cleaned up".to_string(),
+        ),
+        _ => {}
+    }
+    if o.rows_outside_window > 0 {
+        notes.push(format!(
+            "{} event(s) in Kafka have a row outside the verified rows (outside --since/--until, or committed after the rows were read); not counted",
+            o.rows_outside_window
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests;
