@@ -298,4 +298,6 @@ fn tuple(c: &mut Cursor) -> Result<TupleData, DecodeError> {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
