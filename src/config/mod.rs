@@ -182,6 +182,15 @@ pub struct RouterConfig {
     pub field_event_schema_version: Option<String>,
 }
 
+/// Connect-style error tolerance: with `errors.tolerance=all`, an event that cannot be published as
+/// configured goes to `errors.deadletterqueue.topic.name` (if set) with the error in its headers, and
+/// the relay moves on. The default (`none`) stops the relay with the position before the event.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorTolerance {
+    pub tolerate: bool,
+    pub dead_letter_topic: Option<String>,
+}
+
 /// `heartbeat.interval.ms` > 0: heartbeat records to `<topic.heartbeat.prefix>.<topic.prefix>`, and
 /// optionally `heartbeat.action.query` run on the database at the same interval.
 #[derive(Debug, Clone)]
@@ -229,6 +238,7 @@ pub struct Config {
     pub slot_drop_on_stop: bool,
     pub heartbeat: Option<Heartbeat>,
     pub snapshot_mode: SnapshotMode,
+    pub errors: ErrorTolerance,
     pub ignored: Vec<IgnoredKey>,
 }
 
@@ -394,6 +404,13 @@ impl Config {
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let connector_name = r.string_or("name", "pgoutbox");
         let slot_drop_on_stop = r.bool_or("slot.drop.on.stop", false)?;
+        let errors = ErrorTolerance {
+            tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
+            dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
+        };
+        r.str("errors.deadletterqueue.context.headers.enable");
+        r.str("errors.log.enable");
+        r.str("errors.log.include.messages");
         let heartbeat_interval = r.millis_or("heartbeat.interval.ms", 0)?;
         let heartbeat_prefix = match r.str("topic.heartbeat.prefix") {
             Some(p) => p.to_string(),
@@ -425,6 +442,7 @@ impl Config {
             slot_drop_on_stop,
             heartbeat,
             snapshot_mode,
+            errors,
             ignored,
         })
     }

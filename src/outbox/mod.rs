@@ -3,6 +3,7 @@
 //! converters (see `../shared/reference/debezium.md`, sections 1.2 and 1.3).
 
 pub mod converter;
+pub mod dead_letter;
 pub mod heartbeat;
 pub mod json;
 pub mod router;

@@ -32,8 +32,10 @@ pub struct Reader<'a> {
     sql: Client,
     cfg: &'a Config,
     router: Router,
-    /// Per relation: `None` when the table is not captured, else where its router columns are.
-    relations: HashMap<Oid, Option<RoutePlan>>,
+    /// Per relation: `None` when the table is not captured, else where its router columns are (and
+    /// the table's name and column names, for dead-letter records).
+    relations: HashMap<Oid, Option<(RoutePlan, String, Vec<String>)>>,
+    dead_letter_topic: Option<std::sync::Arc<str>>,
     in_transaction: bool,
     /// Highest WAL position received, reported as the write position.
     received: Lsn,
@@ -65,6 +67,7 @@ impl<'a> Reader<'a> {
             cfg,
             router,
             relations: HashMap::new(),
+            dead_letter_topic: cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from),
             in_transaction: false,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
@@ -243,17 +246,36 @@ impl<'a> Reader<'a> {
                         schema: r.namespace,
                         table: r.name,
                     };
-                    Some(self.router.plan(&info))
+                    let names = info.columns.iter().map(|c| c.name.clone()).collect();
+                    Some((self.router.plan(&info), format!("{}.{}", info.schema, info.table), names))
                 } else {
                     None
                 };
                 self.relations.insert(r.oid, plan);
             }
             LogicalMessage::Insert(i) => {
-                if let Some(Some(plan)) = self.relations.get(&i.relation) {
+                if let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) {
                     if !self.cfg.skipped.insert {
-                        let record = self.router.route(plan, &i.new, now_ms())?;
-                        self.batch.push(Item::Event(record));
+                        match self.router.route(plan, &i.new, now_ms()) {
+                            Ok(record) => self.batch.push(Item::Event(record)),
+                            Err(e) if self.cfg.errors.tolerate => {
+                                tracing::warn!(error = %e, "skipping an event that cannot be published (errors.tolerance=all)");
+                                if let Some(dlq) = &self.dead_letter_topic {
+                                    let message = e.to_string();
+                                    let failure = crate::outbox::dead_letter::Failure {
+                                        stage: crate::outbox::dead_letter::Stage::Transformation,
+                                        message: &message,
+                                        connector: &self.cfg.connector_name,
+                                        original_topic: None,
+                                        event_id: None,
+                                        table: Some(table),
+                                    };
+                                    let record = crate::outbox::dead_letter::record(dlq, &failure, Some((columns, &i.new)), now_ms());
+                                    self.batch.push(Item::Event(record));
+                                }
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
                     }
                 }
             }

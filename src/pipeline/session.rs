@@ -74,7 +74,7 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
 
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
-    let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone());
+    let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone()).with_tolerance(cfg.errors.clone(), &cfg.connector_name);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let reader = Reader::new(started.conn, started.sql, cfg, router(cfg, context), tx, confirmed_rx, started.peer_timeout, metrics.clone());
     let reader_result = reader.run(shutdown).await;

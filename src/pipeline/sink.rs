@@ -31,12 +31,36 @@ pub struct Sink {
     metrics: Arc<Metrics>,
     /// Barriers waiting for everything before them to be acknowledged.
     barriers: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// `errors.tolerance=all`: records the broker refuses for good are skipped, through the
+    /// dead-letter topic when one is set.
+    tolerance: crate::config::ErrorTolerance,
+    connector: String,
+    /// Dead-letter record's sequence number -> the refused event's, acknowledged together.
+    dead_letters: std::collections::HashMap<u64, u64>,
 }
 
 impl Sink {
     pub fn new(producer: Producer, start: Lsn, confirmed: watch::Sender<Lsn>, kafka: KafkaConfig, metrics: Arc<Metrics>) -> Self {
         metrics.confirmed_lsn.store(start.0, Ordering::Relaxed);
-        Sink { producer, checkpoint: Checkpoint::new(start), confirmed, kafka, created: HashSet::new(), metrics, barriers: Vec::new() }
+        Sink {
+            producer,
+            checkpoint: Checkpoint::new(start),
+            confirmed,
+            kafka,
+            created: HashSet::new(),
+            metrics,
+            barriers: Vec::new(),
+            tolerance: Default::default(),
+            connector: String::new(),
+            dead_letters: Default::default(),
+        }
+    }
+
+    /// Applies `errors.tolerance` to records the broker refuses.
+    pub fn with_tolerance(mut self, tolerance: crate::config::ErrorTolerance, connector: &str) -> Self {
+        self.tolerance = tolerance;
+        self.connector = connector.to_string();
+        self
     }
 
     /// Runs until the reader closes the channel or `stop` is cancelled, then waits at most
@@ -121,11 +145,53 @@ impl Sink {
         match ack {
             Ack::Delivered(seq) => {
                 self.checkpoint.acked(seq);
+                // A dead letter stands for the refused event: both are handled now.
+                if let Some(refused) = self.dead_letters.remove(&seq) {
+                    self.checkpoint.acked(refused);
+                }
                 self.metrics.events_acked.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Ack::Failed { error, topic, event_id, .. } => Err(delivery_error(error, topic, event_id)),
+            Ack::Failed { seq, error, topic, event_id } => match delivery_error(error, topic, event_id) {
+                RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, f),
+                e => Err(e),
+            },
             Ack::Fatal(reason) => Err(RelayError::KafkaFatal(reason)),
+        }
+    }
+
+    /// Skips an event the broker refused for good (errors.tolerance=all). With a dead-letter topic the
+    /// event counts as handled only once its dead letter is acknowledged, so the position never passes
+    /// an event that left no trace.
+    fn tolerate(&mut self, seq: u64, f: DeliveryFailure) -> Result<(), RelayError> {
+        tracing::warn!(event = %f.event_id, topic = %f.topic, error = %f.error, "skipping an event the broker refused (errors.tolerance=all)");
+        let Some(dlq) = self.tolerance.dead_letter_topic.clone() else {
+            self.checkpoint.acked(seq);
+            return Ok(());
+        };
+        let message = f.to_string();
+        let failure = crate::outbox::dead_letter::Failure {
+            stage: crate::outbox::dead_letter::Stage::KafkaProduce,
+            message: &message,
+            connector: &self.connector,
+            original_topic: Some(&f.topic),
+            event_id: Some(&f.event_id),
+            table: None,
+        };
+        let record = crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
+        let letter = self.checkpoint.next_seq();
+        let mut h = OwnedHeaders::new_with_capacity(record.headers.len());
+        for x in &record.headers {
+            h = h.insert(Header { key: &x.name, value: x.value.as_deref() });
+        }
+        let r: BaseRecord<'_, [u8], [u8], usize> = BaseRecord::with_opaque_to(&record.topic, letter as usize).headers(h);
+        match self.producer.inner.send(r) {
+            Ok(()) => {
+                self.checkpoint.event_sent();
+                self.dead_letters.insert(letter, seq);
+                Ok(())
+            }
+            Err((e, _)) => Err(RelayError::KafkaTransient(format!("cannot queue the dead letter for event `{}`: {e}", f.event_id))),
         }
     }
 
@@ -201,7 +267,17 @@ impl Sink {
                         _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                     }
                 }
-                Err((error, _)) => return Err(delivery_error(error, record.topic.to_string(), record.event_id())),
+                Err((error, _)) => {
+                    return match delivery_error(error, record.topic.to_string(), record.event_id()) {
+                        // Refused before it was queued (e.g. larger than message.max.bytes): register
+                        // it so the dead letter can stand for it in order.
+                        RelayError::Delivery(f) if self.tolerance.tolerate => {
+                            let refused = self.checkpoint.event_sent();
+                            self.tolerate(refused, f).map(|()| true)
+                        }
+                        e => Err(e),
+                    };
+                }
             }
         }
     }

@@ -1,0 +1,79 @@
+//! Bad input gets a clear error, nothing is lost, and the position does not move past it; with
+//! errors.tolerance=all the event goes to the dead-letter topic and the relay moves on.
+
+mod support;
+
+use std::time::Duration;
+
+use pgoutbox::lsn::Lsn;
+use support::*;
+
+async fn commit_lsn_after(o: &Outbox, sql: &str) -> Lsn {
+    let c = o.env.sql().await;
+    c.batch_execute(sql).await.unwrap();
+    let l: String = c.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0);
+    l.parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unroutable_row_stops_the_relay_before_it_and_again_after_restart() {
+    let o = Outbox::new("badrow").await;
+    o.create_topics(&["Order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN aggregatetype DROP NOT NULL", o.table)).await.unwrap();
+    let mut relay = Relay::start_streaming(&o.config(&[]));
+    sql.batch_execute(&o.insert_sql("Order", "good-1", Some("{}"))).await.unwrap();
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30)).len(), 1);
+    let bad_id = "11111111-2222-3333-4444-555555555555";
+    let before_bad: String = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0);
+    commit_lsn_after(&o, &format!("INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) VALUES ('{bad_id}', NULL, 'x', 't', '{{}}')", o.table)).await;
+    sql.batch_execute(&o.insert_sql("Order", "good-2", Some("{}"))).await.unwrap();
+    let status = relay.wait(Duration::from_secs(30)).expect("stops on the bad row");
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(5), "log:\n{log}");
+    assert!(log.contains(bad_id) && log.contains("aggregatetype") && log.contains("NULL"), "names the event, the column and the problem:\n{log}");
+    let confirmed: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+    assert!(confirmed <= before_bad.parse().unwrap(), "position must not pass the bad row: {confirmed}");
+    // Restarted, it stops at the same row again: nothing was skipped.
+    relay.restart();
+    assert_eq!(relay.wait(Duration::from_secs(30)).and_then(|s| s.code()), Some(5));
+    assert_eq!(consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(1)).len(), 1, "good-2 not published past the bad row");
+    // With errors.tolerance=all the bad row goes to the dead-letter topic and good-2 follows.
+    let dlq = format!("dlq_{}", o.slot);
+    create_topics(&o.env.broker, &[dlq.clone()], 1).await;
+    let cfg = o.config(&["errors.tolerance=all", &format!("errors.deadletterqueue.topic.name={dlq}")]);
+    let mut relay = Relay::start(&cfg);
+    let letters = consume(&o.env.broker, &[dlq.clone()], 1, Duration::from_secs(30));
+    assert_eq!(letters.len(), 1, "log:\n{}", relay.log_text());
+    let value = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
+    assert!(value.contains(bad_id), "{value}");
+    assert!(letters[0].header("__connect.errors.exception.message").is_some());
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 2, Duration::from_secs(30)).len(), 2, "good-2 published after the dead letter");
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn record_too_large_for_the_producer_is_named_and_not_skipped() {
+    let o = Outbox::new("toolarge").await;
+    o.create_topics(&["Order"], 1).await;
+    let sql = o.env.sql().await;
+    let mut relay = Relay::start_streaming(&o.config(&["producer.override.message.max.bytes=10000"]));
+    let big = format!(r#"{{"blob": "{}"}}"#, "x".repeat(20_000));
+    sql.batch_execute(&o.insert_sql("Order", "big", Some(&big))).await.unwrap();
+    let status = relay.wait(Duration::from_secs(30)).expect("stops on the refused record");
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(6), "log:\n{log}");
+    assert!(log.contains("outbox.event.") && log.contains("larger"), "names the topic and the fix:\n{log}");
+    // Tolerated: the dead letter stands for it and the relay goes on.
+    let dlq = format!("dlq_{}", o.slot);
+    create_topics(&o.env.broker, &[dlq.clone()], 1).await;
+    let mut relay = Relay::start(&o.config(&["producer.override.message.max.bytes=10000", "errors.tolerance=all", &format!("errors.deadletterqueue.topic.name={dlq}")]));
+    let letters = consume(&o.env.broker, &[dlq], 1, Duration::from_secs(30));
+    assert_eq!(letters.len(), 1, "log:\n{}", relay.log_text());
+    assert!(letters[0].header("__connect.errors.topic").is_some());
+    sql.batch_execute(&o.insert_sql("Order", "small", Some("{}"))).await.unwrap();
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30)).len(), 1);
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
