@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Installs what pgoutbox's demo, tests and benchmarks need and is missing: PostgreSQL 15 (Debian
-# package), and the tansu broker built from crates.io (cached in $PGOUTBOX_CACHE, checked first).
+# package), the tansu broker built from crates.io, and (unless --no-debezium) Java 17 and the Debezium
+# 3.6.3 jars for the differential tests and benchmarks. Slow things are cached in $PGOUTBOX_CACHE and
+# checked there first.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
+with_debezium=1
+[ "${1:-}" = "--no-debezium" ] && with_debezium=0
 need_apt=()
 pg_bindir >/dev/null 2>&1 || need_apt+=(postgresql-15)
 command -v psql >/dev/null || need_apt+=(postgresql-client-15)
-command -v python3 >/dev/null || need_apt+=(python3)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+command -v openssl >/dev/null || need_apt+=(openssl)
+if [ "$with_debezium" = 1 ]; then
+    command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     log "installing ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -26,5 +34,8 @@ else
         >"$PGOUTBOX_CACHE/tansu-install.log" 2>&1 \
         || { tail -30 "$PGOUTBOX_CACHE/tansu-install.log" >&2; die "building tansu failed"; }
     rm -rf "$PGOUTBOX_CACHE/tansu-build"
+fi
+if [ "$with_debezium" = 1 ]; then
+    bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"
 fi
 log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$TANSU_BIN" --version 2>&1 | head -1)"
