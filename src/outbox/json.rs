@@ -1,12 +1,14 @@
 //! JSON output byte-compatible with Kafka Connect's JsonConverter (Jackson's default `ObjectMapper`):
 //! compact, `"` and `\` escaped, `\b \t \n \f \r` in short form, other control characters as `\u00XX`
-//! with upper-case hex, everything else (non-ASCII, `/`, DEL) written as is in UTF-8.
+//! with upper-case hex, characters outside the BMP as `\uXXXX` surrogate pairs, everything else
+//! (non-ASCII in the BMP, `/`, DEL) written as is in UTF-8.
 
 use super::schema::{FieldSchema, FieldValue};
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
-pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+/// Escapes a string whose characters are all in the BMP.
+fn write_bmp_string(out: &mut Vec<u8>, s: &[u8]) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let mut start = 0;
@@ -35,6 +37,51 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
     }
     out.extend_from_slice(&s[start..]);
     out.push(b'"');
+}
+
+/// A JSON string as Jackson's UTF-8 generator writes it: the BMP escaping below, except that
+/// characters outside the BMP (4-byte UTF-8) and lone surrogates (generalised UTF-8 `ED A0..BF xx`)
+/// become `\uXXXX` escapes of their UTF-16 surrogates.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+    if !s.iter().any(|&b| b >= 0xED) {
+        return write_bmp_string(out, s);
+    }
+    out.push(b'"');
+    let mut scratch = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < s.len() {
+        let units: Option<(usize, [u16; 2], usize)> = match s[i] {
+            0xF0..=0xF4 if i + 3 < s.len() => {
+                let cp = (u32::from(s[i] & 0x07) << 18)
+                    | (u32::from(s[i + 1] & 0x3F) << 12)
+                    | (u32::from(s[i + 2] & 0x3F) << 6)
+                    | u32::from(s[i + 3] & 0x3F);
+                let c = cp - 0x1_0000;
+                Some((4, [0xD800 | (c >> 10) as u16, 0xDC00 | (c & 0x3FF) as u16], 2))
+            }
+            0xED if i + 2 < s.len() && s[i + 1] >= 0xA0 => {
+                let unit = 0xD000 | (u16::from(s[i + 1] & 0x3F) << 6) | u16::from(s[i + 2] & 0x3F);
+                Some((3, [unit, 0], 1))
+            }
+            _ => None,
+        };
+        let Some((len, units, count)) = units else {
+            i += 1;
+            continue;
+        };
+        scratch.clear();
+        write_bmp_string(&mut scratch, &s[start..i]);
+        out.extend_from_slice(&scratch[1..scratch.len() - 1]);
+        for unit in &units[..count] {
+            out.extend_from_slice(format!("\\u{unit:04X}").as_bytes());
+        }
+        i += len;
+        start = i;
+    }
+    scratch.clear();
+    write_bmp_string(&mut scratch, &s[start..]);
+    out.extend_from_slice(&scratch[1..]);
 }
 
 /// A primitive Connect schema as JsonConverter writes it: `type`, `optional`, then `name` and
@@ -101,6 +148,8 @@ mod tests {
         assert_eq!(s("\u{8}\t\n\u{c}\r"), r#""\b\t\n\f\r""#);
         assert_eq!(s("\u{1}\u{1f}\u{7f}"), "\"\\u0001\\u001F\u{7f}\"");
         assert_eq!(s("héllo ✓"), "\"héllo ✓\"");
+        // Outside the BMP Jackson writes UTF-16 surrogate escapes (seen from Debezium 3.6.3).
+        assert_eq!(s("a😀b"), "\"a\\uD83D\\uDE00b\"");
     }
 
     #[test]

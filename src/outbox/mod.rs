@@ -2,8 +2,10 @@
 //! Debezium's `io.debezium.transforms.outbox.EventRouter` would give them under the configured
 //! converters (see `../shared/reference/debezium.md`, sections 1.2 and 1.3).
 
+pub mod connect;
 pub mod converter;
 pub mod dead_letter;
+pub mod expand;
 pub mod heartbeat;
 pub mod json;
 pub mod router;
