@@ -89,8 +89,8 @@ const PREFIXES: &[(&str, &str)] = &[
 /// Router keys that would change the records produced and are not implemented yet: rejected rather
 /// than ignored, so nobody gets different bytes silently.
 pub const ROUTER_UNSUPPORTED: &[&str] = &[
-    "table.expand.json.payload",
-    "table.json.payload.null.behavior",
+    // 3.7 only; Debezium 3.6 drops empty arrays, as pgoutbox does.
+    "table.json.payload.empty.array.behavior",
 ];
 
 pub fn ignored(raw: &RawConfig, used: &BTreeSet<String>) -> Vec<IgnoredKey> {

@@ -180,6 +180,11 @@ pub struct RouterConfig {
     pub additional_missing_ignore: bool,
     pub field_event_timestamp: Option<String>,
     pub field_event_schema_version: Option<String>,
+    /// `table.expand.json.payload`, with `table.json.payload.null.behavior`.
+    pub expand_json_payload: bool,
+    pub json_null_behavior: crate::outbox::expand::JsonNullBehavior,
+    /// `topic.prefix`: the envelope struct's schema name starts with it.
+    pub topic_prefix: String,
 }
 
 /// Connect-style error tolerance: with `errors.tolerance=all`, an event that cannot be published as
@@ -385,7 +390,8 @@ impl Config {
         }
         let slot_retry_delay = r.millis_or("slot.retry.delay.ms", 10_000)?;
 
-        let router = parse_router(&mut r)?;
+        let mut router = parse_router(&mut r)?;
+        router.topic_prefix = topic_prefix.clone();
         let key_converter = parse_converter(&mut r, "key")?;
         let value_converter = parse_converter(&mut r, "value")?;
         if let Some(h) = r.str("header.converter") {
@@ -507,6 +513,12 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
         additional_missing_ignore: r.choice(&p("table.field.additional.missing"), false, &[("error", false), ("ignore", true)])?,
         field_event_timestamp: r.str(&p("table.field.event.timestamp")).map(str::to_string),
         field_event_schema_version: r.str(&p("table.field.event.schema.version")).map(str::to_string),
+        expand_json_payload: r.bool_or(&p("table.expand.json.payload"), false)?,
+        json_null_behavior: r.choice(&p("table.json.payload.null.behavior"), crate::outbox::expand::JsonNullBehavior::Ignore, &[
+            ("ignore", crate::outbox::expand::JsonNullBehavior::Ignore),
+            ("optional_bytes", crate::outbox::expand::JsonNullBehavior::OptionalBytes),
+        ])?,
+        topic_prefix: String::new(),
     })
 }
 

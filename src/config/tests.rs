@@ -117,7 +117,8 @@ fn config_malformed_values_name_the_key() {
     assert_eq!(err_key(&["value.converter.schemas.enable=maybe"]), "value.converter.schemas.enable");
     assert_eq!(err_key(&["header.converter=x.Y"]), "header.converter");
     assert_eq!(err_key(&["connector.class=io.debezium.connector.mysql.MySqlConnector"]), "connector.class");
-    assert_eq!(err_key(&["transforms.outbox.table.expand.json.payload=true"]), "transforms.outbox.table.expand.json.payload");
+    assert_eq!(err_key(&["transforms.outbox.table.expand.json.payload=maybe"]), "transforms.outbox.table.expand.json.payload");
+    assert_eq!(err_key(&["transforms.outbox.table.json.payload.null.behavior=drop"]), "transforms.outbox.table.json.payload.null.behavior");
     assert_eq!(err_key(&["topic.creation.default.partitions=0", "topic.creation.default.replication.factor=1"]), "topic.creation.default.partitions");
 }
 

@@ -11,6 +11,7 @@ pub mod json;
 pub mod router;
 pub mod schema;
 pub mod topic;
+pub mod value;
 
 use std::sync::Arc;
 

@@ -82,6 +82,10 @@ struct Columns {
     timestamp: Option<(PlannedColumn, i64)>,
     /// `table.fields.additional.placement`, in config order (absent columns skipped under `ignore`).
     additional: Vec<(PlannedColumn, Placement, Arc<str>)>,
+    /// `table.field.event.schema.version`: the envelope struct's schema version.
+    schema_version: Option<PlannedColumn>,
+    /// `<topic.prefix>.<schema>.<table>`: the envelope's schema name is this, the route-by value, `Value`.
+    envelope_base: String,
 }
 
 pub struct Router {
@@ -172,13 +176,6 @@ impl Router {
                         fix: "a partition placement needs an `integer` column holding the partition number".to_string(),
                     });
                 }
-                if a.placement == Placement::Envelope {
-                    return Err(RouteError {
-                        what: format!("rows of `{table}`"),
-                        problem: format!("envelope placement of `{}` is not supported yet", a.column),
-                        fix: "use header placement for now".to_string(),
-                    });
-                }
                 additional.push((c, a.placement, Arc::from(a.alias.as_str())));
             }
             let key = find(&self.cfg.field_event_key, "table.field.event.key")?;
@@ -199,6 +196,11 @@ impl Router {
                 route_by,
                 timestamp,
                 additional,
+                schema_version: match &self.cfg.field_event_schema_version {
+                    Some(col) => Some(find(col, "table.field.event.schema.version")?),
+                    None => None,
+                },
+                envelope_base: format!("{}.{}.{}", self.cfg.topic_prefix, rel.schema, rel.table),
             })
         })();
         RoutePlan { table, plan }
@@ -234,7 +236,14 @@ impl Router {
         let key = encode(self.key_converter, &cols.key.schema, &key_value);
         let payload = column_value(table, row, &cols.payload, Some(&event))?;
         let tombstone = self.cfg.tombstone_on_empty_payload && is_blank(&payload);
-        let value = if tombstone { None } else { encode(self.value_converter, &cols.payload.schema, &payload) };
+        let envelope = cols.additional.iter().any(|(_, p, _)| *p == Placement::Envelope);
+        let value = if tombstone {
+            None
+        } else if envelope || self.cfg.expand_json_payload {
+            self.structured_value(table, row, cols, &payload, route_text, &event)?
+        } else {
+            encode(self.value_converter, &cols.payload.schema, &payload)
+        };
         let mut headers = Vec::with_capacity(self.leading_headers.len() + 1 + cols.additional.len());
         headers.extend(self.leading_headers.iter().cloned());
         headers.push(Header { name: self.id_header.clone(), value: id_text.clone() });
@@ -261,6 +270,57 @@ impl Router {
             None => timestamp_ms,
         };
         Ok(OutboxRecord { topic, key, value, headers, partition, timestamp_ms })
+    }
+
+    /// The value with an expanded payload and/or an envelope struct (Debezium's steps 8 and 9).
+    fn structured_value(
+        &self,
+        table: &str,
+        row: &TupleData,
+        cols: &Columns,
+        payload: &FieldValue,
+        route_text: &[u8],
+        event: &dyn Fn() -> String,
+    ) -> Result<Option<bytes::Bytes>, RouteError> {
+        use super::connect::{Schema, Value as CValue};
+        use super::value;
+        let (mut schema, mut val) = if self.cfg.expand_json_payload {
+            value::expand(&cols.payload.name, &cols.payload.schema, payload, self.cfg.json_null_behavior, &event())
+        } else {
+            (Some(value::schema_of(&cols.payload.schema)), value::value_of(payload))
+        };
+        let envelope: Vec<_> = cols.additional.iter().filter(|(_, p, _)| *p == Placement::Envelope).collect();
+        if !envelope.is_empty() {
+            let Some(payload_schema) = schema else {
+                return Err(RouteError {
+                    what: event(),
+                    problem: "its payload is an empty JSON array, which has no schema to put in an envelope (Debezium 3.6 stops its task here)".into(),
+                    fix: "give the event a non-empty payload, or drop the envelope placement".into(),
+                });
+            };
+            let mut fields = vec![("payload".to_string(), payload_schema)];
+            let mut values = vec![val];
+            for (col, _, alias) in envelope {
+                let v = column_value(table, row, col, Some(event))?;
+                fields.push((alias.to_string(), value::schema_of(&col.schema)));
+                values.push(value::value_of(&v));
+            }
+            let version = match &cols.schema_version {
+                Some(col) => match column_value(table, row, col, Some(event))? {
+                    FieldValue::Int(v) => Some(v as i32),
+                    _ => None,
+                },
+                None => None,
+            };
+            let name = format!("{}.{}.Value", cols.envelope_base, String::from_utf8_lossy(route_text));
+            schema = Some(Schema::Struct { name: Some(name), fields, optional: false, version });
+            val = CValue::Struct(values);
+        }
+        value::encode(self.value_converter, schema.as_ref(), &val).map_err(|problem| RouteError {
+            what: event(),
+            problem: format!("the value cannot be converted: {problem}"),
+            fix: "check value.converter against the payload column and placements".into(),
+        })
     }
 
     fn topic(&mut self, route_value: &str, event: &dyn Fn() -> String) -> Result<Arc<str>, RouteError> {

@@ -18,6 +18,9 @@ fn cfg() -> RouterConfig {
         additional_missing_ignore: false,
         field_event_timestamp: None,
         field_event_schema_version: None,
+        expand_json_payload: false,
+        json_null_behavior: crate::outbox::expand::JsonNullBehavior::Ignore,
+        topic_prefix: "dbserver1".into(),
     }
 }
 
@@ -191,4 +194,37 @@ fn router_rejects_timestamptz_event_timestamp() {
     let plan = r.plan(&rel);
     let err = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0).unwrap_err();
     assert!(err.to_string().contains("timestamptz"), "{err}");
+}
+
+#[test]
+fn router_envelope_placement_matches_debezium() {
+    use crate::config::{AdditionalField, Placement};
+    let mut c = cfg();
+    c.additional = vec![AdditionalField { column: "type".into(), placement: Placement::Envelope, alias: "eventType".into() }];
+    let mut r = Router::new(c.clone(), Converter::String, Converter::Json { schemas: false }, None);
+    let plan = r.plan(&outbox());
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0).unwrap();
+    // debezium.md 1.3: envelope placement with JsonConverter, schemas disabled.
+    assert_eq!(s(&rec.value), Some(r#"{"payload":"{\"id\": 1}","eventType":"OrderCreated"}"#));
+    let mut r = Router::new(c.clone(), Converter::String, Converter::Json { schemas: true }, None);
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
+    assert_eq!(
+        s(&rec.value),
+        Some(r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.Order.Value"},"payload":{"payload":"{}","eventType":"OrderCreated"}}"#)
+    );
+    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
+    assert_eq!(s(&rec.value), Some("Struct{payload={},eventType=OrderCreated}"));
+}
+
+#[test]
+fn router_expands_json_payloads() {
+    let mut c = cfg();
+    c.expand_json_payload = true;
+    let mut r = Router::new(c, Converter::String, Converter::Json { schemas: false }, None);
+    let plan = r.plan(&outbox());
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some(r#"{"id": 1, "gone": null, "tags": []}"#)]), 0).unwrap();
+    assert_eq!(s(&rec.value), Some(r#"{"id":1}"#), "nulls and empty arrays dropped, compact, as Debezium");
+    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("[1, 2]")]), 0).unwrap();
+    assert_eq!(s(&rec.value), Some(r#""[1, 2]""#), "where Debezium 3.6 stops, the string is kept");
 }
