@@ -394,3 +394,20 @@ async fn relay_killed_during_snapshot_snapshots_again() {
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_optional_commit_lsn_header_orders_transactions() {
+    let o = Outbox::new("commitlsn").await;
+    o.create_topics(&["Order"], 1).await;
+    let mut relay = Relay::start_streaming(&o.config(&["pgoutbox.commit.lsn.header=true"]));
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("BEGIN; {}; {}; COMMIT;", o.insert_sql("Order", "a", Some("{}")), o.insert_sql("Order", "b", Some("{}")))).await.unwrap();
+    sql.batch_execute(&o.insert_sql("Order", "c", Some("{}"))).await.unwrap();
+    let records = consume(&o.env.broker, &[o.topic("Order")], 3, Duration::from_secs(30));
+    let lsns: Vec<Lsn> = records.iter().map(|r| std::str::from_utf8(r.header("__pgoutbox.commit_lsn").expect("header")).unwrap().parse().unwrap()).collect();
+    assert_eq!(lsns[0], lsns[1], "one transaction, one commit LSN");
+    assert!(lsns[2] > lsns[1]);
+    assert_eq!(records[0].headers.last().map(|(k, _)| k.as_str()), Some("__pgoutbox.commit_lsn"));
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}

@@ -244,6 +244,9 @@ pub struct Config {
     pub heartbeat: Option<Heartbeat>,
     pub snapshot_mode: SnapshotMode,
     pub errors: ErrorTolerance,
+    /// `pgoutbox.commit.lsn.header` (off by default, so records stay Debezium's): a header with the
+    /// LSN of the event's commit record, which orders events across aggregates and restarts.
+    pub commit_lsn_header: Option<String>,
     pub ignored: Vec<IgnoredKey>,
 }
 
@@ -414,6 +417,11 @@ impl Config {
             tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
             dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
         };
+        let commit_lsn_header = match r.str("pgoutbox.commit.lsn.header") {
+            None | Some("false") => None,
+            Some("true") => Some("__pgoutbox.commit_lsn".to_string()),
+            Some(name) => Some(name.to_string()),
+        };
         r.str("errors.deadletterqueue.context.headers.enable");
         r.str("errors.log.enable");
         r.str("errors.log.include.messages");
@@ -449,6 +457,7 @@ impl Config {
             heartbeat,
             snapshot_mode,
             errors,
+            commit_lsn_header,
             ignored,
         })
     }

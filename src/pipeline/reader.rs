@@ -37,6 +37,8 @@ pub struct Reader<'a> {
     relations: HashMap<Oid, Option<(RoutePlan, String, Vec<String>)>>,
     dead_letter_topic: Option<std::sync::Arc<str>>,
     in_transaction: bool,
+    /// The commit LSN of the transaction being read (Begin's final LSN), for the optional header.
+    commit_lsn: Option<std::sync::Arc<str>>,
     /// Highest WAL position received, reported as the write position.
     received: Lsn,
     batch: Vec<Item>,
@@ -69,6 +71,7 @@ impl<'a> Reader<'a> {
             relations: HashMap::new(),
             dead_letter_topic: cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from),
             in_transaction: false,
+            commit_lsn: None,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
             tx: Some(tx),
@@ -222,7 +225,12 @@ impl<'a> Reader<'a> {
 
     async fn logical(&mut self, msg: LogicalMessage) -> Result<(), RelayError> {
         match msg {
-            LogicalMessage::Begin(_) => self.in_transaction = true,
+            LogicalMessage::Begin(b) => {
+                self.in_transaction = true;
+                if self.cfg.commit_lsn_header.is_some() {
+                    self.commit_lsn = Some(std::sync::Arc::from(b.final_lsn.to_string()));
+                }
+            }
             LogicalMessage::Commit(c) => {
                 self.in_transaction = false;
                 self.received = self.received.max(c.end_lsn);
@@ -257,7 +265,15 @@ impl<'a> Reader<'a> {
                 if let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) {
                     if !self.cfg.skipped.insert {
                         match self.router.route(plan, &i.new, now_ms()) {
-                            Ok(record) => self.batch.push(Item::Event(record)),
+                            Ok(mut record) => {
+                                if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
+                                    record.headers.push(crate::outbox::Header {
+                                        name: std::sync::Arc::from(name.as_str()),
+                                        value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
+                                    });
+                                }
+                                self.batch.push(Item::Event(record))
+                            }
                             Err(e) if self.cfg.errors.tolerate => {
                                 tracing::warn!(error = %e, "skipping an event that cannot be published (errors.tolerance=all)");
                                 if let Some(dlq) = &self.dead_letter_topic {

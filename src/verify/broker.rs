@@ -209,8 +209,10 @@ pub fn read(
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 last_record = Instant::now();
-                let id = m.headers().and_then(|h| h.iter().filter(|h| h.key == "id").last()).and_then(|h| h.value);
-                cmp.observe(&ObservedRecord { topic: m.topic(), partition: m.partition(), offset: m.offset(), timestamp_ms: m.timestamp().to_millis(), id });
+                let header = |name: &str| m.headers().and_then(|h| h.iter().filter(|h| h.key == name).last()).and_then(|h| h.value);
+                let id = header("id");
+                let commit_lsn = cmp.commit_lsn_header().and_then(|n| header(n));
+                cmp.observe(&ObservedRecord { topic: m.topic(), partition: m.partition(), offset: m.offset(), timestamp_ms: m.timestamp().to_millis(), id, commit_lsn });
                 ends.advance(m.topic(), m.partition(), m.offset());
             }
             // Transient (a broker restarting, a leader moving): librdkafka retries by itself.

@@ -50,6 +50,9 @@ pub struct ObservedRecord<'a> {
     pub timestamp_ms: Option<i64>,
     /// The `id` header's value; `None` when the record has no such header.
     pub id: Option<&'a [u8]>,
+    /// The relay's commit-LSN header (`pgoutbox.commit.lsn.header`), when it sets one: the exact
+    /// commit order, used for the order check in preference to anything from the database.
+    pub commit_lsn: Option<&'a [u8]>,
 }
 
 /// Where a record sits in Kafka.
@@ -229,6 +232,10 @@ pub struct Comparison {
     without_id: Vec<Loc>,
     violations: Tally<OrderViolation>,
     order_checked: u64,
+    /// The commit-LSN header's name, when the relay's config sets one.
+    commit_lsn_header: Option<String>,
+    /// Whether any record carried it.
+    commit_lsn_seen: bool,
 }
 
 #[derive(Debug, Default)]
@@ -257,6 +264,20 @@ impl Interner {
 impl Comparison {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Reads commit order from this header of the records (the relay's `pgoutbox.commit.lsn.header`).
+    pub fn use_commit_lsn_header(&mut self, name: Option<String>) {
+        self.commit_lsn_header = name;
+    }
+
+    pub fn commit_lsn_header(&self) -> Option<&str> {
+        self.commit_lsn_header.as_deref()
+    }
+
+    /// Whether the order check used the records' commit LSNs.
+    pub fn ordered_by_commit_lsn(&self) -> bool {
+        self.commit_lsn_seen
     }
 
     /// Adds a committed row. A second row with the same id (impossible with a primary key) is ignored.
@@ -317,6 +338,10 @@ impl Comparison {
         let event = &mut self.events[n as usize];
         event.copies += 1;
         if event.copies == 1 {
+            if let Some(lsn) = record.commit_lsn.and_then(|l| std::str::from_utf8(l).ok()).and_then(|l| l.parse::<crate::lsn::Lsn>().ok()) {
+                event.order = Some(CommitOrder { rank: lsn.0 as i64, value: lsn.to_string() });
+                self.commit_lsn_seen = true;
+            }
             event.first = Some(loc);
             self.seen_events += 1;
             if let Some(ts) = loc.timestamp_ms {

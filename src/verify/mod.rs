@@ -97,6 +97,7 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     let order = database::order_source(&sql, &table, options.order_column.as_deref()).await?;
 
     let mut cmp = Comparison::new();
+    cmp.use_commit_lsn_header(config.commit_lsn_header.clone());
     database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), |e| cmp.add_committed(e)).await?;
     let mut topics = cmp.committed_topics();
     topics.extend(options.topics.iter().cloned());
@@ -123,13 +124,15 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     let window = TimeRange { from_ms: since.as_ref().map(|b| b.ms), until_ms: until.as_ref().map(|b| b.ms) };
     let candidates = cmp.orphan_candidates(options.orphans, window);
     let elsewhere = database::existing_ids(&sql, &table, &config.router.field_event_id, &candidates).await?;
+    let by_commit_lsn = cmp.ordered_by_commit_lsn();
     let outcome = cmp.finish(options.orphans, window, &elsewhere);
 
     let mut notes = notes(&order, &outcome, &summary, options);
     if let (Some(column), true) = (&config.router.field_event_timestamp, since.is_some()) {
         notes.push(format!("record timestamps come from column `{column}` (table.field.event.timestamp), so the topics were read from the beginning"));
     }
-    Ok(Report { table: table.display(), topics, since: options.since.clone(), until: options.until.clone(), order_source: order.describe(), outcome, notes })
+    let order_source = if by_commit_lsn { "the records' commit LSN header (exact commit order)".to_string() } else { order.describe() };
+    Ok(Report { table: table.display(), topics, since: options.since.clone(), until: options.until.clone(), order_source, outcome, notes })
 }
 
 /// `--since` and `--until` as PostgreSQL reads them.

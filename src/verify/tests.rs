@@ -28,7 +28,7 @@ fn compare(rows: Vec<CommittedEvent>, records: &[(i32, i64, i64, Option<String>)
         c.add_committed(r);
     }
     for (partition, offset, ts, id) in records {
-        c.observe(&ObservedRecord { topic: T, partition: *partition, offset: *offset, timestamp_ms: Some(*ts), id: id.as_deref().map(str::as_bytes) });
+        c.observe(&ObservedRecord { topic: T, partition: *partition, offset: *offset, timestamp_ms: Some(*ts), id: id.as_deref().map(str::as_bytes), commit_lsn: None });
     }
     c
 }
@@ -267,4 +267,21 @@ fn report_fails_on_findings_and_on_duplicates_only_when_asked() {
     let order = report(finish(compare(vec![row("e1", "a", 1), row("e2", "a", 2)], &[rec(0, 0, 1, "e2"), rec(0, 1, 2, "e1")]), OrphanPolicy::Window));
     assert!(order.failed(false));
     assert_eq!(order.to_json(false)["order_violations"]["examples"][0]["after_id"], "e2");
+}
+
+#[test]
+fn comparison_orders_by_the_commit_lsn_header_when_records_carry_it() {
+    let mut c = Comparison::new();
+    c.use_commit_lsn_header(Some("__pgoutbox.commit_lsn".into()));
+    for id in ["e1", "e2"] {
+        c.add_committed(CommittedEvent { id: id.into(), topic: Some(T.into()), aggregate: Some("a".into()), order: None });
+    }
+    // e2 committed first (0/20) but sits after e1 (0/30) in the partition: a violation, found from
+    // the records alone.
+    for (offset, id, lsn) in [(0, "e1", "0/30"), (1, "e2", "0/20")] {
+        c.observe(&ObservedRecord { topic: T, partition: 0, offset, timestamp_ms: Some(1), id: Some(id.as_bytes()), commit_lsn: Some(lsn.as_bytes()) });
+    }
+    assert!(c.ordered_by_commit_lsn());
+    let o = finish(c, OrphanPolicy::Off);
+    assert_eq!(o.order_violations.count, 1);
 }
