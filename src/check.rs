@@ -158,10 +158,10 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
 }
 
 async fn check_broker(cfg: &Config) -> Vec<Finding> {
-    let bootstrap = cfg.kafka.bootstrap_servers.clone();
+    let client = crate::kafka::client_config(&cfg.kafka);
     let result = tokio::task::spawn_blocking(move || {
         use rdkafka::consumer::{BaseConsumer, Consumer};
-        let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", &bootstrap).create()?;
+        let c: BaseConsumer = client.create()?;
         c.fetch_metadata(None, Duration::from_secs(10)).map(|m| (m.brokers().len(), m.topics().len()))
     })
     .await;

@@ -24,12 +24,22 @@ const KNOWN: &[(&str, &str)] = &[
     ("max.queue.size.in.bytes", "pgoutbox sizes its pipeline itself"),
     ("poll.interval.ms", "pgoutbox does not poll: events flow as they are decoded"),
     ("slot.max.retries", "pgoutbox retries starting the stream with capped backoff until stopped"),
+    ("slot.retry.delay.ms", "while another process holds the slot pgoutbox stands by, trying every second"),
+    ("slot.failover", "PostgreSQL 17+ only; pgoutbox creates slots without FAILOVER"),
+    ("xmin.fetch.interval.ms", "pgoutbox does not track xmin"),
+    ("replica.identity.autoset.values", "not needed: outbox tables are insert-only"),
+    ("unavailable.value.placeholder", "only affects UPDATEs, which the Event Router drops"),
+    ("database.sslfactory", "a Java class; pgoutbox uses database.sslmode / sslrootcert / sslcert / sslkey"),
+    ("exactly.once.support", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
+    ("exactly.once.source.support", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
+    ("transaction.boundary", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
+    ("heartbeat.topics.prefix", "topic.heartbeat.prefix is set and takes precedence"),
     ("slot.stream.params", "not implemented yet"),
     ("publish.via.partition.root", "not implemented yet"),
-    ("provide.transaction.metadata", "transaction metadata records are not produced by the Event Router"),
+    ("provide.transaction.metadata", "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction"),
     ("decimal.handling.mode", "affects numeric columns, which the Event Router does not route"),
-    ("time.precision.mode", "affects temporal columns, which the Event Router does not route"),
-    ("binary.handling.mode", "not implemented yet: bytea is relayed as bytes"),
+    ("time.precision.mode", "pgoutbox maps temporal columns as `adaptive` (the default); this only matters for routed timestamp or date columns"),
+    ("binary.handling.mode", "pgoutbox relays bytea as bytes (the default); this only matters for routed bytea columns"),
     ("lsn.flush.mode", "pgoutbox always confirms the acknowledged position (the `connector` behaviour)"),
     ("flush.lsn.source", "pgoutbox always confirms the acknowledged position"),
     ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),
@@ -42,7 +52,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("event.processing.failure.handling.mode", "not implemented yet: failures stop the relay"),
     ("errors.max.retries", "pgoutbox retries transient failures until stopped"),
     ("retriable.restart.connector.wait.ms", "pgoutbox retries with its own capped backoff"),
-    ("topic.creation.enable", "topics are created when topic.creation.default.* are set"),
     ("database.initial.statements", "not run on the replication connection (as in Debezium)"),
     ("key.converter.replace.null.with.default", "no routed column has a default that differs from null"),
     ("value.converter.replace.null.with.default", "no routed column has a default that differs from null"),
@@ -89,6 +98,8 @@ const PREFIXES: &[(&str, &str)] = &[
 /// Router keys that would change the records produced and are not implemented yet: rejected rather
 /// than ignored, so nobody gets different bytes silently.
 pub const ROUTER_UNSUPPORTED: &[&str] = &[
+    // Debezium's avro name sanitising of expanded JSON field names is not implemented.
+    "field.name.adjustment.mode",
     // 3.7 only; Debezium 3.6 drops empty arrays, as pgoutbox does.
     "table.json.payload.empty.array.behavior",
 ];
@@ -118,7 +129,7 @@ fn reason_for(key: &str) -> Option<String> {
             return Some("OpenTelemetry tracing is not supported".to_string());
         }
         if option == "field.name.adjustment.mode" {
-            return Some("only used with JSON payload expansion".to_string());
+            return Some("only `none` (the default) is supported; with `avro` JSON expansion would differ, so set none".to_string());
         }
         if option.starts_with("predicate") || option == "negate" {
             return Some("predicates are not supported".to_string());

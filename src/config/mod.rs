@@ -70,6 +70,8 @@ pub struct DatabaseConfig {
     pub sslcert: Option<String>,
     pub sslkey: Option<String>,
     pub connect_timeout: Duration,
+    /// `database.tcpKeepAlive` (Debezium's default: true).
+    pub tcp_keepalive: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +224,8 @@ pub struct KafkaConfig {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Connect's connector `name`; Debezium puts it in the `__debezium.context.connectorName` header.
+    /// Connect's connector `name` (the `__debezium.context.connectorName` header is the connector type,
+    /// `postgresql`, not this).
     pub connector_name: String,
     pub database: DatabaseConfig,
     pub topic_prefix: String,
@@ -232,7 +235,6 @@ pub struct Config {
     pub tables: TableFilter,
     pub skipped: SkippedOps,
     pub status_interval: Duration,
-    pub slot_retry_delay: Duration,
     pub router: RouterConfig,
     pub key_converter: Converter,
     pub value_converter: Converter,
@@ -305,7 +307,8 @@ impl<'a> Reader<'a> {
         v.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|p| Regex::new(&format!("^(?:{p})$")).map_err(|e| invalid(key, format!("`{p}` is not a valid regex: {e}"))))
+            // Debezium matches these lists case-insensitively.
+            .map(|p| Regex::new(&format!("(?i)^(?:{p})$")).map_err(|e| invalid(key, format!("`{p}` is not a valid regex: {e}"))))
             .collect()
     }
 }
@@ -345,8 +348,8 @@ impl Config {
             sslcert: r.str("database.sslcert").map(str::to_string),
             sslkey: r.str("database.sslkey").map(str::to_string),
             connect_timeout: Duration::from_millis(r.int_or("database.connect.timeout.ms", 30_000u64, "a number of milliseconds")?),
+            tcp_keepalive: r.bool_or("database.tcpKeepAlive", true)?,
         };
-        r.str("database.tcpKeepAlive");
         if matches!(database.sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && database.sslrootcert.is_none() {
             return Err(ConfigError::Missing { key: "database.sslrootcert".into(), hint: "sslmode verify-ca and verify-full verify the server against this CA certificate (PEM)".into() });
         }
@@ -355,6 +358,13 @@ impl Config {
         }
         if r.str("database.sslpassword").is_some() {
             return Err(invalid("database.sslpassword", "encrypted client keys are not supported; give database.sslkey an unencrypted PEM key"));
+        }
+        match r.str("lsn.flush.mode") {
+            None | Some("connector") | Some("connector_and_driver") => {}
+            Some(other) => return Err(invalid("lsn.flush.mode", format!("`{other}` is not supported: pgoutbox always confirms the acknowledged position (connector); it never leaves the slot to be advanced by hand"))),
+        }
+        if r.str("flush.lsn.source").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
+            return Err(invalid("flush.lsn.source", "false (manual flushing) is not supported: pgoutbox always confirms the acknowledged position"));
         }
         let snapshot_mode = r.choice("snapshot.mode", SnapshotMode::Initial, &[
             ("no_data", SnapshotMode::NoData),
@@ -391,7 +401,6 @@ impl Config {
         if status_interval.is_zero() {
             return Err(invalid("status.update.interval.ms", "must be greater than 0"));
         }
-        let slot_retry_delay = r.millis_or("slot.retry.delay.ms", 10_000)?;
 
         let mut router = parse_router(&mut r)?;
         router.topic_prefix = topic_prefix.clone();
@@ -409,7 +418,12 @@ impl Config {
         for k in raw.entries.keys().filter(|k| k.starts_with("producer.")) {
             r.used.insert(k.clone());
         }
-        let kafka = KafkaConfig { bootstrap_servers, producer_overrides, topic_creation: parse_topic_creation(&mut r)? };
+        let creation = parse_topic_creation(&mut r)?;
+        let kafka = KafkaConfig {
+            bootstrap_servers,
+            producer_overrides,
+            topic_creation: if r.bool_or("topic.creation.enable", true)? { creation } else { None },
+        };
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let connector_name = r.string_or("name", "pgoutbox");
         let slot_drop_on_stop = r.bool_or("slot.drop.on.stop", false)?;
@@ -418,8 +432,9 @@ impl Config {
             dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
         };
         let commit_lsn_header = match r.str("pgoutbox.commit.lsn.header") {
-            None | Some("false") => None,
-            Some("true") => Some("__pgoutbox.commit_lsn".to_string()),
+            None => None,
+            Some(v) if v.eq_ignore_ascii_case("false") => None,
+            Some(v) if v.eq_ignore_ascii_case("true") => Some("__pgoutbox.commit_lsn".to_string()),
             Some(name) => Some(name.to_string()),
         };
         r.str("errors.deadletterqueue.context.headers.enable");
@@ -446,7 +461,6 @@ impl Config {
             tables,
             skipped,
             status_interval,
-            slot_retry_delay,
             router,
             key_converter,
             value_converter,

@@ -1,6 +1,7 @@
 //! `producer.*` (worker) and `producer.override.*` (connector) keys: Java producer settings, mapped
-//! onto librdkafka's names where they differ. Settings that carry pgoutbox's guarantees cannot be
-//! overridden; settings with no librdkafka equivalent are reported as ignored.
+//! onto librdkafka's names where they differ. Settings that carry pgoutbox's guarantees (acks,
+//! idempotence, the partitioner) cannot be overridden; Java keystore settings are ignored; anything
+//! else librdkafka does not know is rejected at start-up with its key.
 
 use super::{invalid, ConfigError, IgnoredKey};
 
@@ -62,7 +63,7 @@ pub fn validate(settings: &[(String, String)], bootstrap: &str) -> Result<(), Co
         let mut c = rdkafka::ClientConfig::new();
         c.set("bootstrap.servers", bootstrap).set(k, v);
         if let Err(e) = c.create::<rdkafka::producer::BaseProducer>() {
-            return Err(invalid(&format!("producer.override.{k}"), format!("librdkafka rejects `{k}={v}`: {e}")));
+            return Err(invalid(&format!("producer.{k} / producer.override.{k}"), format!("librdkafka rejects `{k}={v}` (after mapping Java names): {e}")));
         }
     }
     Ok(())

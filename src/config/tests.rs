@@ -185,3 +185,20 @@ fn config_topic_creation_needs_both_defaults() {
     let tc = c.kafka.topic_creation.unwrap();
     assert_eq!((tc.partitions, tc.replication_factor), (3, 1));
 }
+
+#[test]
+fn config_include_lists_are_case_insensitive_like_debezium() {
+    let c = with(&["table.include.list=Public.OUTBOX"]).unwrap();
+    assert!(c.tables.matches("public", "outbox"));
+}
+
+#[test]
+fn config_refuses_what_it_cannot_honour() {
+    assert_eq!(err_key(&["lsn.flush.mode=manual"]), "lsn.flush.mode");
+    assert_eq!(err_key(&["flush.lsn.source=false"]), "flush.lsn.source");
+    assert_eq!(err_key(&["transforms.outbox.field.name.adjustment.mode=avro"]), "transforms.outbox.field.name.adjustment.mode");
+    assert!(with(&["lsn.flush.mode=connector"]).is_ok());
+    let c = with(&["topic.creation.default.partitions=3", "topic.creation.default.replication.factor=1", "topic.creation.enable=false"]).unwrap();
+    assert!(c.kafka.topic_creation.is_none(), "topic.creation.enable=false wins");
+    assert_eq!(with(&["pgoutbox.commit.lsn.header=TRUE"]).unwrap().commit_lsn_header.as_deref(), Some("__pgoutbox.commit_lsn"));
+}

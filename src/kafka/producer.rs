@@ -5,7 +5,8 @@
 //! record's sequence number to the sink. The channel is unbounded, but what can be in it is bounded by
 //! librdkafka's queue limits (`queue.buffering.max.*`), which are what makes the sink wait.
 //!
-//! Settings that carry guarantees, and are not overridable:
+//! Settings that carry guarantees (the first three cannot be overridden; the others are defaults a
+//! `producer.*` key may change):
 //! - `enable.idempotence=true`, `acks=all`: no duplicates or reordering from producer retries;
 //! - `partitioner=murmur2_random`: the Java client's murmur2 of the key bytes, so each aggregate lands on
 //!   the partition Debezium's Java producer chose;
@@ -123,11 +124,23 @@ impl Producer {
     }
 }
 
+/// A client config for admin and metadata clients: the bootstrap servers and the producer's security
+/// settings (a SASL/TLS cluster needs them for every client).
+pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.bootstrap_servers);
+    for (k, v) in &cfg.producer_overrides {
+        if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") {
+            c.set(k, v);
+        }
+    }
+    c
+}
+
 /// Creates topics that do not exist yet (an existing topic is fine), as Connect does with
 /// `topic.creation.default.*`.
 pub async fn create_topics(cfg: &KafkaConfig, topics: &[&str], partitions: i32, replication: i32) -> Result<(), KafkaError> {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap_servers).create()?;
+    let admin: AdminClient<DefaultClientContext> = client_config(cfg).create()?;
     let new: Vec<NewTopic<'_>> = topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(replication))).collect();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics(&new, &opts).await? {

@@ -50,8 +50,15 @@ fn value_len_hint(value: &FieldValue) -> usize {
     }
 }
 
-/// SimpleHeaderConverter: `Values.convertToString` in UTF-8, without quotes or schema.
+/// SimpleHeaderConverter: `Values.convertToString` in UTF-8, without quotes or schema; bytes as
+/// base64.
 pub fn header_value(value: &FieldValue) -> Option<Bytes> {
+    if let FieldValue::Bytes(_) = value {
+        let mut out = Vec::new();
+        super::json::write_value(&mut out, value);
+        // write_value quotes the base64 text; a header carries it bare.
+        return Some(Bytes::from(out[1..out.len() - 1].to_vec()));
+    }
     encode(Converter::String, &FieldSchema { ty: super::schema::SchemaType::String, optional: true, name: None, version: None }, value)
 }
 
@@ -105,5 +112,17 @@ mod tests {
         assert_eq!(enc(Converter::Json { schemas: true }, oid::INT8, false, FieldValue::Int(7)).unwrap(), r#"{"schema":{"type":"int64","optional":false},"payload":7}"#);
         assert_eq!(enc(Converter::String, oid::INT4, false, FieldValue::Int(-3)).unwrap(), "-3");
         assert_eq!(enc(Converter::Json { schemas: false }, oid::BYTEA, true, FieldValue::Bytes(Bytes::from_static(b"hi"))).unwrap(), "\"aGk=\"");
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn bytea_headers_are_base64_like_simple_header_converter() {
+        assert_eq!(header_value(&FieldValue::Bytes(Bytes::from_static(b"hi"))).as_deref(), Some(&b"aGk="[..]));
+        assert_eq!(header_value(&FieldValue::Int(5)).as_deref(), Some(&b"5"[..]));
+        assert_eq!(header_value(&FieldValue::Null), None);
     }
 }

@@ -196,9 +196,12 @@ impl Router {
                 route_by,
                 timestamp,
                 additional,
+                // Only the envelope struct carries a schema version: without one Debezium never reads it.
                 schema_version: match &self.cfg.field_event_schema_version {
-                    Some(col) => Some(find(col, "table.field.event.schema.version")?),
-                    None => None,
+                    Some(col) if self.cfg.additional.iter().any(|a| a.placement == Placement::Envelope) => {
+                        Some(find(col, "table.field.event.schema.version")?)
+                    }
+                    _ => None,
                 },
                 envelope_base: format!("{}.{}.{}", self.cfg.topic_prefix, rel.schema, rel.table),
             })

@@ -65,6 +65,9 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
     };
     let Some(started) = started else {
         tracing::info!("snapshot.mode=initial_only: snapshot done, not streaming");
+        if cfg.slot_drop_on_stop {
+            drop_slot(cfg).await;
+        }
         return Ok(());
     };
     state.streamed = true;

@@ -22,6 +22,7 @@ pub struct ConnectParams {
     pub application_name: String,
     pub connect_timeout: Duration,
     pub sslmode: SslMode,
+    pub tcp_keepalive: bool,
     /// Built once from `database.ssl*`; `None` when TLS is off.
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
@@ -41,6 +42,7 @@ impl ConnectParams {
         };
         ConnectParams {
             sslmode: db.sslmode,
+            tcp_keepalive: db.tcp_keepalive,
             tls,
             host: db.hostname.clone(),
             port: db.port,

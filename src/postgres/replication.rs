@@ -81,6 +81,10 @@ impl ReplicationConnection {
             .map_err(|_| PgError::ConnectTimeout { addr: addr.clone(), after: params.connect_timeout })?
             .map_err(|source| PgError::Connect { addr: addr.clone(), source })?;
         stream.set_nodelay(true).map_err(PgError::Io)?;
+        if params.tcp_keepalive {
+            // database.tcpKeepAlive: the kernel notices a vanished peer even on an idle connection.
+            let _ = socket2::SockRef::from(&stream).set_keepalive(true);
+        }
         let stream = negotiate_tls(stream, params, &addr).await?;
         let mut conn = ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
         conn.startup(params).await?;
