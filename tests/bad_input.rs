@@ -77,3 +77,23 @@ async fn record_too_large_for_the_producer_is_named_and_not_skipped() {
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fatal_update_publishes_what_came_before_then_stops_before_it() {
+    let o = Outbox::new("fatalupd").await;
+    o.create_topics(&["Order"], 1).await;
+    let cfg = o.config(&["transforms.outbox.table.op.invalid.behavior=fatal"]);
+    let mut relay = Relay::start_streaming(&cfg);
+    relay.stop();
+    let sql = o.env.sql().await;
+    sql.batch_execute(&o.insert_sql("Order", "a", Some("{}"))).await.unwrap();
+    let after_insert: Lsn = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get::<_, String>(0).parse().unwrap();
+    sql.batch_execute(&format!("UPDATE public.{} SET type = 'changed'", o.table)).await.unwrap();
+    relay.restart();
+    let status = relay.wait(Duration::from_secs(30)).expect("stops on the UPDATE");
+    assert_eq!(status.code(), Some(5), "log:\n{}", relay.log_text());
+    assert_eq!(consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(1)).len(), 1, "the insert before the UPDATE is published");
+    let confirmed: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+    assert!(confirmed <= after_insert, "confirmed {confirmed} must stay before the UPDATE's transaction");
+    o.drop_slot().await;
+}

@@ -87,9 +87,15 @@ impl<'a> Reader<'a> {
             Ok(()) => self.finish().await,
             // The connection is gone: nothing more can be confirmed on it.
             Err(e @ RelayError::Postgres(_)) if e.is_retryable() => Err(e),
-            // A definite error found here (bad row, bad bytes): stop the sink, then still confirm what
-            // it acknowledged, which is before the offending event. The error is what matters.
+            // A definite error found here (bad row, bad bytes, a fatal UPDATE): the events read before
+            // it are still published (as Debezium publishes the records before the one that fails its
+            // task), then the sink drains and the position is confirmed, which stays before the
+            // offending transaction because its commit never reaches the checkpoint.
             Err(e) => {
+                let before = std::mem::take(&mut self.batch);
+                if let (false, Some(tx)) = (before.is_empty(), &self.tx) {
+                    let _ = tx.send(before).await;
+                }
                 let _ = self.finish().await;
                 Err(e)
             }
