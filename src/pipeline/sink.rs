@@ -84,8 +84,14 @@ impl Sink {
         loop {
             tokio::select! {
                 biased;
-                // 1. Delivery reports first: they free room and move the checkpoint.
-                Some(ack) = self.producer.acks.recv() => self.on_ack(ack)?,
+                // 1. Delivery reports first: they free room and move the checkpoint. Take every
+                //    report already waiting, so a burst costs one wake-up, not one per event.
+                Some(ack) = self.producer.acks.recv() => {
+                    self.on_ack(ack)?;
+                    while let Ok(ack) = self.producer.acks.try_recv() {
+                        self.on_ack(ack)?;
+                    }
+                }
                 // 2. Stop requested: take no more work.
                 _ = stop.cancelled() => return Ok(()),
                 // 3. More work from the reader; `None` when it stopped.
@@ -127,8 +133,9 @@ impl Sink {
         }
         let c = self.checkpoint.confirmed();
         let mut confirmed_transactions = 0;
-        let now = pg_epoch_micros(std::time::SystemTime::now());
+        let mut now = None;
         for commit_time in self.checkpoint.take_confirmed() {
+            let now = *now.get_or_insert_with(|| pg_epoch_micros(std::time::SystemTime::now()));
             self.metrics.record_latency_us(now.saturating_sub(commit_time).max(0) as u64);
             confirmed_transactions += 1;
         }
@@ -259,6 +266,9 @@ impl Sink {
                         ack = self.producer.acks.recv() => match ack {
                             Some(ack) => {
                                 self.on_ack(ack)?;
+                                while let Ok(ack) = self.producer.acks.try_recv() {
+                                    self.on_ack(ack)?;
+                                }
                                 self.publish();
                             }
                             None => return Err(RelayError::KafkaTransient("the producer stopped".into())),
