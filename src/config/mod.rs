@@ -17,7 +17,8 @@ pub use properties::{parse_json, parse_properties, RawConfig};
 pub enum ConfigError {
     #[error("cannot read config file {path}: {message}")]
     File { path: String, message: String },
-    #[error("`--set {0}` is not of the form key=value")]
+    /// Holds only what precedes a `=` (nothing, if there is none): the argument may be a secret.
+    #[error("a `--set` argument is not of the form key=value (the argument is not shown: it may hold a secret)")]
     Override(String),
     #[error("config key `{key}`: {message}")]
     Invalid { key: String, message: String },

@@ -29,10 +29,10 @@ impl RawConfig {
 
     /// Applies a `key=value` override from the command line.
     pub fn set(&mut self, assignment: &str) -> Result<(), ConfigError> {
-        let (k, v) = assignment.split_once('=').ok_or_else(|| ConfigError::Override(assignment.to_string()))?;
+        let (k, v) = assignment.split_once('=').ok_or_else(|| ConfigError::Override(String::new()))?;
         let k = k.trim();
         if k.is_empty() {
-            return Err(ConfigError::Override(assignment.to_string()));
+            return Err(ConfigError::Override(String::new()));
         }
         self.entries.insert(k.to_string(), v.trim().to_string());
         Ok(())

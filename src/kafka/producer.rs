@@ -104,12 +104,16 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
         .set("message.timeout.ms", "0")
         .set("queue.buffering.max.kbytes", QUEUE_MAX_KBYTES)
         .set("queue.buffering.max.messages", QUEUE_MAX_MESSAGES)
-        .set("linger.ms", "5")
+        .set("linger.ms", "1")
         .set("socket.keepalive.enable", "true")
         // Connect to the advertised brokers at once: with sparse connections the idempotent producer
         // waits for its 500 ms PID timer (twice, measured) before it asks for a producer id, which
         // delayed the first event of every session by a second.
-        .set("enable.sparse.connections", "false");
+        .set("enable.sparse.connections", "false")
+        // Recover like the Java client: librdkafka backs off reconnects up to 10 s and notices a
+        // silently dead broker only after 60 s by default (measured in the fault suite).
+        .set("reconnect.backoff.max.ms", "1000")
+        .set("socket.timeout.ms", "30000");
     for (k, v) in &cfg.producer_overrides {
         c.set(k, v);
     }

@@ -122,6 +122,8 @@ async fn start(
     };
     let slot = match existing {
         Some(s) => {
+            // A staging slot left by a crash between the copy and its drop is stale now.
+            let _ = sql.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", &[&snapshot::staging_slot(&cfg.slot_name)]).await;
             if snapshot_wanted {
                 // `always` with an existing slot: a snapshot of its own, then the stream from the
                 // slot's position; rows changed in between arrive twice (as with Debezium).
@@ -130,16 +132,16 @@ async fn start(
             s
         }
         None if snapshot_wanted => {
-            let staging = snapshot::staging_slot(&cfg.slot_name);
-            let _ = sql.execute("SELECT pg_drop_replication_slot($1)", &[&staging]).await;
-            let (consistent, exported) = conn.create_slot_exporting_snapshot(&staging).await?;
-            tracing::info!(slot = %staging, consistent_point = %consistent, "snapshot: created staging slot");
-            run_snapshot(cfg, &params, Some(&exported), context, shutdown, metrics).await?;
-            // Only now does the real slot exist: a crash before this point snapshots again.
-            sql.execute("SELECT pg_copy_logical_replication_slot($1, $2)", &[&staging, &cfg.slot_name]).await.map_err(PgError::Sql)?;
-            drop_slot_named(&sql, &staging).await;
-            tracing::info!(slot = %cfg.slot_name, consistent_point = %consistent, "created replication slot after the snapshot");
-            setup::slot_state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
+            // One snapshot at a time per slot: two instances starting together would otherwise share
+            // (and drop) one staging slot, and events between their two snapshots would be lost.
+            let lock = snapshot::lock_key(&cfg.slot_name);
+            let locked: bool = sql.query_one("SELECT pg_try_advisory_lock($1)", &[&lock]).await.map_err(PgError::Sql)?.get(0);
+            if !locked {
+                return Err(PgError::SlotBusy(format!("another instance is taking the initial snapshot for slot `{}`", cfg.slot_name)).into());
+            }
+            let result = snapshot_into_new_slot(cfg, &params, &sql, &mut conn, context, shutdown, metrics).await;
+            let _ = sql.execute("SELECT pg_advisory_unlock($1)", &[&lock]).await;
+            result?
         }
         None => {
             match conn.create_slot(&cfg.slot_name).await {
@@ -168,6 +170,34 @@ async fn start(
     let now = setup::slot_state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
     let peer_timeout = setup::wal_sender_timeout(&sql).await?.map(|t| t + cfg.status_interval);
     Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
+}
+
+/// Takes the initial snapshot from a staging slot and creates the real slot as its copy. The caller
+/// holds the snapshot lock.
+async fn snapshot_into_new_slot(
+    cfg: &Config,
+    params: &ConnectParams,
+    sql: &Client,
+    conn: &mut ReplicationConnection,
+    context: &Option<ContextHeaders>,
+    shutdown: &CancellationToken,
+    metrics: &Arc<Metrics>,
+) -> Result<setup::SlotState, RelayError> {
+    // Another instance may have finished the snapshot while we waited for the lock.
+    if let Some(s) = setup::slot_state(sql, &cfg.slot_name).await? {
+        return Ok(s);
+    }
+    let staging = snapshot::staging_slot(&cfg.slot_name);
+    // Under the lock, a staging slot can only be a leftover of a crash.
+    drop_slot_named(sql, &staging).await;
+    let (consistent, exported) = conn.create_slot_exporting_snapshot(&staging).await?;
+    tracing::info!(slot = %staging, consistent_point = %consistent, "snapshot: created staging slot");
+    run_snapshot(cfg, params, Some(&exported), context, shutdown, metrics).await?;
+    // Only now does the real slot exist: a crash before this point snapshots again.
+    sql.execute("SELECT pg_copy_logical_replication_slot($1, $2)", &[&staging, &cfg.slot_name]).await.map_err(PgError::Sql)?;
+    drop_slot_named(sql, &staging).await;
+    tracing::info!(slot = %cfg.slot_name, consistent_point = %consistent, "created replication slot after the snapshot");
+    setup::slot_state(sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))
 }
 
 /// Publishes the existing rows through a sink of its own and waits for every acknowledgement.

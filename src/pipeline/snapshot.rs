@@ -32,6 +32,17 @@ pub fn staging_slot(slot: &str) -> String {
     format!("{base}_snapshot")
 }
 
+/// The advisory-lock key that serialises initial snapshots of one slot across instances.
+pub fn lock_key(slot: &str) -> i64 {
+    // FNV-1a: stable across processes and versions, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "pgoutbox.snapshot:".bytes().chain(slot.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}
+
 /// Opens the snapshot transaction on `sql`, importing `exported` when given.
 pub async fn begin(sql: &Client, exported: Option<&str>) -> Result<(), PgError> {
     sql.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(PgError::Sql)?;
@@ -48,8 +59,11 @@ pub async fn publish(sql: &Client, cfg: &Config, router: &mut Router, tx: &mpsc:
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
         let columns = setup::table_columns(sql, &schema, &table).await?;
         let plan = router.plan(&RelationInfo { oid: 0, schema: schema.clone(), table: table.clone(), columns: columns.clone() });
+        // Heap order is not commit order (rows move after deletes and vacuum). Inserting transactions'
+        // age, oldest first, then physical order within one, is the closest order the table keeps;
+        // frozen rows all have the same age and fall back to physical order.
         let select = format!(
-            "SELECT {} FROM {}.{}",
+            "SELECT {} FROM {}.{} ORDER BY age(xmin) DESC, ctid",
             columns.iter().map(|c| format!("{}::text", quote_ident(&c.name))).collect::<Vec<_>>().join(", "),
             quote_ident(&schema),
             quote_ident(&table)

@@ -81,6 +81,11 @@ pub enum PgError {
     Server(ServerError),
     #[error("PostgreSQL: {}", sql_error_text(.0))]
     Sql(#[source] tokio_postgres::Error),
+    #[error("{0}; standing by")]
+    SlotBusy(String),
+    /// Another instance changed the same object at the same moment: the next attempt sees its work.
+    #[error("{0}; retrying")]
+    Concurrent(String),
     #[error("TLS: {0}; check database.sslmode, database.sslrootcert, database.sslcert and database.sslkey")]
     Tls(String),
     #[error("the server at {0} does not accept TLS, but database.sslmode requires it; enable ssl on the server or lower database.sslmode")]
@@ -134,6 +139,6 @@ impl PgError {
 
     /// The replication slot is in use by another process (SQLSTATE 55006 object_in_use).
     pub fn is_slot_in_use(&self) -> bool {
-        self.sqlstate() == Some("55006")
+        matches!(self, PgError::SlotBusy(_)) || self.sqlstate() == Some("55006")
     }
 }

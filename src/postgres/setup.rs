@@ -129,7 +129,7 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config) -> Result<(), SetupF
             Ok(())
         }
         (AutocreateMode::NoTables, None) => {
-            sql.batch_execute(&format!("CREATE PUBLICATION {}", quote_ident(name))).await?;
+            sql.batch_execute(&format!("CREATE PUBLICATION {}", quote_ident(name))).await.map_err(|e| publication_privilege(e, name, "creating a publication needs CREATE on the database"))?;
             Ok(())
         }
         (AutocreateMode::Filtered, all) => {
@@ -171,6 +171,11 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config) -> Result<(), SetupF
 }
 
 fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> SetupFailure {
+    if e.code().is_some_and(|c| c.code() == "42710" || c.code() == "23505") {
+        // Another instance created it between our check and our CREATE: reported as retryable, so
+        // the next attempt finds it.
+        return PgError::Concurrent(format!("publication `{name}` was created by another instance at the same moment")).into();
+    }
     if e.code().is_some_and(|c| c.code() == "42501") {
         SetupError(format!("cannot create publication `{name}`: {e}; {fix}")).into()
     } else {

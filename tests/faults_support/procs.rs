@@ -1,0 +1,417 @@
+//! Processes a fault scenario controls: the relay (killed, restarted, its memory sampled), and
+//! PostgreSQL and broker instances of the scenario's own (stopped and started again on the same port).
+//!
+//! PostgreSQL and the sqlite broker go through `scripts/services.sh`, the same code CI uses; a broker
+//! that must advertise a proxy's address is started directly, because the script advertises the port it
+//! listens on.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_postgres::{Client, NoTls};
+
+use super::bed::Bed;
+use crate::support::unique;
+
+/// `scripts/` of this repository (`PGOUTBOX_TEST_SCRIPTS` when scripts/test.sh runs the tests).
+pub fn scripts_dir() -> PathBuf {
+    std::env::var("PGOUTBOX_TEST_SCRIPTS").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts")))
+}
+
+/// Runs `scripts/services.sh ARGS`, off the async workers (starting PostgreSQL takes seconds).
+pub fn services(args: &[&str]) {
+    let run = || {
+        let out = Command::new("bash").arg(scripts_dir().join("services.sh")).args(args).output().expect("run scripts/services.sh");
+        assert!(out.status.success(), "services.sh {args:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => tokio::task::block_in_place(run),
+        Err(_) => run(),
+    }
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind a free port").port()
+}
+
+/// A fresh directory under /tmp that the `postgres` user can enter (its clusters live inside).
+pub fn scratch_dir(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = PathBuf::from("/tmp").join(format!("pgoutbox-faults-{}", unique(name)));
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod scratch dir");
+    dir
+}
+
+fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_ok()
+}
+
+pub async fn connect_sql(port: u16) -> Result<Client, tokio_postgres::Error> {
+    let mut c = tokio_postgres::Config::new();
+    c.host("127.0.0.1").port(port).user("postgres").dbname("postgres").connect_timeout(Duration::from_secs(5));
+    let (client, conn) = c.connect(NoTls).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+/// A PostgreSQL 15 cluster of a scenario's own, removed on drop.
+pub struct PgCluster {
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl PgCluster {
+    pub fn start(name: &str) -> PgCluster {
+        let dir = scratch_dir(name);
+        let port = free_port();
+        services(&["pg-start", &dir.join("pg").to_string_lossy(), &port.to_string()]);
+        PgCluster { dir, port }
+    }
+
+    /// `pg_ctl stop -m MODE` (`fast` or `immediate`).
+    pub fn stop(&self, mode: &str) {
+        services(&["pg-stop", &self.dir.join("pg").to_string_lossy(), mode]);
+    }
+
+    /// Starts the same cluster again, on the same port.
+    pub fn start_again(&self) {
+        services(&["pg-start", &self.dir.join("pg").to_string_lossy(), &self.port.to_string()]);
+    }
+
+    pub async fn sql(&self) -> Client {
+        connect_sql(self.port).await.expect("connect to the scenario's PostgreSQL")
+    }
+
+    /// A short wal_sender_timeout makes a dead relay connection visible to the server, and the
+    /// relay's dead-peer timeout (wal_sender_timeout + status interval) short.
+    pub async fn set_wal_sender_timeout(&self, value: &str) {
+        let c = self.sql().await;
+        // Two statements: ALTER SYSTEM refuses to run in the implicit transaction of a batch.
+        c.batch_execute(&format!("ALTER SYSTEM SET wal_sender_timeout = '{value}'")).await.unwrap();
+        c.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now: String = c.query_one("SHOW wal_sender_timeout", &[]).await.unwrap().get(0);
+            if now == value || Instant::now() > deadline {
+                assert_eq!(now, value, "wal_sender_timeout did not take effect");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(scripts_dir().join("services.sh")).args(["pg-stop", &self.dir.join("pg").to_string_lossy(), "immediate"]).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A tansu broker of a scenario's own, stopped and removed on drop.
+pub struct Broker {
+    pub dir: PathBuf,
+    /// Where it listens.
+    pub port: u16,
+    /// Where clients are told to connect (a proxy's port, or `port`).
+    pub advertised: u16,
+    storage: &'static str,
+    /// Set when started directly rather than through services.sh.
+    child: Option<Child>,
+}
+
+impl Broker {
+    /// Persistent (sqlite) storage through services.sh, so it can be restarted with its data.
+    pub fn start_sqlite(name: &str) -> Broker {
+        let dir = scratch_dir(name);
+        let port = free_port();
+        let b = Broker { dir, port, advertised: port, storage: "sqlite", child: None };
+        b.start_again();
+        b
+    }
+
+    /// In-memory storage, listening on `port` but advertising `advertised` (a proxy in front of it).
+    pub fn start_memory_behind(name: &str, port: u16, advertised: u16) -> Broker {
+        let dir = scratch_dir(name);
+        let log = std::fs::File::create(dir.join("broker.log")).expect("broker log");
+        let tansu = std::env::var("PGOUTBOX_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/pgoutbox"))
+            .join("tansu-0.6.0/bin/tansu");
+        let child = Command::new(&tansu)
+            .current_dir(&dir)
+            .args(["broker", "--listener-url", &format!("tcp://127.0.0.1:{port}")])
+            .args(["--advertised-listener-url", &format!("tcp://127.0.0.1:{advertised}")])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e} (run scripts/install.sh)", tansu.display()));
+        let start = Instant::now();
+        while !port_open(port) {
+            assert!(start.elapsed() < Duration::from_secs(10), "broker did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Broker { dir, port, advertised, storage: "memory", child: Some(child) }
+    }
+
+    /// The bootstrap address clients use.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.advertised)
+    }
+
+    pub fn stop(&self) {
+        services(&["broker-stop", &self.dir.to_string_lossy()]);
+    }
+
+    pub fn start_again(&self) {
+        services(&["broker-start", &self.dir.to_string_lossy(), &self.port.to_string(), self.storage]);
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        } else {
+            let _ = Command::new("bash").arg(scripts_dir().join("services.sh")).args(["broker-stop", &self.dir.to_string_lossy()]).output();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A `pgoutbox run` child process whose pid the scenario needs (signals, /proc). Its stderr (the
+/// log) is appended to one file across restarts.
+pub struct RelayProc {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    config: PathBuf,
+}
+
+impl RelayProc {
+    pub fn start(name: &str, config: &str) -> RelayProc {
+        let dir = std::env::temp_dir().join(unique(&format!("relay_{name}")));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("connector.properties");
+        std::fs::File::create(&cfg).unwrap().write_all(config.as_bytes()).unwrap();
+        let mut r = RelayProc { child: None, log: dir.join("relay.log"), dir, config: cfg };
+        r.restart();
+        r
+    }
+
+    /// Starts it (again), with the same config and log.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "relay still running");
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
+            .args(["run", "--config"])
+            .arg(&self.config)
+            .env("RUST_LOG", std::env::var("PGOUTBOX_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("spawn pgoutbox");
+        self.child = Some(child);
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether it is still running (`false` once it exited on its own).
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// SIGKILL, reaped.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("relay running");
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(s)) = c.try_wait() {
+                return s;
+            }
+            if start.elapsed() > Duration::from_secs(45) {
+                let _ = c.kill();
+                panic!("relay did not stop within 45s after SIGTERM; log tail:\n{}", self.log_tail(40));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = self.log_text();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    pub fn count(&self, needle: &str) -> usize {
+        self.log_text().matches(needle).count()
+    }
+
+    /// Waits until the log holds `needle` at least `n` times; returns how long that took.
+    pub async fn wait_count(&self, needle: &str, n: usize, deadline: Duration) -> Duration {
+        let start = Instant::now();
+        while self.count(needle) < n {
+            assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {n}x {needle:?} in the relay log; tail:\n{}", self.log_tail(30));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        start.elapsed()
+    }
+}
+
+impl Drop for RelayProc {
+    fn drop(&mut self) {
+        self.kill9();
+        // A failed scenario keeps the log for a look; a passed one leaves nothing behind.
+        if std::thread::panicking() {
+            eprintln!("relay log kept at {}", self.log.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The relay's log line when a session starts streaming.
+pub const STREAMING: &str = " streaming slot=";
+
+/// The relay's log lines around the initial snapshot: a kill between them lands mid-snapshot.
+pub const SNAPSHOT_STARTED: &str = "snapshot: created staging slot";
+pub const SNAPSHOT_DONE: &str = "created replication slot after the snapshot";
+/// The log line of a relay that found the slot in use.
+pub const STANDING_BY: &str = "standing by";
+
+/// Whether the log ends inside an initial snapshot (the real slot does not exist yet).
+pub fn mid_initial_snapshot(log: &str) -> bool {
+    log.rfind(SNAPSHOT_STARTED).is_some_and(|started| !matches!(log.rfind(SNAPSHOT_DONE), Some(done) if done > started))
+}
+
+/// Starts two relays at once on `bed`; returns them as (active, standby) once one streams and the
+/// other stands by, or what went wrong.
+pub async fn start_pair_together(bed: &Bed) -> Result<(RelayProc, RelayProc), String> {
+    let config = bed.config(&[]);
+    let mut relays = [RelayProc::start("relay_a", &config), RelayProc::start("relay_b", &config)];
+    let start = Instant::now();
+    let active = loop {
+        for r in relays.iter_mut() {
+            if !r.running() {
+                return Err(format!("a relay exited; its log tail:\n{}", r.log_tail(8)));
+            }
+        }
+        let streams: Vec<bool> = relays.iter().map(|r| r.count(STREAMING) > 0).collect();
+        let stands_by: Vec<bool> = relays.iter().map(|r| r.count(STANDING_BY) > 0).collect();
+        if streams[0] && stands_by[1] {
+            break 0;
+        }
+        if streams[1] && stands_by[0] {
+            break 1;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err(format!("no relay streams with the other standing by; logs:\n{}\n---\n{}", relays[0].log_tail(10), relays[1].log_tail(10)));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let [a, b] = relays;
+    Ok(if active == 0 { (a, b) } else { (b, a) })
+}
+
+/// A field of /proc/PID/status in kB (`VmRSS`, `VmHWM`).
+pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with(&format!("{field}:")))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Samples a process's resident memory every 100 ms on a thread of its own, keeping the peak (the
+/// larger of the sampled VmRSS and the kernel's own high-water mark VmHWM).
+pub struct RssWatch {
+    peak_kb: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RssWatch {
+    pub fn start(pid: u32) -> RssWatch {
+        let peak_kb = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (peak_kb.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let Some(rss) = status_kb(pid, "VmRSS") else { break };
+                let hwm = status_kb(pid, "VmHWM").unwrap_or(0);
+                p.fetch_max(rss.max(hwm), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        RssWatch { peak_kb, stop, thread: Some(thread) }
+    }
+
+    pub fn peak_mb(&self) -> f64 {
+        self.peak_kb.load(Ordering::Relaxed) as f64 / 1024.0
+    }
+}
+
+impl Drop for RssWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs the binary with `args` to completion (bounded), returning stdout and stderr together.
+pub fn run_to_end(args: &[&str], rust_log: &str, stop_after: Option<Duration>) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(unique("pgoutbox_out"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (out, err) = (dir.join("stdout"), dir.join("stderr"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
+        .args(args)
+        .env("RUST_LOG", rust_log)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("spawn pgoutbox");
+    let start = Instant::now();
+    let mut terminated = false;
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break s;
+        }
+        if !terminated && stop_after.is_some_and(|d| start.elapsed() > d) {
+            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            terminated = true;
+        }
+        if start.elapsed() > stop_after.unwrap_or(Duration::ZERO) + Duration::from_secs(40) {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = format!("{}{}", std::fs::read_to_string(&out).unwrap_or_default(), std::fs::read_to_string(&err).unwrap_or_default());
+    let _ = std::fs::remove_dir_all(&dir);
+    (status.code(), text)
+}
