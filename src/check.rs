@@ -36,16 +36,27 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
             return out;
         }
     };
-    out.push(ok("database", format!("connected to {}:{} as {}", cfg.database.hostname, cfg.database.port, cfg.database.user)));
+    out.push(ok(
+        "database",
+        format!("connected to {}:{} as {}", cfg.database.hostname, cfg.database.port, cfg.database.user),
+    ));
     match setup::check_wal_level(&sql).await {
         Ok(()) => out.push(ok("wal_level", "logical")),
         Err(e) => out.push(problem("wal_level", e.to_string())),
     }
-    if let Ok(row) = sql.query_one("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user", &[]).await {
+    if let Ok(row) =
+        sql.query_one("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user", &[]).await
+    {
         if row.get::<_, bool>(0) {
             out.push(ok("privileges", "the user may replicate"));
         } else {
-            out.push(problem("privileges", format!("user `{}` lacks the REPLICATION attribute; run ALTER ROLE {} REPLICATION", cfg.database.user, cfg.database.user)));
+            out.push(problem(
+                "privileges",
+                format!(
+                    "user `{}` lacks the REPLICATION attribute; run ALTER ROLE {} REPLICATION",
+                    cfg.database.user, cfg.database.user
+                ),
+            ));
         }
     }
     if let Ok(row) = sql
@@ -64,12 +75,18 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
     match ReplicationConnection::connect(&params).await {
         Ok(mut conn) => {
             match conn.identify_system().await {
-                Ok(id) => out.push(ok("replication connection", format!("system {}, timeline {}, WAL at {}", id.system_id, id.timeline, id.xlog_pos))),
+                Ok(id) => out.push(ok(
+                    "replication connection",
+                    format!("system {}, timeline {}, WAL at {}", id.system_id, id.timeline, id.xlog_pos),
+                )),
                 Err(e) => out.push(problem("replication connection", e.to_string())),
             }
             conn.terminate().await;
         }
-        Err(e) => out.push(problem("replication connection", format!("{e}; pg_hba.conf needs a `host replication {} ...` line", cfg.database.user))),
+        Err(e) => out.push(problem(
+            "replication connection",
+            format!("{e}; pg_hba.conf needs a `host replication {} ...` line", cfg.database.user),
+        )),
     }
     let tables = match setup::captured_tables(&sql, cfg).await {
         Ok(t) => t,
@@ -103,10 +120,11 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
 
 async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &[(String, String)]) -> Vec<Finding> {
     let name = &cfg.publication_name;
-    let row = match sql.query_opt("SELECT puballtables, pubinsert FROM pg_publication WHERE pubname = $1", &[name]).await {
-        Ok(r) => r,
-        Err(e) => return vec![problem("publication", e.to_string())],
-    };
+    let row =
+        match sql.query_opt("SELECT puballtables, pubinsert FROM pg_publication WHERE pubname = $1", &[name]).await {
+            Ok(r) => r,
+            Err(e) => return vec![problem("publication", e.to_string())],
+        };
     let Some(row) = row else {
         return vec![match cfg.publication_autocreate {
             AutocreateMode::Disabled => problem("publication", format!("publication `{name}` does not exist and publication.autocreate.mode=disabled; create it (CREATE PUBLICATION {name} FOR TABLE ...) or set publication.autocreate.mode=filtered")),
@@ -120,15 +138,25 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &
     if all {
         return vec![ok("publication", format!("`{name}` publishes all tables"))];
     }
-    let published: Vec<(String, String)> = match sql.query("SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1", &[name]).await {
+    let published: Vec<(String, String)> = match sql
+        .query("SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1", &[name])
+        .await
+    {
         Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
         Err(e) => return vec![problem("publication", e.to_string())],
     };
-    let missing: Vec<String> = tables.iter().filter(|t| !published.contains(t)).map(|(s, t)| format!("{s}.{t}")).collect();
+    let missing: Vec<String> =
+        tables.iter().filter(|t| !published.contains(t)).map(|(s, t)| format!("{s}.{t}")).collect();
     if missing.is_empty() {
         vec![ok("publication", format!("`{name}` includes the outbox table(s)"))]
     } else if cfg.publication_autocreate == AutocreateMode::Filtered {
-        vec![ok("publication", format!("`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered)", missing.join(", ")))]
+        vec![ok(
+            "publication",
+            format!(
+                "`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered)",
+                missing.join(", ")
+            ),
+        )]
     } else {
         vec![problem("publication", format!("publication `{name}` does not include {}; run ALTER PUBLICATION {name} ADD TABLE {} or set publication.autocreate.mode=filtered", missing.join(", "), missing.join(", ")))]
     }
@@ -136,7 +164,13 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &
 
 async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
     match setup::slot_state(sql, &cfg.slot_name).await {
-        Ok(None) => vec![ok("slot", format!("`{}` does not exist yet; pgoutbox will create it (snapshot.mode={:?})", cfg.slot_name, cfg.snapshot_mode))],
+        Ok(None) => vec![ok(
+            "slot",
+            format!(
+                "`{}` does not exist yet; pgoutbox will create it (snapshot.mode={:?})",
+                cfg.slot_name, cfg.snapshot_mode
+            ),
+        )],
         Ok(Some(s)) => {
             if let Err(e) = setup::validate_slot(&s, cfg) {
                 return vec![problem("slot", e.to_string())];
@@ -147,7 +181,15 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
                 .ok()
                 .and_then(|r| r.try_get::<_, Option<i64>>(0).ok())
                 .flatten();
-            let mut f = vec![ok("slot", format!("`{}` uses pgoutput; confirmed at {}{}", cfg.slot_name, s.confirmed_flush.map(|l| l.to_string()).unwrap_or_default(), lag.map(|l| format!(", {l} bytes of WAL behind")).unwrap_or_default()))];
+            let mut f = vec![ok(
+                "slot",
+                format!(
+                    "`{}` uses pgoutput; confirmed at {}{}",
+                    cfg.slot_name,
+                    s.confirmed_flush.map(|l| l.to_string()).unwrap_or_default(),
+                    lag.map(|l| format!(", {l} bytes of WAL behind")).unwrap_or_default()
+                ),
+            )];
             if let Some(pid) = s.active_pid {
                 f.push(ok("slot", format!("`{}` is in use by PID {pid} (another relay, or Debezium?); pgoutbox will stand by until it is released", cfg.slot_name)));
             }
@@ -166,8 +208,14 @@ async fn check_broker(cfg: &Config) -> Vec<Finding> {
     })
     .await;
     match result {
-        Ok(Ok((brokers, topics))) => vec![ok("broker", format!("{} reachable: {brokers} broker(s), {topics} topic(s)", cfg.kafka.bootstrap_servers))],
-        Ok(Err(e)) => vec![problem("broker", format!("cannot reach {}: {e}; check bootstrap.servers", cfg.kafka.bootstrap_servers))],
+        Ok(Ok((brokers, topics))) => vec![ok(
+            "broker",
+            format!("{} reachable: {brokers} broker(s), {topics} topic(s)", cfg.kafka.bootstrap_servers),
+        )],
+        Ok(Err(e)) => vec![problem(
+            "broker",
+            format!("cannot reach {}: {e}; check bootstrap.servers", cfg.kafka.bootstrap_servers),
+        )],
         Err(e) => vec![problem("broker", e.to_string())],
     }
 }

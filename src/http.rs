@@ -26,7 +26,10 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: Cance
             };
             let path = std::str::from_utf8(&buf[..n]).ok().and_then(|r| r.split_whitespace().nth(1)).unwrap_or("/");
             let (status, ctype, body) = respond(path, &metrics);
-            let head = format!("HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
             let _ = sock.write_all(head.as_bytes()).await;
             let _ = sock.write_all(body.as_bytes()).await;
         });

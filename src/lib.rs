@@ -5,11 +5,11 @@
 
 pub mod check;
 pub mod config;
-pub mod http;
-pub mod metrics;
 pub mod error;
+pub mod http;
 pub mod kafka;
 pub mod lsn;
+pub mod metrics;
 pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
@@ -23,6 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 /// Runs the relay until `shutdown` is cancelled (a graceful stop: outstanding acknowledgements are
 /// awaited, bounded, and the final position is confirmed) or a definite error.
-pub async fn run(config: Config, shutdown: CancellationToken, metrics: std::sync::Arc<metrics::Metrics>) -> Result<(), RelayError> {
+pub async fn run(
+    config: Config,
+    shutdown: CancellationToken,
+    metrics: std::sync::Arc<metrics::Metrics>,
+) -> Result<(), RelayError> {
     pipeline::run(config, shutdown, metrics).await
 }

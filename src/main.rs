@@ -12,7 +12,11 @@ use pgoutbox::config::{Config, RawConfig};
 use pgoutbox::kafka::consume::consume_all;
 
 #[derive(Parser)]
-#[command(name = "pgoutbox", version, about = "Transactional outbox relay: PostgreSQL logical replication to Kafka, a drop-in for Debezium's Outbox Event Router")]
+#[command(
+    name = "pgoutbox",
+    version,
+    about = "Transactional outbox relay: PostgreSQL logical replication to Kafka, a drop-in for Debezium's Outbox Event Router"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -139,12 +143,28 @@ fn main() -> ExitCode {
         }
         Command::Consume { bootstrap_servers, topics, count, idle_ms } => {
             let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
-            match consume_all(&bootstrap_servers, &topics, count, Duration::from_millis(idle_ms), Duration::from_secs(3600)) {
+            match consume_all(
+                &bootstrap_servers,
+                &topics,
+                count,
+                Duration::from_millis(idle_ms),
+                Duration::from_secs(3600),
+            ) {
                 Ok(records) => {
                     for r in records {
-                        let text = |b: &Option<Vec<u8>>| b.as_ref().map_or("<null>".to_string(), |b| String::from_utf8_lossy(b).into_owned());
+                        let text = |b: &Option<Vec<u8>>| {
+                            b.as_ref().map_or("<null>".to_string(), |b| String::from_utf8_lossy(b).into_owned())
+                        };
                         let headers: Vec<String> = r.headers.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
-                        println!("topic={} partition={} offset={} key={} headers=[{}] value={}", r.topic, r.partition, r.offset, text(&r.key), headers.join(", "), text(&r.value));
+                        println!(
+                            "topic={} partition={} offset={} key={} headers=[{}] value={}",
+                            r.topic,
+                            r.partition,
+                            r.offset,
+                            text(&r.key),
+                            headers.join(", "),
+                            text(&r.value)
+                        );
                     }
                     ExitCode::SUCCESS
                 }

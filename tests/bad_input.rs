@@ -20,7 +20,9 @@ async fn unroutable_row_stops_the_relay_before_it_and_again_after_restart() {
     let o = Outbox::new("badrow").await;
     o.create_topics(&["Order"], 1).await;
     let sql = o.env.sql().await;
-    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN aggregatetype DROP NOT NULL", o.table)).await.unwrap();
+    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN aggregatetype DROP NOT NULL", o.table))
+        .await
+        .unwrap();
     let mut relay = Relay::start_streaming(&o.config(&[]));
     sql.batch_execute(&o.insert_sql("Order", "good-1", Some("{}"))).await.unwrap();
     assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30)).len(), 1);
@@ -31,13 +33,20 @@ async fn unroutable_row_stops_the_relay_before_it_and_again_after_restart() {
     let status = relay.wait(Duration::from_secs(30)).expect("stops on the bad row");
     let log = relay.log_text();
     assert_eq!(status.code(), Some(5), "log:\n{log}");
-    assert!(log.contains(bad_id) && log.contains("aggregatetype") && log.contains("NULL"), "names the event, the column and the problem:\n{log}");
+    assert!(
+        log.contains(bad_id) && log.contains("aggregatetype") && log.contains("NULL"),
+        "names the event, the column and the problem:\n{log}"
+    );
     let confirmed: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
     assert!(confirmed <= before_bad.parse().unwrap(), "position must not pass the bad row: {confirmed}");
     // Restarted, it stops at the same row again: nothing was skipped.
     relay.restart();
     assert_eq!(relay.wait(Duration::from_secs(30)).and_then(|s| s.code()), Some(5));
-    assert_eq!(consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(1)).len(), 1, "good-2 not published past the bad row");
+    assert_eq!(
+        consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(1)).len(),
+        1,
+        "good-2 not published past the bad row"
+    );
     // With errors.tolerance=all the bad row goes to the dead-letter topic and good-2 follows.
     let dlq = format!("dlq_{}", o.slot);
     create_topics(&o.env.broker, &[dlq.clone()], 1).await;
@@ -48,7 +57,11 @@ async fn unroutable_row_stops_the_relay_before_it_and_again_after_restart() {
     let value = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
     assert!(value.contains(bad_id), "{value}");
     assert!(letters[0].header("__connect.errors.exception.message").is_some());
-    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 2, Duration::from_secs(30)).len(), 2, "good-2 published after the dead letter");
+    assert_eq!(
+        consume(&o.env.broker, &[o.topic("Order")], 2, Duration::from_secs(30)).len(),
+        2,
+        "good-2 published after the dead letter"
+    );
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
@@ -68,7 +81,11 @@ async fn record_too_large_for_the_producer_is_named_and_not_skipped() {
     // Tolerated: the dead letter stands for it and the relay goes on.
     let dlq = format!("dlq_{}", o.slot);
     create_topics(&o.env.broker, &[dlq.clone()], 1).await;
-    let mut relay = Relay::start(&o.config(&["producer.override.message.max.bytes=10000", "errors.tolerance=all", &format!("errors.deadletterqueue.topic.name={dlq}")]));
+    let mut relay = Relay::start(&o.config(&[
+        "producer.override.message.max.bytes=10000",
+        "errors.tolerance=all",
+        &format!("errors.deadletterqueue.topic.name={dlq}"),
+    ]));
     let letters = consume(&o.env.broker, &[dlq], 1, Duration::from_secs(30));
     assert_eq!(letters.len(), 1, "log:\n{}", relay.log_text());
     assert!(letters[0].header("__connect.errors.topic").is_some());
@@ -87,12 +104,17 @@ async fn fatal_update_publishes_what_came_before_then_stops_before_it() {
     relay.stop();
     let sql = o.env.sql().await;
     sql.batch_execute(&o.insert_sql("Order", "a", Some("{}"))).await.unwrap();
-    let after_insert: Lsn = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get::<_, String>(0).parse().unwrap();
+    let after_insert: Lsn =
+        sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get::<_, String>(0).parse().unwrap();
     sql.batch_execute(&format!("UPDATE public.{} SET type = 'changed'", o.table)).await.unwrap();
     relay.restart();
     let status = relay.wait(Duration::from_secs(30)).expect("stops on the UPDATE");
     assert_eq!(status.code(), Some(5), "log:\n{}", relay.log_text());
-    assert_eq!(consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(1)).len(), 1, "the insert before the UPDATE is published");
+    assert_eq!(
+        consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(1)).len(),
+        1,
+        "the insert before the UPDATE is published"
+    );
     let confirmed: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
     assert!(confirmed <= after_insert, "confirmed {confirmed} must stay before the UPDATE's transaction");
     o.drop_slot().await;

@@ -15,9 +15,9 @@
 //! Each case prints a PASS line with timings with `--nocapture`; a failure prints the differences as
 //! text and hex, and keeps the relays' logs.
 
-mod support;
 #[path = "differential_support/mod.rs"]
 mod dsupport;
+mod support;
 
 macro_rules! differential_cases {
     ($($(#[$attr:meta])* $name:ident;)*) => {

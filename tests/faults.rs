@@ -26,8 +26,8 @@ use faults_support::bed::{Bed, PROBE};
 use faults_support::crash;
 use faults_support::load::{Load, LoadSpec, Stats};
 use faults_support::procs::{
-    free_port, mid_initial_snapshot, run_to_end, start_pair_together, status_kb, Broker, PgCluster, RelayProc, RssWatch, SNAPSHOT_DONE,
-    SNAPSHOT_STARTED, STANDING_BY, STREAMING,
+    free_port, mid_initial_snapshot, run_to_end, start_pair_together, status_kb, Broker, PgCluster, RelayProc,
+    RssWatch, SNAPSHOT_DONE, SNAPSHOT_STARTED, STANDING_BY, STREAMING,
 };
 use faults_support::proxy::Proxy;
 use faults_support::verify::{verify, Verdict};
@@ -71,7 +71,14 @@ fn stats_line(ds: &[Duration]) -> String {
 
 /// After the load stopped: waits until the slot confirms the end of WAL (every committed event
 /// acknowledged), reads every topic back, prints the summary line and checks it.
-async fn settle(name: &str, bed: &Bed, kinds: &[&str], relay: &mut RelayProc, written_by_app: u64, extra: &str) -> Verdict {
+async fn settle(
+    name: &str,
+    bed: &Bed,
+    kinds: &[&str],
+    relay: &mut RelayProc,
+    written_by_app: u64,
+    extra: &str,
+) -> Verdict {
     bed.wait_confirmed_to_wal_end(relay, Duration::from_secs(180)).await;
     let rows = bed.rows().await;
     let probes = rows.iter().filter(|r| r.aggregatetype == bed.agg(PROBE)).count() as u64;
@@ -271,7 +278,12 @@ async fn postgres_restarted_fast_and_immediate_under_load() {
         bed.create_topics(&kinds, 2).await;
         let mut relay = RelayProc::start("pgrestart", &bed.config(&[]));
         relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
-        let load = Load::start(&bed, pg.port, LoadSpec { writers: 3, pause: Duration::from_millis(5), ..LoadSpec::default() }, seed);
+        let load = Load::start(
+            &bed,
+            pg.port,
+            LoadSpec { writers: 3, pause: Duration::from_millis(5), ..LoadSpec::default() },
+            seed,
+        );
         let mut figures = Vec::new();
         for mode in ["fast", "immediate"] {
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -285,7 +297,12 @@ async fn postgres_restarted_fast_and_immediate_under_load() {
             assert!(relay.running(), "the relay exited while PostgreSQL was down; log tail:\n{}", relay.log_tail(30));
             let streaming = relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(90)).await;
             let published = bed.probe_round_trip(up, Duration::from_secs(90)).await;
-            figures.push(format!("{mode}: stop took {} streaming_again {} published_again {}", ms(stopped), ms(streaming), ms(published)));
+            figures.push(format!(
+                "{mode}: stop took {} streaming_again {} published_again {}",
+                ms(stopped),
+                ms(streaming),
+                ms(published)
+            ));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         let stats = load.stop().await;
@@ -315,9 +332,19 @@ async fn network_cut_detected_and_recovered() {
         let config = bed.config_via(pg_proxy.port, &broker.addr(), &["producer.override.socket.timeout.ms=10000"]);
         let mut relay = RelayProc::start("netcut", &config);
         relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
-        let load = Load::start(&bed, pg.port, LoadSpec { writers: 2, pause: Duration::from_millis(10), ..LoadSpec::default() }, seed);
+        let load = Load::start(
+            &bed,
+            pg.port,
+            LoadSpec { writers: 2, pause: Duration::from_millis(10), ..LoadSpec::default() },
+            seed,
+        );
         let mut figures = Vec::new();
-        for (what, proxy, stall) in [("postgres reset", &pg_proxy, false), ("postgres stalled", &pg_proxy, true), ("broker reset", &broker_proxy, false), ("broker stalled", &broker_proxy, true)] {
+        for (what, proxy, stall) in [
+            ("postgres reset", &pg_proxy, false),
+            ("postgres stalled", &pg_proxy, true),
+            ("broker reset", &broker_proxy, false),
+            ("broker stalled", &broker_proxy, true),
+        ] {
             tokio::time::sleep(Duration::from_secs(2)).await;
             let sessions = relay.count(STREAMING);
             let cut = if stall { proxy.stall_all() } else { proxy.reset_all() };
@@ -327,10 +354,18 @@ async fn network_cut_detected_and_recovered() {
                 proxy.resume_all();
             }
             assert!(relay.running(), "the relay exited after {what}; log tail:\n{}", relay.log_tail(30));
-            figures.push(format!("{what} ({cut} conns): published_again {} sessions +{}", ms(published), relay.count(STREAMING) - sessions));
+            figures.push(format!(
+                "{what} ({cut} conns): published_again {} sessions +{}",
+                ms(published),
+                relay.count(STREAMING) - sessions
+            ));
         }
         let log = relay.log_text();
-        assert!(log.contains("no message from PostgreSQL"), "the stalled PostgreSQL connection is detected as dead; log tail:\n{}", relay.log_tail(40));
+        assert!(
+            log.contains("no message from PostgreSQL"),
+            "the stalled PostgreSQL connection is detected as dead; log tail:\n{}",
+            relay.log_tail(40)
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
         let stats = load.stop().await;
         let extra = format!("[{}]", figures.join("; "));
@@ -356,7 +391,12 @@ async fn standby_takes_over_when_active_relay_dies() {
         active.wait_count(STREAMING, 1, Duration::from_secs(60)).await;
         let mut standby = RelayProc::start("standby", &config);
         standby.wait_count(STANDING_BY, 1, Duration::from_secs(30)).await;
-        let load = Load::start(&bed, bed.pg_port, LoadSpec { writers: 2, pause: Duration::from_millis(5), ..LoadSpec::default() }, seed);
+        let load = Load::start(
+            &bed,
+            bed.pg_port,
+            LoadSpec { writers: 2, pause: Duration::from_millis(5), ..LoadSpec::default() },
+            seed,
+        );
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(standby.count(STREAMING), 0, "the standby must not stream while the active relay does");
         assert!(standby.running());
@@ -368,7 +408,11 @@ async fn standby_takes_over_when_active_relay_dies() {
         let published = watcher.wait(&probe, killed, Duration::from_secs(60));
         tokio::time::sleep(Duration::from_secs(2)).await;
         let stats = load.stop().await;
-        let extra = format!("takeover: standby_streaming_after_kill={} next_event_published_after_kill={}", ms(streaming), ms(published));
+        let extra = format!(
+            "takeover: standby_streaming_after_kill={} next_event_published_after_kill={}",
+            ms(streaming),
+            ms(published)
+        );
         settle(name, &bed, &kinds, &mut standby, written(&stats) + prefilled as u64, &extra).await;
         assert_eq!(bed.other_slots().await, Vec::<String>::new(), "no staging slot left behind to hold WAL");
         assert_eq!(standby.stop().code(), Some(0), "log tail:\n{}", standby.log_tail(30));
@@ -392,7 +436,11 @@ async fn relays_started_together_on_a_new_slot_one_stands_by() {
             let bed = Bed::shared("together").await;
             bed.create_topics(&kinds, 2).await;
             if precreate {
-                bed.sql().await.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE public.{}", bed.publication, bed.table)).await.unwrap();
+                bed.sql()
+                    .await
+                    .batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE public.{}", bed.publication, bed.table))
+                    .await
+                    .unwrap();
             }
             bed.prefill("Order", prefilled).await;
             let outcome = match start_pair_together(&bed).await {
@@ -402,7 +450,11 @@ async fn relays_started_together_on_a_new_slot_one_stands_by() {
                     let leftover = bed.other_slots().await;
                     assert_eq!(active.stop().code(), Some(0), "log tail:\n{}", active.log_tail(30));
                     assert_eq!(standby.stop().code(), Some(0), "log tail:\n{}", standby.log_tail(30));
-                    if leftover.is_empty() { Ok(()) } else { Err(format!("slots left behind, holding WAL: {leftover:?}")) }
+                    if leftover.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(format!("slots left behind, holding WAL: {leftover:?}"))
+                    }
                 }
                 Err(e) => Err(e),
             };
@@ -615,27 +667,143 @@ async fn secrets_never_appear_in_logs_errors_or_help() {
             p.to_string_lossy().into_owned()
         };
         let dead = free_port();
-        let with_password = |cfg: String, user: &str| cfg.replace("database.user=postgres", &format!("database.user={user}\ndatabase.password={SECRET}"));
+        let with_password = |cfg: String, user: &str| {
+            cfg.replace("database.user=postgres", &format!("database.user={user}\ndatabase.password={SECRET}"))
+        };
         let cases: Vec<(&str, Vec<String>, &str, Option<Duration>)> = vec![
             // Nobody listens: connection errors, retried and logged, until SIGTERM.
-            ("unreachable postgres and broker", vec!["run".into(), "--config".into(), write("unreachable.properties", with_password(bed.config_via(dead, &format!("127.0.0.1:{dead}"), &[]), "postgres"))], "trace", Some(Duration::from_secs(4))),
-            ("unknown host", vec!["run".into(), "--config".into(), write("nohost.properties", with_password(bed.config(&[]).replace("database.hostname=127.0.0.1", "database.hostname=db.pgoutbox-faults.invalid"), "postgres"))], "debug", Some(Duration::from_secs(4))),
+            (
+                "unreachable postgres and broker",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write(
+                        "unreachable.properties",
+                        with_password(bed.config_via(dead, &format!("127.0.0.1:{dead}"), &[]), "postgres"),
+                    ),
+                ],
+                "trace",
+                Some(Duration::from_secs(4)),
+            ),
+            (
+                "unknown host",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write(
+                        "nohost.properties",
+                        with_password(
+                            bed.config(&[])
+                                .replace("database.hostname=127.0.0.1", "database.hostname=db.pgoutbox-faults.invalid"),
+                            "postgres",
+                        ),
+                    ),
+                ],
+                "debug",
+                Some(Duration::from_secs(4)),
+            ),
             // A wrong password: PostgreSQL refuses, the relay exits 3.
-            ("wrong password", vec!["run".into(), "--config".into(), write("badpw.properties", with_password(bed.config(&[]), "scram_user"))], "trace", None),
+            (
+                "wrong password",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write("badpw.properties", with_password(bed.config(&[]), "scram_user")),
+                ],
+                "trace",
+                None,
+            ),
             // Right database (trust: the password is unused), broker unreachable: librdkafka errors.
-            ("unreachable broker", vec!["run".into(), "--config".into(), write("nobroker.properties", bed.config_via(env.pg_port, &format!("127.0.0.1:{dead}"), &[])), "--set".into(), format!("database.password={SECRET}")], "trace", Some(Duration::from_secs(5))),
+            (
+                "unreachable broker",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write("nobroker.properties", bed.config_via(env.pg_port, &format!("127.0.0.1:{dead}"), &[])),
+                    "--set".into(),
+                    format!("database.password={SECRET}"),
+                ],
+                "trace",
+                Some(Duration::from_secs(5)),
+            ),
             // A config error elsewhere in a file that holds the password.
-            ("config error", vec!["run".into(), "--config".into(), write("badcfg.properties", with_password(bed.config(&["database.port=not-a-port", "status.update.interval.ms=soon"]), "postgres"))], "trace", None),
+            (
+                "config error",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write(
+                        "badcfg.properties",
+                        with_password(
+                            bed.config(&["database.port=not-a-port", "status.update.interval.ms=soon"]),
+                            "postgres",
+                        ),
+                    ),
+                ],
+                "trace",
+                None,
+            ),
             // A typo in a --set of the password (no `=`): the error must not echo the value.
-            ("bad --set", vec!["run".into(), "--config".into(), write("ok.properties", bed.config(&[])), "--set".into(), format!("database.password{SECRET}")], "trace", None),
+            (
+                "bad --set",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write("ok.properties", bed.config(&[])),
+                    "--set".into(),
+                    format!("database.password{SECRET}"),
+                ],
+                "trace",
+                None,
+            ),
             // The other commands that read the same config.
-            ("check: unreachable", vec!["check".into(), "--config".into(), dir.join("unreachable.properties").to_string_lossy().into_owned()], "trace", Some(Duration::from_secs(20))),
-            ("check: wrong password", vec!["check".into(), "--config".into(), dir.join("badpw.properties").to_string_lossy().into_owned()], "trace", Some(Duration::from_secs(20))),
-            ("verify: unreachable", vec!["verify".into(), "--config".into(), dir.join("unreachable.properties").to_string_lossy().into_owned()], "trace", Some(Duration::from_secs(20))),
-            ("verify: wrong password", vec!["verify".into(), "--config".into(), dir.join("badpw.properties").to_string_lossy().into_owned()], "trace", Some(Duration::from_secs(20))),
+            (
+                "check: unreachable",
+                vec![
+                    "check".into(),
+                    "--config".into(),
+                    dir.join("unreachable.properties").to_string_lossy().into_owned(),
+                ],
+                "trace",
+                Some(Duration::from_secs(20)),
+            ),
+            (
+                "check: wrong password",
+                vec!["check".into(), "--config".into(), dir.join("badpw.properties").to_string_lossy().into_owned()],
+                "trace",
+                Some(Duration::from_secs(20)),
+            ),
+            (
+                "verify: unreachable",
+                vec![
+                    "verify".into(),
+                    "--config".into(),
+                    dir.join("unreachable.properties").to_string_lossy().into_owned(),
+                ],
+                "trace",
+                Some(Duration::from_secs(20)),
+            ),
+            (
+                "verify: wrong password",
+                vec!["verify".into(), "--config".into(), dir.join("badpw.properties").to_string_lossy().into_owned()],
+                "trace",
+                Some(Duration::from_secs(20)),
+            ),
             ("--help", vec!["--help".into()], "info", None),
             ("run --help", vec!["run".into(), "--help".into()], "info", None),
-            ("run --help with a password", vec!["run".into(), "--config".into(), "x".into(), "--set".into(), format!("database.password={SECRET}"), "--help".into()], "info", None),
+            (
+                "run --help with a password",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    "x".into(),
+                    "--set".into(),
+                    format!("database.password={SECRET}"),
+                    "--help".into(),
+                ],
+                "info",
+                None,
+            ),
         ];
         let mut summary = Vec::new();
         let mut leaks = Vec::new();
@@ -644,7 +812,10 @@ async fn secrets_never_appear_in_logs_errors_or_help() {
             let (code, text) = tokio::task::block_in_place(|| run_to_end(&argv, level, stop_after));
             assert!(!text.is_empty(), "{what}: no output at all");
             if text.contains(SECRET) {
-                leaks.push(format!("{what}:\n{}", text.lines().filter(|l| l.contains(SECRET)).take(5).collect::<Vec<_>>().join("\n")));
+                leaks.push(format!(
+                    "{what}:\n{}",
+                    text.lines().filter(|l| l.contains(SECRET)).take(5).collect::<Vec<_>>().join("\n")
+                ));
             }
             summary.push(format!("{what}: exit {code:?}, {} lines", text.lines().count()));
         }

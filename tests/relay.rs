@@ -68,7 +68,10 @@ async fn relay_publishes_10k_events_exactly_once_in_commit_order() {
         assert_eq!(got.len(), 1, "event {} duplicated", row.id);
         let r = got[0];
         assert_eq!(r.topic, format!("outbox.event.{}", row.aggregatetype));
-        let key = format!(r#"{{"schema":{{"type":"string","optional":false}},"payload":{}}}"#, serde_json::to_string(&row.aggregateid).unwrap());
+        let key = format!(
+            r#"{{"schema":{{"type":"string","optional":false}},"payload":{}}}"#,
+            serde_json::to_string(&row.aggregateid).unwrap()
+        );
         assert_eq!(r.key.as_deref(), Some(key.as_bytes()));
         let payload = row.payload.as_deref().unwrap();
         let value = format!(r#"{{"schema":{JSON_SCHEMA},"payload":{}}}"#, serde_json::to_string(payload).unwrap());
@@ -90,17 +93,29 @@ async fn relay_publishes_nothing_for_rollback_update_delete_and_other_tables() {
     let other = format!("other_{}", o.table);
     let sql = o.env.sql().await;
     sql.batch_execute(&format!("CREATE TABLE public.{other} (id int, payload text)")).await.unwrap();
-    let mut relay = Relay::start(&o.config(&["key.converter=org.apache.kafka.connect.storage.StringConverter", "value.converter=org.apache.kafka.connect.storage.StringConverter"]));
+    let mut relay = Relay::start(&o.config(&[
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=org.apache.kafka.connect.storage.StringConverter",
+    ]));
     relay.wait_for_log("streaming", Duration::from_secs(20));
     let t = &o.table;
     // Rolled back: nothing.
-    sql.batch_execute(&format!("BEGIN; {}; ROLLBACK;", o.insert_sql("Order", "rolled-back", Some("{}")))).await.unwrap();
+    sql.batch_execute(&format!("BEGIN; {}; ROLLBACK;", o.insert_sql("Order", "rolled-back", Some("{}"))))
+        .await
+        .unwrap();
     // Inserted then updated then deleted: published once, for the insert.
     sql.batch_execute(&o.insert_sql("Order", "a", Some(r#"{"v": 1}"#))).await.unwrap();
-    sql.batch_execute(&format!("UPDATE public.{t} SET payload = '{{\"v\": 2}}' WHERE aggregateid = 'a'")).await.unwrap();
+    sql.batch_execute(&format!("UPDATE public.{t} SET payload = '{{\"v\": 2}}' WHERE aggregateid = 'a'"))
+        .await
+        .unwrap();
     sql.batch_execute(&format!("DELETE FROM public.{t} WHERE aggregateid = 'a'")).await.unwrap();
     // INSERT + DELETE in one transaction: published once.
-    sql.batch_execute(&format!("BEGIN; {}; DELETE FROM public.{t} WHERE aggregateid = 'b'; COMMIT;", o.insert_sql("Order", "b", Some(r#"{"v": 3}"#)))).await.unwrap();
+    sql.batch_execute(&format!(
+        "BEGIN; {}; DELETE FROM public.{t} WHERE aggregateid = 'b'; COMMIT;",
+        o.insert_sql("Order", "b", Some(r#"{"v": 3}"#))
+    ))
+    .await
+    .unwrap();
     // A table outside the publication: nothing.
     sql.batch_execute(&format!("INSERT INTO public.{other} VALUES (1, 'x')")).await.unwrap();
     sql.batch_execute(&o.insert_sql("Order", "sentinel", Some("{}"))).await.unwrap();
@@ -108,7 +123,14 @@ async fn relay_publishes_nothing_for_rollback_update_delete_and_other_tables() {
     let topics = vec![o.topic("Order")];
     let first = consume(&o.env.broker, &topics, 3, Duration::from_secs(30));
     let rest = consume_until_idle(&o.env.broker, &topics, Duration::from_secs(3));
-    assert_eq!(rest.len(), 3, "exactly three records, got {:?}", rest.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect::<Vec<_>>());
+    assert_eq!(
+        rest.len(),
+        3,
+        "exactly three records, got {:?}",
+        rest.iter()
+            .map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned())
+            .collect::<Vec<_>>()
+    );
     let keys: Vec<_> = first.iter().map(|r| String::from_utf8(r.key.clone().unwrap()).unwrap()).collect();
     assert_eq!(keys, ["a", "b", "sentinel"]);
     assert_eq!(first[0].value.as_deref(), Some(&br#"{"v": 1}"#[..]), "the INSERT's payload, not the UPDATE's");
@@ -126,7 +148,13 @@ async fn relay_killed_with_sigkill_loses_nothing() {
     let writer = {
         let sql = o.env.sql().await;
         let stmts: Vec<String> = (0..1500)
-            .map(|i| format!("BEGIN; {}; {}; COMMIT;", o.insert_sql("Order", &format!("agg-{}", i % 20), Some(&format!(r#"{{"i": {i}}}"#))), o.insert_sql("Order", &format!("agg-{}", (i + 7) % 20), Some(&format!(r#"{{"i": {i}}}"#)))))
+            .map(|i| {
+                format!(
+                    "BEGIN; {}; {}; COMMIT;",
+                    o.insert_sql("Order", &format!("agg-{}", i % 20), Some(&format!(r#"{{"i": {i}}}"#))),
+                    o.insert_sql("Order", &format!("agg-{}", (i + 7) % 20), Some(&format!(r#"{{"i": {i}}}"#)))
+                )
+            })
             .collect();
         tokio::spawn(async move {
             for s in stmts {
@@ -153,9 +181,19 @@ async fn relay_killed_with_sigkill_loses_nothing() {
     };
     let ids = by_id(&records);
     let missing: Vec<_> = rows.iter().filter(|r| !ids.contains_key(&r.id)).collect();
-    assert!(missing.is_empty(), "{} events missing, e.g. {:?}; relay log:\n{}", missing.len(), missing.first(), relay.log_text());
+    assert!(
+        missing.is_empty(),
+        "{} events missing, e.g. {:?}; relay log:\n{}",
+        missing.len(),
+        missing.first(),
+        relay.log_text()
+    );
     let duplicates = records.len() - ids.len();
-    println!("relay_killed_with_sigkill_loses_nothing: {} events, {} records, {duplicates} duplicates after 6 SIGKILLs", rows.len(), records.len());
+    println!(
+        "relay_killed_with_sigkill_loses_nothing: {} events, {} records, {duplicates} duplicates after 6 SIGKILLs",
+        rows.len(),
+        records.len()
+    );
     let seq_of: HashMap<String, i64> = rows.iter().map(|r| (r.id.clone(), r.seq)).collect();
     assert_eq!(order_violations(&records, &seq_of), Vec::<String>::new());
     assert_eq!(relay.stop().code(), Some(0));
@@ -224,10 +262,17 @@ async fn relay_authenticates_with_scram_and_md5() {
     for (user, password) in [("scram_user", "scram-secret"), ("md5_user", "md5-secret")] {
         let o = Outbox::new(user).await;
         o.create_topics(&["Order"], 1).await;
-        let cfg = o.config(&[]).replace("database.user=postgres", &format!("database.user={user}\ndatabase.password={password}"));
+        let cfg = o
+            .config(&[])
+            .replace("database.user=postgres", &format!("database.user={user}\ndatabase.password={password}"));
         let mut relay = Relay::start_streaming(&cfg);
         o.env.sql().await.batch_execute(&o.insert_sql("Order", "a", Some("{}"))).await.unwrap();
-        assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30)).len(), 1, "{user}: log:\n{}", relay.log_text());
+        assert_eq!(
+            consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30)).len(),
+            1,
+            "{user}: log:\n{}",
+            relay.log_text()
+        );
         assert!(!relay.log_text().contains(password), "the password must never be logged");
         assert_eq!(relay.stop().code(), Some(0));
         o.drop_slot().await;
@@ -237,7 +282,8 @@ async fn relay_authenticates_with_scram_and_md5() {
 #[tokio::test(flavor = "multi_thread")]
 async fn relay_wrong_password_fails_clearly() {
     let o = Outbox::new("badpw").await;
-    let cfg = o.config(&[]).replace("database.user=postgres", "database.user=scram_user\ndatabase.password=not-the-password");
+    let cfg =
+        o.config(&[]).replace("database.user=postgres", "database.user=scram_user\ndatabase.password=not-the-password");
     let mut relay = Relay::start(&cfg);
     let status = relay.wait(Duration::from_secs(30)).expect("exits on its own");
     let log = relay.log_text();
@@ -297,7 +343,9 @@ async fn relay_binary_converter_relays_bytea_payloads() {
     let o = Outbox::new("bytea").await;
     o.create_topics(&["Order"], 1).await;
     let sql = o.env.sql().await;
-    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN payload TYPE bytea USING NULL", o.table)).await.unwrap();
+    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN payload TYPE bytea USING NULL", o.table))
+        .await
+        .unwrap();
     let mut relay = Relay::start_streaming(&o.config(&[
         "key.converter=org.apache.kafka.connect.storage.StringConverter",
         "value.converter=io.debezium.converters.BinaryDataConverter",
@@ -347,7 +395,11 @@ async fn relay_initial_snapshot_publishes_existing_rows_once() {
     assert_eq!(relay.stop().code(), Some(0));
     relay.restart();
     relay.wait_for_log("streaming", Duration::from_secs(20));
-    assert_eq!(consume_until_idle(&o.env.broker, &topics, Duration::from_secs(2)).len(), 150, "no second snapshot on restart");
+    assert_eq!(
+        consume_until_idle(&o.env.broker, &topics, Duration::from_secs(2)).len(),
+        150,
+        "no second snapshot on restart"
+    );
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
@@ -389,7 +441,12 @@ async fn relay_killed_during_snapshot_snapshots_again() {
     let ids = by_id(&records);
     let rows = o.rows().await;
     let missing = rows.iter().filter(|r| !ids.contains_key(&r.id)).count();
-    println!("relay_killed_during_snapshot_snapshots_again: {} rows, {} records, {} duplicates", rows.len(), records.len(), records.len() - ids.len());
+    println!(
+        "relay_killed_during_snapshot_snapshots_again: {} rows, {} records, {} duplicates",
+        rows.len(),
+        records.len(),
+        records.len() - ids.len()
+    );
     assert_eq!(missing, 0, "log:\n{}", relay.log_text());
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
@@ -401,10 +458,19 @@ async fn relay_optional_commit_lsn_header_orders_transactions() {
     o.create_topics(&["Order"], 1).await;
     let mut relay = Relay::start_streaming(&o.config(&["pgoutbox.commit.lsn.header=true"]));
     let sql = o.env.sql().await;
-    sql.batch_execute(&format!("BEGIN; {}; {}; COMMIT;", o.insert_sql("Order", "a", Some("{}")), o.insert_sql("Order", "b", Some("{}")))).await.unwrap();
+    sql.batch_execute(&format!(
+        "BEGIN; {}; {}; COMMIT;",
+        o.insert_sql("Order", "a", Some("{}")),
+        o.insert_sql("Order", "b", Some("{}"))
+    ))
+    .await
+    .unwrap();
     sql.batch_execute(&o.insert_sql("Order", "c", Some("{}"))).await.unwrap();
     let records = consume(&o.env.broker, &[o.topic("Order")], 3, Duration::from_secs(30));
-    let lsns: Vec<Lsn> = records.iter().map(|r| std::str::from_utf8(r.header("__pgoutbox.commit_lsn").expect("header")).unwrap().parse().unwrap()).collect();
+    let lsns: Vec<Lsn> = records
+        .iter()
+        .map(|r| std::str::from_utf8(r.header("__pgoutbox.commit_lsn").expect("header")).unwrap().parse().unwrap())
+        .collect();
     assert_eq!(lsns[0], lsns[1], "one transaction, one commit LSN");
     assert!(lsns[2] > lsns[1]);
     assert_eq!(records[0].headers.last().map(|(k, _)| k.as_str()), Some("__pgoutbox.commit_lsn"));

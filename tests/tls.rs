@@ -38,7 +38,16 @@ async fn tls_require_and_verify_full_connect() {
     let ca = format!("{}/ca.crt", tls_dir());
     for mode in ["prefer", "require", "verify-ca", "verify-full"] {
         let o = Outbox::new(&format!("tls_{}", mode.replace('-', "_"))).await;
-        relays_one_event(&o, &["database.user=ssl_user", "database.password=ssl-secret", &format!("database.sslmode={mode}"), &format!("database.sslrootcert={ca}")]).await;
+        relays_one_event(
+            &o,
+            &[
+                "database.user=ssl_user",
+                "database.password=ssl-secret",
+                &format!("database.sslmode={mode}"),
+                &format!("database.sslrootcert={ca}"),
+            ],
+        )
+        .await;
     }
 }
 
@@ -46,13 +55,16 @@ async fn tls_require_and_verify_full_connect() {
 async fn tls_client_certificate_authenticates() {
     let d = tls_dir();
     let o = Outbox::new("tls_cert").await;
-    relays_one_event(&o, &[
-        "database.user=cert_user",
-        "database.sslmode=verify-ca",
-        &format!("database.sslrootcert={d}/ca.crt"),
-        &format!("database.sslcert={d}/client.crt"),
-        &format!("database.sslkey={d}/client.key"),
-    ])
+    relays_one_event(
+        &o,
+        &[
+            "database.user=cert_user",
+            "database.sslmode=verify-ca",
+            &format!("database.sslrootcert={d}/ca.crt"),
+            &format!("database.sslcert={d}/client.crt"),
+            &format!("database.sslkey={d}/client.key"),
+        ],
+    )
     .await;
 }
 
@@ -70,10 +82,23 @@ async fn fails_with(extra: &[&str], needle: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_wrong_ca_is_refused_clearly() {
     let d = tls_dir();
-    fails_with(&["database.user=ssl_user", "database.password=ssl-secret", "database.sslmode=verify-full", &format!("database.sslrootcert={d}/other-ca.crt")], "TLS").await;
+    fails_with(
+        &[
+            "database.user=ssl_user",
+            "database.password=ssl-secret",
+            "database.sslmode=verify-full",
+            &format!("database.sslrootcert={d}/other-ca.crt"),
+        ],
+        "TLS",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_disabled_is_rejected_by_a_tls_only_user() {
-    fails_with(&["database.user=ssl_user", "database.password=ssl-secret", "database.sslmode=disable"], "pg_hba.conf rejects").await;
+    fails_with(
+        &["database.user=ssl_user", "database.password=ssl-secret", "database.sslmode=disable"],
+        "pg_hba.conf rejects",
+    )
+    .await;
 }

@@ -20,7 +20,8 @@ struct Run {
 
 impl Run {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
     }
 }
 
@@ -51,7 +52,11 @@ fn verify(config: &PathBuf, args: &[&str]) -> Run {
             .output()
             .expect("run pgoutbox verify")
     });
-    Run { code: out.status.code(), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -72,7 +77,12 @@ async fn verify_clean_after_relay_then_names_a_missing_event() {
         sql.batch_execute(&batch).await.unwrap();
     }
     let topics = vec![o.topic("Order"), o.topic("Customer")];
-    assert_eq!(consume(&o.env.broker, &topics, 40, Duration::from_secs(30)).len(), 40, "relay log:\n{}", relay.log_text());
+    assert_eq!(
+        consume(&o.env.broker, &topics, 40, Duration::from_secs(30)).len(),
+        40,
+        "relay log:\n{}",
+        relay.log_text()
+    );
     assert_eq!(relay.stop().code(), Some(0));
     // No slot from here on: a row inserted now is committed but never published.
     o.drop_slot().await;
@@ -121,7 +131,11 @@ async fn verify_clean_after_relay_then_names_a_missing_event() {
 
     let text = verify(&config, &[]);
     assert_eq!(text.code, Some(1));
-    assert!(text.stdout.contains(&format!("id={missing}")) && text.stdout.contains("result: FAILED"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains(&format!("id={missing}")) && text.stdout.contains("result: FAILED"),
+        "{}",
+        text.stdout
+    );
 
     // A window that holds only the late row: reading starts from that time too.
     let windowed = verify(&config, &["--json", "--since", &before]);
@@ -138,7 +152,10 @@ fn produce(broker: &str, topic: &str, records: &[(&str, &str)]) {
     let producer: BaseProducer = rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().unwrap();
     for (key, id) in records {
         let headers = OwnedHeaders::new().insert(Header { key: "id", value: Some(*id) });
-        producer.send(BaseRecord::to(topic).partition(0).key(*key).payload("{}").headers(headers)).map_err(|(e, _)| e).unwrap();
+        producer
+            .send(BaseRecord::to(topic).partition(0).key(*key).payload("{}").headers(headers))
+            .map_err(|(e, _)| e)
+            .unwrap();
     }
     tokio::task::block_in_place(|| producer.flush(Duration::from_secs(30))).unwrap();
 }

@@ -129,7 +129,10 @@ fn reason_for(key: &str) -> Option<String> {
             return Some("OpenTelemetry tracing is not supported".to_string());
         }
         if option == "field.name.adjustment.mode" {
-            return Some("only `none` (the default) is supported; with `avro` JSON expansion would differ, so set none".to_string());
+            return Some(
+                "only `none` (the default) is supported; with `avro` JSON expansion would differ, so set none"
+                    .to_string(),
+            );
         }
         if option.starts_with("predicate") || option == "negate" {
             return Some("predicates are not supported".to_string());

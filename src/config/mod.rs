@@ -309,7 +309,10 @@ impl<'a> Reader<'a> {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             // Debezium matches these lists case-insensitively.
-            .map(|p| Regex::new(&format!("(?i)^(?:{p})$")).map_err(|e| invalid(key, format!("`{p}` is not a valid regex: {e}"))))
+            .map(|p| {
+                Regex::new(&format!("(?i)^(?:{p})$"))
+                    .map_err(|e| invalid(key, format!("`{p}` is not a valid regex: {e}")))
+            })
             .collect()
     }
 }
@@ -323,7 +326,10 @@ impl Config {
 
         if let Some(class) = r.str("connector.class") {
             if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
-                return Err(invalid("connector.class", format!("pgoutbox replaces {POSTGRES_CONNECTOR_CLASS}, not `{class}`")));
+                return Err(invalid(
+                    "connector.class",
+                    format!("pgoutbox replaces {POSTGRES_CONNECTOR_CLASS}, not `{class}`"),
+                ));
             }
         }
         let plugin = r.string_or("plugin.name", "pgoutput");
@@ -337,64 +343,98 @@ impl Config {
             user: r.required("database.user", "a user with the REPLICATION attribute")?,
             password: r.str("database.password").map(|s| Secret::new(s.to_string())),
             dbname: r.required("database.dbname", "the database that holds the outbox table")?,
-            sslmode: r.choice("database.sslmode", SslMode::Prefer, &[
-                ("disable", SslMode::Disable),
-                ("allow", SslMode::Allow),
-                ("prefer", SslMode::Prefer),
-                ("require", SslMode::Require),
-                ("verify-ca", SslMode::VerifyCa),
-                ("verify-full", SslMode::VerifyFull),
-            ])?,
+            sslmode: r.choice(
+                "database.sslmode",
+                SslMode::Prefer,
+                &[
+                    ("disable", SslMode::Disable),
+                    ("allow", SslMode::Allow),
+                    ("prefer", SslMode::Prefer),
+                    ("require", SslMode::Require),
+                    ("verify-ca", SslMode::VerifyCa),
+                    ("verify-full", SslMode::VerifyFull),
+                ],
+            )?,
             sslrootcert: r.str("database.sslrootcert").map(str::to_string),
             sslcert: r.str("database.sslcert").map(str::to_string),
             sslkey: r.str("database.sslkey").map(str::to_string),
-            connect_timeout: Duration::from_millis(r.int_or("database.connect.timeout.ms", 30_000u64, "a number of milliseconds")?),
+            connect_timeout: Duration::from_millis(r.int_or(
+                "database.connect.timeout.ms",
+                30_000u64,
+                "a number of milliseconds",
+            )?),
             tcp_keepalive: r.bool_or("database.tcpKeepAlive", true)?,
         };
         if matches!(database.sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && database.sslrootcert.is_none() {
-            return Err(ConfigError::Missing { key: "database.sslrootcert".into(), hint: "sslmode verify-ca and verify-full verify the server against this CA certificate (PEM)".into() });
+            return Err(ConfigError::Missing {
+                key: "database.sslrootcert".into(),
+                hint: "sslmode verify-ca and verify-full verify the server against this CA certificate (PEM)".into(),
+            });
         }
         if database.sslcert.is_some() != database.sslkey.is_some() {
             return Err(invalid("database.sslcert", "database.sslcert and database.sslkey go together"));
         }
         if r.str("database.sslpassword").is_some() {
-            return Err(invalid("database.sslpassword", "encrypted client keys are not supported; give database.sslkey an unencrypted PEM key"));
+            return Err(invalid(
+                "database.sslpassword",
+                "encrypted client keys are not supported; give database.sslkey an unencrypted PEM key",
+            ));
         }
         match r.str("lsn.flush.mode") {
             None | Some("connector") | Some("connector_and_driver") => {}
             Some(other) => return Err(invalid("lsn.flush.mode", format!("`{other}` is not supported: pgoutbox always confirms the acknowledged position (connector); it never leaves the slot to be advanced by hand"))),
         }
         if r.str("flush.lsn.source").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
-            return Err(invalid("flush.lsn.source", "false (manual flushing) is not supported: pgoutbox always confirms the acknowledged position"));
+            return Err(invalid(
+                "flush.lsn.source",
+                "false (manual flushing) is not supported: pgoutbox always confirms the acknowledged position",
+            ));
         }
-        let snapshot_mode = r.choice("snapshot.mode", SnapshotMode::Initial, &[
-            ("no_data", SnapshotMode::NoData),
-            ("never", SnapshotMode::NoData),
-            ("initial", SnapshotMode::Initial),
-            ("initial_only", SnapshotMode::InitialOnly),
-            ("always", SnapshotMode::Always),
-            ("when_needed", SnapshotMode::WhenNeeded),
-        ])?;
+        let snapshot_mode = r.choice(
+            "snapshot.mode",
+            SnapshotMode::Initial,
+            &[
+                ("no_data", SnapshotMode::NoData),
+                ("never", SnapshotMode::NoData),
+                ("initial", SnapshotMode::Initial),
+                ("initial_only", SnapshotMode::InitialOnly),
+                ("always", SnapshotMode::Always),
+                ("when_needed", SnapshotMode::WhenNeeded),
+            ],
+        )?;
 
         let topic_prefix = r.required("topic.prefix", "Debezium's logical server name, e.g. topic.prefix=dbserver1")?;
         let slot_name = r.string_or("slot.name", "debezium");
-        if !slot_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') || slot_name.len() > 63 {
-            return Err(invalid("slot.name", format!("`{slot_name}` is not a valid slot name: use at most 63 lower-case letters, digits and underscores")));
+        if !slot_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') || slot_name.len() > 63
+        {
+            return Err(invalid(
+                "slot.name",
+                format!(
+                    "`{slot_name}` is not a valid slot name: use at most 63 lower-case letters, digits and underscores"
+                ),
+            ));
         }
         let publication_name = r.string_or("publication.name", "dbz_publication");
-        let publication_autocreate = r.choice("publication.autocreate.mode", AutocreateMode::AllTables, &[
-            ("disabled", AutocreateMode::Disabled),
-            ("all_tables", AutocreateMode::AllTables),
-            ("filtered", AutocreateMode::Filtered),
-            ("no_tables", AutocreateMode::NoTables),
-        ])?;
+        let publication_autocreate = r.choice(
+            "publication.autocreate.mode",
+            AutocreateMode::AllTables,
+            &[
+                ("disabled", AutocreateMode::Disabled),
+                ("all_tables", AutocreateMode::AllTables),
+                ("filtered", AutocreateMode::Filtered),
+                ("no_tables", AutocreateMode::NoTables),
+            ],
+        )?;
         let tables = TableFilter {
             table_include: r.regex_list("table.include.list")?,
             table_exclude: r.regex_list("table.exclude.list")?,
             schema_include: r.regex_list("schema.include.list")?,
             schema_exclude: r.regex_list("schema.exclude.list")?,
         };
-        if publication_autocreate == AutocreateMode::Filtered && tables.table_include.is_empty() && tables.schema_include.is_empty() {
+        if publication_autocreate == AutocreateMode::Filtered
+            && tables.table_include.is_empty()
+            && tables.schema_include.is_empty()
+        {
             return Err(invalid("publication.autocreate.mode", "`filtered` needs table.include.list (e.g. table.include.list=public.outbox) to know which tables to publish"));
         }
         let skipped = parse_skipped(r.str("skipped.operations"))?;
@@ -446,9 +486,16 @@ impl Config {
             Some(p) => p.to_string(),
             None => r.string_or("heartbeat.topics.prefix", "__debezium-heartbeat"),
         };
-        let heartbeat_topic = r.str("topic.heartbeat.name").map(str::to_string).unwrap_or_else(|| format!("{heartbeat_prefix}.{topic_prefix}"));
+        let heartbeat_topic = r
+            .str("topic.heartbeat.name")
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{heartbeat_prefix}.{topic_prefix}"));
         let action_query = r.str("heartbeat.action.query").map(str::to_string);
-        let heartbeat = (!heartbeat_interval.is_zero()).then(|| Heartbeat { interval: heartbeat_interval, topic: heartbeat_topic, action_query });
+        let heartbeat = (!heartbeat_interval.is_zero()).then(|| Heartbeat {
+            interval: heartbeat_interval,
+            topic: heartbeat_topic,
+            action_query,
+        });
 
         let mut ignored = keys::ignored(raw, &r.used);
         ignored.extend(producer_ignored);
@@ -500,7 +547,10 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
     let names = r.required("transforms", &hint)?;
     let names: Vec<&str> = names.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     let [name] = names[..] else {
-        return Err(invalid("transforms", format!("pgoutbox supports exactly one transform, the Outbox Event Router; got `{}`", names.join(","))));
+        return Err(invalid(
+            "transforms",
+            format!("pgoutbox supports exactly one transform, the Outbox Event Router; got `{}`", names.join(",")),
+        ));
     };
     let type_key = format!("transforms.{name}.type");
     let class = r.required(&type_key, &hint)?;
@@ -528,20 +578,35 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
         field_event_key: r.string_or(&p("table.field.event.key"), "aggregateid"),
         field_event_payload: r.string_or(&p("table.field.event.payload"), "payload"),
         tombstone_on_empty_payload: r.bool_or(&p("route.tombstone.on.empty.payload"), false)?,
-        op_invalid_behavior: r.choice(&p("table.op.invalid.behavior"), InvalidOpBehavior::Warn, &[
-            ("warn", InvalidOpBehavior::Warn),
-            ("error", InvalidOpBehavior::Error),
-            ("fatal", InvalidOpBehavior::Fatal),
-        ])?,
-        additional: parse_placements(r.str(&p("table.fields.additional.placement")), &p("table.fields.additional.placement"))?,
-        additional_missing_ignore: r.choice(&p("table.field.additional.missing"), false, &[("error", false), ("ignore", true)])?,
+        op_invalid_behavior: r.choice(
+            &p("table.op.invalid.behavior"),
+            InvalidOpBehavior::Warn,
+            &[
+                ("warn", InvalidOpBehavior::Warn),
+                ("error", InvalidOpBehavior::Error),
+                ("fatal", InvalidOpBehavior::Fatal),
+            ],
+        )?,
+        additional: parse_placements(
+            r.str(&p("table.fields.additional.placement")),
+            &p("table.fields.additional.placement"),
+        )?,
+        additional_missing_ignore: r.choice(
+            &p("table.field.additional.missing"),
+            false,
+            &[("error", false), ("ignore", true)],
+        )?,
         field_event_timestamp: r.str(&p("table.field.event.timestamp")).map(str::to_string),
         field_event_schema_version: r.str(&p("table.field.event.schema.version")).map(str::to_string),
         expand_json_payload: r.bool_or(&p("table.expand.json.payload"), false)?,
-        json_null_behavior: r.choice(&p("table.json.payload.null.behavior"), crate::outbox::expand::JsonNullBehavior::Ignore, &[
-            ("ignore", crate::outbox::expand::JsonNullBehavior::Ignore),
-            ("optional_bytes", crate::outbox::expand::JsonNullBehavior::OptionalBytes),
-        ])?,
+        json_null_behavior: r.choice(
+            &p("table.json.payload.null.behavior"),
+            crate::outbox::expand::JsonNullBehavior::Ignore,
+            &[
+                ("ignore", crate::outbox::expand::JsonNullBehavior::Ignore),
+                ("optional_bytes", crate::outbox::expand::JsonNullBehavior::OptionalBytes),
+            ],
+        )?,
         topic_prefix: String::new(),
     })
 }
@@ -559,9 +624,18 @@ fn parse_placements(v: Option<&str>, key: &str) -> Result<Vec<AdditionalField>, 
             "header" => Placement::Header,
             "envelope" => Placement::Envelope,
             "partition" => Placement::Partition,
-            other => return Err(invalid(key, format!("placement `{other}` in `{entry}` is not one of header, envelope, partition"))),
+            other => {
+                return Err(invalid(
+                    key,
+                    format!("placement `{other}` in `{entry}` is not one of header, envelope, partition"),
+                ))
+            }
         };
-        out.push(AdditionalField { column: parts[0].to_string(), placement, alias: parts.get(2).unwrap_or(&parts[0]).to_string() });
+        out.push(AdditionalField {
+            column: parts[0].to_string(),
+            placement,
+            alias: parts.get(2).unwrap_or(&parts[0]).to_string(),
+        });
     }
     Ok(out)
 }
@@ -584,13 +658,19 @@ fn parse_topic_creation(r: &mut Reader<'_>) -> Result<Option<TopicCreation>, Con
     let partitions: Option<i32> = match r.str("topic.creation.default.partitions") {
         None => None,
         Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
-            invalid("topic.creation.default.partitions", format!("`{v}` is not a positive number of partitions (or -1 for the broker default)"))
+            invalid(
+                "topic.creation.default.partitions",
+                format!("`{v}` is not a positive number of partitions (or -1 for the broker default)"),
+            )
         })?),
     };
     let rf: Option<i32> = match r.str("topic.creation.default.replication.factor") {
         None => None,
         Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
-            invalid("topic.creation.default.replication.factor", format!("`{v}` is not a positive replication factor (or -1 for the broker default)"))
+            invalid(
+                "topic.creation.default.replication.factor",
+                format!("`{v}` is not a positive replication factor (or -1 for the broker default)"),
+            )
         })?),
     };
     // Connect creates topics only when both defaults are given.

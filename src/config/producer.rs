@@ -26,10 +26,14 @@ const PROTECTED: &[(&str, &str)] = &[
 ];
 
 /// Collects the producer settings from all `producer.` and `producer.override.` keys (overrides win).
-pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<(Vec<(String, String)>, Vec<IgnoredKey>), ConfigError> {
+pub fn collect(
+    entries: &std::collections::BTreeMap<String, String>,
+) -> Result<(Vec<(String, String)>, Vec<IgnoredKey>), ConfigError> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut ignored = Vec::new();
-    let worker = entries.iter().filter_map(|(k, v)| k.strip_prefix("producer.").filter(|r| !r.starts_with("override.")).map(|r| (k, r, v)));
+    let worker = entries
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix("producer.").filter(|r| !r.starts_with("override.")).map(|r| (k, r, v)));
     let connector = entries.iter().filter_map(|(k, v)| k.strip_prefix("producer.override.").map(|r| (k, r, v)));
     for (full, name, value) in worker.chain(connector) {
         if let Some((_, why)) = PROTECTED.iter().find(|(p, _)| *p == name) {
@@ -38,18 +42,23 @@ pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<(
         }
         let (target, value) = match name {
             "buffer.memory" => {
-                let bytes: u64 = value.trim().parse().map_err(|_| invalid(full, format!("`{value}` is not a number of bytes")))?;
+                let bytes: u64 =
+                    value.trim().parse().map_err(|_| invalid(full, format!("`{value}` is not a number of bytes")))?;
                 ("queue.buffering.max.kbytes".to_string(), (bytes / 1024).max(1).to_string())
             }
-            "delivery.timeout.ms" if value.trim() == i32::MAX.to_string() => ("message.timeout.ms".to_string(), "0".to_string()),
-            _ => match RENAMED.iter().find(|(j, _)| *j == name) {
-                Some((_, "")) => {
-                    ignored.push(IgnoredKey { key: full.clone(), reason: "Java keystores do not apply to librdkafka; use ssl.ca.location / ssl.certificate.location".into() });
-                    continue;
+            "delivery.timeout.ms" if value.trim() == i32::MAX.to_string() => {
+                ("message.timeout.ms".to_string(), "0".to_string())
+            }
+            _ => {
+                match RENAMED.iter().find(|(j, _)| *j == name) {
+                    Some((_, "")) => {
+                        ignored.push(IgnoredKey { key: full.clone(), reason: "Java keystores do not apply to librdkafka; use ssl.ca.location / ssl.certificate.location".into() });
+                        continue;
+                    }
+                    Some((_, r)) => (r.to_string(), value.trim().to_string()),
+                    None => (name.to_string(), value.trim().to_string()),
                 }
-                Some((_, r)) => (r.to_string(), value.trim().to_string()),
-                None => (name.to_string(), value.trim().to_string()),
-            },
+            }
         };
         out.retain(|(k, _)| *k != target);
         out.push((target, value));
@@ -63,7 +72,10 @@ pub fn validate(settings: &[(String, String)], bootstrap: &str) -> Result<(), Co
         let mut c = rdkafka::ClientConfig::new();
         c.set("bootstrap.servers", bootstrap).set(k, v);
         if let Err(e) = c.create::<rdkafka::producer::BaseProducer>() {
-            return Err(invalid(&format!("producer.{k} / producer.override.{k}"), format!("librdkafka rejects `{k}={v}` (after mapping Java names): {e}")));
+            return Err(invalid(
+                &format!("producer.{k} / producer.override.{k}"),
+                format!("librdkafka rejects `{k}={v}` (after mapping Java names): {e}"),
+            ));
         }
     }
     Ok(())

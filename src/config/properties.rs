@@ -15,10 +15,8 @@ pub struct RawConfig {
 
 impl RawConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::File { path: path.display().to_string(), message: e.to_string() })?;
         let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         if is_json {
             parse_json(&text).map_err(|message| ConfigError::File { path: path.display().to_string(), message })

@@ -109,22 +109,42 @@ fn config_malformed_values_name_the_key() {
     assert_eq!(err_key(&["skipped.operations=x"]), "skipped.operations");
     assert_eq!(err_key(&["table.include.list=public.(outbox"]), "table.include.list");
     assert_eq!(err_key(&["transforms.outbox.route.topic.regex=(unclosed"]), "transforms.outbox.route.topic.regex");
-    assert_eq!(err_key(&["transforms.outbox.table.op.invalid.behavior=ignore"]), "transforms.outbox.table.op.invalid.behavior");
-    assert_eq!(err_key(&["transforms.outbox.route.tombstone.on.empty.payload=yes"]), "transforms.outbox.route.tombstone.on.empty.payload");
-    assert_eq!(err_key(&["transforms.outbox.type=org.apache.kafka.connect.transforms.RegexRouter"]), "transforms.outbox.type");
+    assert_eq!(
+        err_key(&["transforms.outbox.table.op.invalid.behavior=ignore"]),
+        "transforms.outbox.table.op.invalid.behavior"
+    );
+    assert_eq!(
+        err_key(&["transforms.outbox.route.tombstone.on.empty.payload=yes"]),
+        "transforms.outbox.route.tombstone.on.empty.payload"
+    );
+    assert_eq!(
+        err_key(&["transforms.outbox.type=org.apache.kafka.connect.transforms.RegexRouter"]),
+        "transforms.outbox.type"
+    );
     assert_eq!(err_key(&["transforms=a,b"]), "transforms");
     assert_eq!(err_key(&["key.converter=io.confluent.connect.avro.AvroConverter"]), "key.converter");
     assert_eq!(err_key(&["value.converter.schemas.enable=maybe"]), "value.converter.schemas.enable");
     assert_eq!(err_key(&["header.converter=x.Y"]), "header.converter");
     assert_eq!(err_key(&["connector.class=io.debezium.connector.mysql.MySqlConnector"]), "connector.class");
-    assert_eq!(err_key(&["transforms.outbox.table.expand.json.payload=maybe"]), "transforms.outbox.table.expand.json.payload");
-    assert_eq!(err_key(&["transforms.outbox.table.json.payload.null.behavior=drop"]), "transforms.outbox.table.json.payload.null.behavior");
-    assert_eq!(err_key(&["topic.creation.default.partitions=0", "topic.creation.default.replication.factor=1"]), "topic.creation.default.partitions");
+    assert_eq!(
+        err_key(&["transforms.outbox.table.expand.json.payload=maybe"]),
+        "transforms.outbox.table.expand.json.payload"
+    );
+    assert_eq!(
+        err_key(&["transforms.outbox.table.json.payload.null.behavior=drop"]),
+        "transforms.outbox.table.json.payload.null.behavior"
+    );
+    assert_eq!(
+        err_key(&["topic.creation.default.partitions=0", "topic.creation.default.replication.factor=1"]),
+        "topic.creation.default.partitions"
+    );
 }
 
 #[test]
 fn config_missing_required_keys_are_named() {
-    for key in ["database.hostname", "database.user", "database.dbname", "topic.prefix", "bootstrap.servers", "transforms"] {
+    for key in
+        ["database.hostname", "database.user", "database.dbname", "topic.prefix", "bootstrap.servers", "transforms"]
+    {
         let mut raw = base();
         raw.entries.remove(key);
         match Config::from_raw(&raw) {
@@ -134,7 +154,9 @@ fn config_missing_required_keys_are_named() {
     }
     let mut raw = base();
     raw.entries.remove("table.include.list");
-    assert!(matches!(Config::from_raw(&raw), Err(ConfigError::Invalid { key, .. }) if key == "publication.autocreate.mode"));
+    assert!(
+        matches!(Config::from_raw(&raw), Err(ConfigError::Invalid { key, .. }) if key == "publication.autocreate.mode")
+    );
 }
 
 #[test]
@@ -143,8 +165,17 @@ fn config_lists_ignored_keys_with_reasons() {
     assert_eq!(with(&[]).unwrap().snapshot_mode, SnapshotMode::Initial, "Debezium's default");
     assert_eq!(with(&["snapshot.mode=never"]).unwrap().snapshot_mode, SnapshotMode::NoData);
     assert_eq!(err_key(&["snapshot.mode=custom"]), "snapshot.mode");
-    let c = with(&["tasks.max=1", "snapshot.isolation.mode=serializable", "database.server.name=old", "frobnicate=1", "producer.linger.ms=5", "transforms.outbox.debezium.op.invalid.behavior=warn"]).unwrap();
-    let find = |k: &str| c.ignored.iter().find(|i| i.key == k).unwrap_or_else(|| panic!("{k} not listed")).reason.clone();
+    let c = with(&[
+        "tasks.max=1",
+        "snapshot.isolation.mode=serializable",
+        "database.server.name=old",
+        "frobnicate=1",
+        "producer.linger.ms=5",
+        "transforms.outbox.debezium.op.invalid.behavior=warn",
+    ])
+    .unwrap();
+    let find =
+        |k: &str| c.ignored.iter().find(|i| i.key == k).unwrap_or_else(|| panic!("{k} not listed")).reason.clone();
     assert!(find("tasks.max").contains("single task"));
     assert!(find("snapshot.isolation.mode").contains("exported snapshot"));
     assert!(find("database.server.name").contains("topic.prefix"));
@@ -164,7 +195,12 @@ fn config_password_never_appears_in_debug_output() {
 
 #[test]
 fn config_additional_placements_follow_debezium_syntax() {
-    let c = with(&["transforms.outbox.table.fields.additional.placement=type:header:eventType, part:PARTITION ,type:envelope", "transforms.outbox.table.field.additional.missing=ignore", "transforms.outbox.table.field.event.timestamp=ts"]).unwrap();
+    let c = with(&[
+        "transforms.outbox.table.fields.additional.placement=type:header:eventType, part:PARTITION ,type:envelope",
+        "transforms.outbox.table.field.additional.missing=ignore",
+        "transforms.outbox.table.field.event.timestamp=ts",
+    ])
+    .unwrap();
     let a = &c.router.additional;
     assert_eq!(a.len(), 3);
     assert_eq!((a[0].column.as_str(), a[0].placement, a[0].alias.as_str()), ("type", Placement::Header, "eventType"));
@@ -173,9 +209,16 @@ fn config_additional_placements_follow_debezium_syntax() {
     assert!(c.router.additional_missing_ignore);
     assert_eq!(c.router.field_event_timestamp.as_deref(), Some("ts"));
     for bad in ["type", "type:footer", "type:header:a:b", ":header"] {
-        assert_eq!(err_key(&[&format!("transforms.outbox.table.fields.additional.placement={bad}")]), "transforms.outbox.table.fields.additional.placement", "{bad}");
+        assert_eq!(
+            err_key(&[&format!("transforms.outbox.table.fields.additional.placement={bad}")]),
+            "transforms.outbox.table.fields.additional.placement",
+            "{bad}"
+        );
     }
-    assert_eq!(err_key(&["transforms.outbox.table.field.additional.missing=skip"]), "transforms.outbox.table.field.additional.missing");
+    assert_eq!(
+        err_key(&["transforms.outbox.table.field.additional.missing=skip"]),
+        "transforms.outbox.table.field.additional.missing"
+    );
 }
 
 #[test]
@@ -196,9 +239,20 @@ fn config_include_lists_are_case_insensitive_like_debezium() {
 fn config_refuses_what_it_cannot_honour() {
     assert_eq!(err_key(&["lsn.flush.mode=manual"]), "lsn.flush.mode");
     assert_eq!(err_key(&["flush.lsn.source=false"]), "flush.lsn.source");
-    assert_eq!(err_key(&["transforms.outbox.field.name.adjustment.mode=avro"]), "transforms.outbox.field.name.adjustment.mode");
+    assert_eq!(
+        err_key(&["transforms.outbox.field.name.adjustment.mode=avro"]),
+        "transforms.outbox.field.name.adjustment.mode"
+    );
     assert!(with(&["lsn.flush.mode=connector"]).is_ok());
-    let c = with(&["topic.creation.default.partitions=3", "topic.creation.default.replication.factor=1", "topic.creation.enable=false"]).unwrap();
+    let c = with(&[
+        "topic.creation.default.partitions=3",
+        "topic.creation.default.replication.factor=1",
+        "topic.creation.enable=false",
+    ])
+    .unwrap();
     assert!(c.kafka.topic_creation.is_none(), "topic.creation.enable=false wins");
-    assert_eq!(with(&["pgoutbox.commit.lsn.header=TRUE"]).unwrap().commit_lsn_header.as_deref(), Some("__pgoutbox.commit_lsn"));
+    assert_eq!(
+        with(&["pgoutbox.commit.lsn.header=TRUE"]).unwrap().commit_lsn_header.as_deref(),
+        Some("__pgoutbox.commit_lsn")
+    );
 }

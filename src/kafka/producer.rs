@@ -49,7 +49,9 @@ impl ClientContext for ReportingContext {
                 tracing::error!(target: "librdkafka", facility = fac, "{message}")
             }
             RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", facility = fac, "{message}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => tracing::info!(target: "librdkafka", facility = fac, "{message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", facility = fac, "{message}")
+            }
             RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", facility = fac, "{message}"),
         }
     }
@@ -143,9 +145,15 @@ pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
 
 /// Creates topics that do not exist yet (an existing topic is fine), as Connect does with
 /// `topic.creation.default.*`.
-pub async fn create_topics(cfg: &KafkaConfig, topics: &[&str], partitions: i32, replication: i32) -> Result<(), KafkaError> {
+pub async fn create_topics(
+    cfg: &KafkaConfig,
+    topics: &[&str],
+    partitions: i32,
+    replication: i32,
+) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = client_config(cfg).create()?;
-    let new: Vec<NewTopic<'_>> = topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(replication))).collect();
+    let new: Vec<NewTopic<'_>> =
+        topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(replication))).collect();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics(&new, &opts).await? {
         match result {

@@ -75,11 +75,24 @@ impl Type {
 /// version, fields in the same order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Schema {
-    Primitive { ty: Type, optional: bool, name: Option<String>, version: Option<i32> },
-    Array { items: Box<Schema>, optional: bool },
+    Primitive {
+        ty: Type,
+        optional: bool,
+        name: Option<String>,
+        version: Option<i32>,
+    },
+    Array {
+        items: Box<Schema>,
+        optional: bool,
+    },
     /// E.g. an envelope placement's `dbserver1.public.outbox.Order.Value`, or the struct
     /// `table.expand.json.payload` infers, named after the payload column.
-    Struct { name: Option<String>, fields: Vec<(String, Schema)>, optional: bool, version: Option<i32> },
+    Struct {
+        name: Option<String>,
+        fields: Vec<(String, Schema)>,
+        optional: bool,
+        version: Option<i32>,
+    },
 }
 
 impl Schema {
@@ -294,7 +307,11 @@ pub fn json_envelope(
 }
 
 /// `JsonConverter.fromConnectData`: `None` is a Kafka null (no schema and no value).
-pub fn json_converter(schemas_enabled: bool, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, ConvertError> {
+pub fn json_converter(
+    schemas_enabled: bool,
+    schema: Option<&Schema>,
+    value: &Value,
+) -> Result<Option<Bytes>, ConvertError> {
     if schema.is_none() && *value == Value::Null {
         return Ok(None);
     }

@@ -59,13 +59,17 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
         // write_value quotes the base64 text; a header carries it bare.
         return Some(Bytes::from(out[1..out.len() - 1].to_vec()));
     }
-    encode(Converter::String, &FieldSchema { ty: super::schema::SchemaType::String, optional: true, name: None, version: None }, value)
+    encode(
+        Converter::String,
+        &FieldSchema { ty: super::schema::SchemaType::String, optional: true, name: None, version: None },
+        value,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbox::schema::{schema_for, oid};
+    use crate::outbox::schema::{oid, schema_for};
 
     fn enc(c: Converter, type_oid: u32, optional: bool, v: FieldValue) -> Option<String> {
         encode(c, &schema_for(type_oid, optional).unwrap(), &v).map(|b| String::from_utf8(b.to_vec()).unwrap())
@@ -109,9 +113,16 @@ mod tests {
 
     #[test]
     fn numbers_and_bytes_follow_json_converter() {
-        assert_eq!(enc(Converter::Json { schemas: true }, oid::INT8, false, FieldValue::Int(7)).unwrap(), r#"{"schema":{"type":"int64","optional":false},"payload":7}"#);
+        assert_eq!(
+            enc(Converter::Json { schemas: true }, oid::INT8, false, FieldValue::Int(7)).unwrap(),
+            r#"{"schema":{"type":"int64","optional":false},"payload":7}"#
+        );
         assert_eq!(enc(Converter::String, oid::INT4, false, FieldValue::Int(-3)).unwrap(), "-3");
-        assert_eq!(enc(Converter::Json { schemas: false }, oid::BYTEA, true, FieldValue::Bytes(Bytes::from_static(b"hi"))).unwrap(), "\"aGk=\"");
+        assert_eq!(
+            enc(Converter::Json { schemas: false }, oid::BYTEA, true, FieldValue::Bytes(Bytes::from_static(b"hi")))
+                .unwrap(),
+            "\"aGk=\""
+        );
     }
 }
 

@@ -34,7 +34,12 @@ fn header(name: &str, value: Option<&str>) -> Header {
 /// A dead-letter record. `row` (with its column names) becomes a JSON object of the columns' text
 /// values, so the failed event can be inspected and replayed; it is absent for broker refusals,
 /// where the record itself was the problem (e.g. too large).
-pub fn record(topic: &Arc<str>, failure: &Failure<'_>, row: Option<(&[String], &TupleData)>, timestamp_ms: i64) -> OutboxRecord {
+pub fn record(
+    topic: &Arc<str>,
+    failure: &Failure<'_>,
+    row: Option<(&[String], &TupleData)>,
+    timestamp_ms: i64,
+) -> OutboxRecord {
     let value = row.map(|(columns, tuple)| {
         let mut out = Vec::from(&b"{"[..]);
         for (i, (name, v)) in columns.iter().zip(&tuple.values).enumerate() {
@@ -82,10 +87,18 @@ mod tests {
         let topic: Arc<str> = Arc::from("dlq");
         let cols = vec!["id".to_string(), "aggregatetype".to_string()];
         let row = TupleData { values: vec![Value::Text(Bytes::from_static(b"1")), Value::Null] };
-        let f = Failure { stage: Stage::Transformation, message: "route-by column is NULL", connector: "c", original_topic: None, event_id: Some("1"), table: Some("public.outbox") };
+        let f = Failure {
+            stage: Stage::Transformation,
+            message: "route-by column is NULL",
+            connector: "c",
+            original_topic: None,
+            event_id: Some("1"),
+            table: Some("public.outbox"),
+        };
         let r = record(&topic, &f, Some((&cols, &row)), 5);
         assert_eq!(r.value.as_deref(), Some(&br#"{"id":"1","aggregatetype":null}"#[..]));
-        assert!(r.headers.iter().any(|h| &*h.name == "__connect.errors.exception.message" && h.value.as_deref() == Some(&b"route-by column is NULL"[..])));
+        assert!(r.headers.iter().any(|h| &*h.name == "__connect.errors.exception.message"
+            && h.value.as_deref() == Some(&b"route-by column is NULL"[..])));
         assert_eq!(r.event_id(), "1");
     }
 }

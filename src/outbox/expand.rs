@@ -136,7 +136,8 @@ pub fn expand_json_payload(text: &str, payload_field: &str, nulls: JsonNullBehav
             })
         }
     }
-    let value = build(&tree, &schema).map_err(|reason| ExpandError::StopsDebezium { reason, debezium_error: INVALID_STRUCT })?;
+    let value = build(&tree, &schema)
+        .map_err(|reason| ExpandError::StopsDebezium { reason, debezium_error: INVALID_STRUCT })?;
     Ok(Expanded { schema, value })
 }
 
@@ -320,7 +321,9 @@ fn leaf(node: &Node, schema: &Schema) -> Result<Value, String> {
         (Node::Int(i), Schema::Primitive { ty: Type::Int32, .. }) => Value::Int(i64::from(*i)),
         (Node::Long(i), Schema::Primitive { ty: Type::Int64, .. }) => Value::Int(*i),
         (Node::Double(f), Schema::Primitive { ty: Type::Float64, .. }) => Value::Float(*f),
-        (Node::BigInt, _) => return Err("an integer beyond 64 bits becomes a BigDecimal, which no schema accepts".into()),
+        (Node::BigInt, _) => {
+            return Err("an integer beyond 64 bits becomes a BigDecimal, which no schema accepts".into())
+        }
         _ => return Err(format!("a JSON {} does not fit the inferred {}", node_name(node), schema_name(schema))),
     })
 }
@@ -338,7 +341,10 @@ fn lookup<'a>(members: &'a [(Vec<u8>, Node)], key: &[u8], cursor: &mut usize) ->
 #[inline(never)]
 fn checked(value: Value, schema: &Schema) -> Result<Value, String> {
     if value == Value::Null && !schema.is_optional() {
-        return Err("a null element in an array of objects with differing fields (the merged element schema is required)".into());
+        return Err(
+            "a null element in an array of objects with differing fields (the merged element schema is required)"
+                .into(),
+        );
     }
     Ok(value)
 }

@@ -13,7 +13,13 @@ use crate::config::Converter;
 const KEY_SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey"}"#;
 const VALUE_SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat"}"#;
 
-pub fn record(topic: &Arc<str>, server_name: &str, key_converter: Converter, value_converter: Converter, ts_ms: i64) -> OutboxRecord {
+pub fn record(
+    topic: &Arc<str>,
+    server_name: &str,
+    key_converter: Converter,
+    value_converter: Converter,
+    ts_ms: i64,
+) -> OutboxRecord {
     let mut name = Vec::new();
     write_string(&mut name, server_name.as_bytes());
     let key_payload = format!(r#"{{"serverName":{}}}"#, String::from_utf8_lossy(&name));
@@ -23,7 +29,9 @@ pub fn record(topic: &Arc<str>, server_name: &str, key_converter: Converter, val
             // Connect's Struct.toString().
             Converter::String => Some(Bytes::from(as_string)),
             Converter::Json { schemas: false } => Some(Bytes::from(payload.to_string())),
-            Converter::Json { schemas: true } => Some(Bytes::from(format!(r#"{{"schema":{schema},"payload":{payload}}}"#))),
+            Converter::Json { schemas: true } => {
+                Some(Bytes::from(format!(r#"{{"schema":{schema},"payload":{payload}}}"#)))
+            }
             // BinaryDataConverter refuses structs; Debezium would fail on the heartbeat too.
             Converter::Binary => None,
         }

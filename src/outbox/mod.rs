@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use router::{ContextHeaders, RelationInfo, ColumnInfo, RouteError, RoutePlan, Router};
+pub use router::{ColumnInfo, ContextHeaders, RelationInfo, RouteError, RoutePlan, Router};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {

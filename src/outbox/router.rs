@@ -103,7 +103,12 @@ pub struct Router {
 const TOPIC_CACHE_LIMIT: usize = 10_000;
 
 impl Router {
-    pub fn new(cfg: RouterConfig, key_converter: Converter, value_converter: Converter, context: Option<ContextHeaders>) -> Self {
+    pub fn new(
+        cfg: RouterConfig,
+        key_converter: Converter,
+        value_converter: Converter,
+        context: Option<ContextHeaders>,
+    ) -> Self {
         let leading_headers = context
             .map(|c| {
                 [
@@ -117,7 +122,14 @@ impl Router {
                 .collect()
             })
             .unwrap_or_default();
-        Router { cfg, key_converter, value_converter, leading_headers, id_header: Arc::from("id"), topics: HashMap::new() }
+        Router {
+            cfg,
+            key_converter,
+            value_converter,
+            leading_headers,
+            id_header: Arc::from("id"),
+            topics: HashMap::new(),
+        }
     }
 
     pub fn plan(&self, rel: &RelationInfo) -> RoutePlan {
@@ -131,7 +143,8 @@ impl Router {
             let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null).ok_or_else(|| RouteError {
                 what: format!("rows of `{table}`"),
                 problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
-                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer type or boolean for this column".to_string(),
+                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer type or boolean for this column"
+                    .to_string(),
             })?;
             Ok(PlannedColumn { index, name: col.to_string(), schema })
         };
@@ -141,7 +154,9 @@ impl Router {
                 return Err(RouteError {
                     what: format!("rows of `{table}`"),
                     problem: format!("route-by column `{}` is not a string column", route_by.name),
-                    fix: "the Event Router reads the topic from a text/varchar column; change its type or route.by.field".to_string(),
+                    fix:
+                        "the Event Router reads the topic from a text/varchar column; change its type or route.by.field"
+                            .to_string(),
                 });
             }
             let timestamp = match &self.cfg.field_event_timestamp {
@@ -330,11 +345,15 @@ impl Router {
         if let Some(t) = self.topics.get(route_value) {
             return Ok(t.clone());
         }
-        let t = topic::route(&self.cfg.route_topic_regex, &self.cfg.route_topic_replacement, route_value).map_err(|e| RouteError {
-            what: event(),
-            problem: format!("route.topic.replacement cannot be applied: {e}"),
-            fix: "fix transforms.<name>.route.topic.replacement (Java replacement syntax: $1, ${name}, \\$)".to_string(),
-        })?;
+        let t =
+            topic::route(&self.cfg.route_topic_regex, &self.cfg.route_topic_replacement, route_value).map_err(|e| {
+                RouteError {
+                    what: event(),
+                    problem: format!("route.topic.replacement cannot be applied: {e}"),
+                    fix: "fix transforms.<name>.route.topic.replacement (Java replacement syntax: $1, ${name}, \\$)"
+                        .to_string(),
+                }
+            })?;
         if self.topics.len() >= TOPIC_CACHE_LIMIT {
             self.topics.clear();
         }
@@ -353,13 +372,22 @@ fn is_blank(v: &FieldValue) -> bool {
     }
 }
 
-fn column_value(table: &str, row: &TupleData, col: &PlannedColumn, event: Option<&dyn Fn() -> String>) -> Result<FieldValue, RouteError> {
+fn column_value(
+    table: &str,
+    row: &TupleData,
+    col: &PlannedColumn,
+    event: Option<&dyn Fn() -> String>,
+) -> Result<FieldValue, RouteError> {
     let what = || event.map_or_else(|| format!("a row of `{table}`"), |e| e());
     match row.values.get(col.index) {
         Some(Value::Null) => Ok(FieldValue::Null),
         Some(Value::Text(t)) => parse_value(&col.schema, t).ok_or_else(|| RouteError {
             what: what(),
-            problem: format!("column `{}` holds a value that is not a valid {}", col.name, col.schema.ty.connect_name()),
+            problem: format!(
+                "column `{}` holds a value that is not a valid {}",
+                col.name,
+                col.schema.ty.connect_name()
+            ),
             fix: "check the column's type and contents".to_string(),
         }),
         Some(other) => Err(RouteError {

@@ -110,7 +110,9 @@ pub enum FieldValue {
 /// Reads a pgoutput text value as the given schema. `None` when the text is not of the type.
 pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
     match schema.name {
-        Some(TIMESTAMP_MILLIS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us.div_euclid(1000))),
+        Some(TIMESTAMP_MILLIS) => {
+            timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us.div_euclid(1000)))
+        }
         Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
         Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
         _ => parse_text(schema.ty, text),
@@ -205,7 +207,10 @@ mod tests {
     #[test]
     fn schema_for_maps_debezium_semantic_types() {
         let s = schema_for(oid::UUID, false).unwrap();
-        assert_eq!((s.ty, s.name, s.version, s.optional), (SchemaType::String, Some("io.debezium.data.Uuid"), Some(1), false));
+        assert_eq!(
+            (s.ty, s.name, s.version, s.optional),
+            (SchemaType::String, Some("io.debezium.data.Uuid"), Some(1), false)
+        );
         let s = schema_for(oid::JSONB, true).unwrap();
         assert_eq!((s.name, s.version), (Some("io.debezium.data.Json"), Some(1)));
         assert_eq!(schema_for(oid::VARCHAR, false).unwrap().name, None);
@@ -233,7 +238,10 @@ mod tests {
         let b = |s: &'static str| Bytes::from_static(s.as_bytes());
         assert_eq!(parse_text(SchemaType::Int64, &b("-42")), Some(FieldValue::Int(-42)));
         assert_eq!(parse_text(SchemaType::Boolean, &b("t")), Some(FieldValue::Boolean(true)));
-        assert_eq!(parse_text(SchemaType::Bytes, &b("\\x00fF")), Some(FieldValue::Bytes(Bytes::from_static(&[0, 255]))));
+        assert_eq!(
+            parse_text(SchemaType::Bytes, &b("\\x00fF")),
+            Some(FieldValue::Bytes(Bytes::from_static(&[0, 255])))
+        );
         assert_eq!(parse_text(SchemaType::Bytes, &b("\\x0")), None);
         assert_eq!(parse_text(SchemaType::Int32, &b("x")), None);
     }

@@ -35,7 +35,13 @@ pub fn value_of(v: &FieldValue) -> Value {
 /// The payload after `table.expand.json.payload`: `(schema, value)`, the schema `None` for a
 /// top-level `[]` (Debezium publishes it with no schema). Where Debezium 3.6 would stop its task,
 /// pgoutbox keeps the string and says so.
-pub fn expand(field: &str, schema: &FieldSchema, payload: &FieldValue, nulls: JsonNullBehavior, event: &str) -> (Option<Schema>, Value) {
+pub fn expand(
+    field: &str,
+    schema: &FieldSchema,
+    payload: &FieldValue,
+    nulls: JsonNullBehavior,
+    event: &str,
+) -> (Option<Schema>, Value) {
     let unexpanded = (Some(schema_of(schema)), value_of(payload));
     let FieldValue::String(text) = payload else {
         return unexpanded;
@@ -108,7 +114,9 @@ pub fn struct_to_string(schema: &Schema, value: &Value) -> String {
                 .collect();
             format!("Struct{{{}}}", parts.join(","))
         }
-        (Schema::Array { items, .. }, Value::Array(vs)) => format!("[{}]", vs.iter().map(|v| struct_to_string(items, v)).collect::<Vec<_>>().join(", ")),
+        (Schema::Array { items, .. }, Value::Array(vs)) => {
+            format!("[{}]", vs.iter().map(|v| struct_to_string(items, v)).collect::<Vec<_>>().join(", "))
+        }
         (_, v) => to_java_string(v),
     }
 }

@@ -79,7 +79,8 @@ fn values_in(msg: &LogicalMessage) -> usize {
 
 #[test]
 fn decoders_survive_arbitrary_bytes() {
-    let iterations: usize = std::env::var("PGOUTBOX_FUZZ_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000_000);
+    let iterations: usize =
+        std::env::var("PGOUTBOX_FUZZ_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000_000);
     let golden: Vec<Vec<u8>> = GOLDEN.iter().map(|g| hex(g)).collect();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let tags = b"BCORYIUDTMZ\0";

@@ -39,7 +39,10 @@ pub enum Item {
     Event(OutboxRecord),
     /// A transaction ended here (its commit record's end), committed at `commit_time` (microseconds
     /// since 2000-01-01, the server's clock).
-    Commit { end_lsn: Lsn, commit_time: i64 },
+    Commit {
+        end_lsn: Lsn,
+        commit_time: i64,
+    },
     /// A keepalive's WAL end, received outside any transaction.
     IdleWalEnd(Lsn),
     /// Fired once every event handed over before it has been acknowledged.

@@ -109,8 +109,10 @@ impl<'a> Reader<'a> {
         let mut last_heard = Instant::now();
         // Heartbeats (heartbeat.interval.ms); a timer that never fires when they are off.
         let heartbeat = self.cfg.heartbeat.clone();
-        let heartbeat_topic: std::sync::Arc<str> = std::sync::Arc::from(heartbeat.as_ref().map_or("", |h| h.topic.as_str()));
-        let mut heartbeat_tick = tokio::time::interval(heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval));
+        let heartbeat_topic: std::sync::Arc<str> =
+            std::sync::Arc::from(heartbeat.as_ref().map_or("", |h| h.topic.as_str()));
+        let mut heartbeat_tick =
+            tokio::time::interval(heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval));
         heartbeat_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         heartbeat_tick.reset();
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
@@ -200,7 +202,13 @@ impl<'a> Reader<'a> {
                 Err(_) => tracing::warn!("heartbeat.action.query did not finish within 10s"),
             }
         }
-        let record = crate::outbox::heartbeat::record(topic, &self.cfg.topic_prefix, self.cfg.key_converter, self.cfg.value_converter, now_ms());
+        let record = crate::outbox::heartbeat::record(
+            topic,
+            &self.cfg.topic_prefix,
+            self.cfg.key_converter,
+            self.cfg.value_converter,
+            now_ms(),
+        );
         self.batch.push(Item::Event(record));
     }
 
@@ -292,7 +300,12 @@ impl<'a> Reader<'a> {
                                         event_id: None,
                                         table: Some(table),
                                     };
-                                    let record = crate::outbox::dead_letter::record(dlq, &failure, Some((columns, &i.new)), now_ms());
+                                    let record = crate::outbox::dead_letter::record(
+                                        dlq,
+                                        &failure,
+                                        Some((columns, &i.new)),
+                                        now_ms(),
+                                    );
                                     self.batch.push(Item::Event(record));
                                 }
                             }

@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::{reader::Reader, sink::Sink, snapshot};
 use crate::config::{Config, SnapshotMode};
-use crate::outbox::{ContextHeaders, Router};
 use crate::error::RelayError;
 use crate::kafka::Producer;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
+use crate::outbox::{ContextHeaders, Router};
 use crate::postgres::replication::ReplicationConnection;
 use crate::postgres::{setup, ConnectParams, PgError};
 
@@ -53,7 +53,12 @@ pub fn router(cfg: &Config, context: Option<ContextHeaders>) -> Router {
     Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, context)
 }
 
-pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut SessionState, metrics: &Arc<Metrics>) -> Result<(), RelayError> {
+pub async fn run(
+    cfg: &Config,
+    shutdown: &CancellationToken,
+    state: &mut SessionState,
+    metrics: &Arc<Metrics>,
+) -> Result<(), RelayError> {
     // The producer connects to the brokers while PostgreSQL is set up.
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     let context = context_headers(cfg);
@@ -77,9 +82,19 @@ pub async fn run(cfg: &Config, shutdown: &CancellationToken, state: &mut Session
 
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
-    let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone()).with_tolerance(cfg.errors.clone(), &cfg.connector_name);
+    let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
+        .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
-    let reader = Reader::new(started.conn, started.sql, cfg, router(cfg, context), tx, confirmed_rx, started.peer_timeout, metrics.clone());
+    let reader = Reader::new(
+        started.conn,
+        started.sql,
+        cfg,
+        router(cfg, context),
+        tx,
+        confirmed_rx,
+        started.peer_timeout,
+        metrics.clone(),
+    );
     let reader_result = reader.run(shutdown).await;
     let sink_result = match sink.await {
         Ok(r) => r,
@@ -135,9 +150,14 @@ async fn start(
             // One snapshot at a time per slot: two instances starting together would otherwise share
             // (and drop) one staging slot, and events between their two snapshots would be lost.
             let lock = snapshot::lock_key(&cfg.slot_name);
-            let locked: bool = sql.query_one("SELECT pg_try_advisory_lock($1)", &[&lock]).await.map_err(PgError::Sql)?.get(0);
+            let locked: bool =
+                sql.query_one("SELECT pg_try_advisory_lock($1)", &[&lock]).await.map_err(PgError::Sql)?.get(0);
             if !locked {
-                return Err(PgError::SlotBusy(format!("another instance is taking the initial snapshot for slot `{}`", cfg.slot_name)).into());
+                return Err(PgError::SlotBusy(format!(
+                    "another instance is taking the initial snapshot for slot `{}`",
+                    cfg.slot_name
+                ))
+                .into());
             }
             let result = snapshot_into_new_slot(cfg, &params, &sql, &mut conn, context, shutdown, metrics).await;
             let _ = sql.execute("SELECT pg_advisory_unlock($1)", &[&lock]).await;
@@ -150,7 +170,9 @@ async fn start(
                 Err(e) if e.sqlstate() == Some("42710") => {}
                 Err(e) => return Err(e.into()),
             }
-            setup::slot_state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
+            setup::slot_state(&sql, &cfg.slot_name)
+                .await?
+                .ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
         }
     };
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
@@ -159,10 +181,12 @@ async fn start(
     setup::validate_slot(&slot, cfg)?;
     let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
     conn.start_replication(&cfg.slot_name, requested, &cfg.publication_name).await.map_err(|e| match e {
-        PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => RelayError::Setup(setup::SetupError(format!(
-            "{s}; create publication `{}` or set publication.autocreate.mode=filtered",
-            cfg.publication_name
-        ))),
+        PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => {
+            RelayError::Setup(setup::SetupError(format!(
+                "{s}; create publication `{}` or set publication.autocreate.mode=filtered",
+                cfg.publication_name
+            )))
+        }
         e => e.into(),
     })?;
     // The slot is ours now and cannot move; a previous holder may have confirmed further between our
@@ -194,7 +218,9 @@ async fn snapshot_into_new_slot(
     tracing::info!(slot = %staging, consistent_point = %consistent, "snapshot: created staging slot");
     run_snapshot(cfg, params, Some(&exported), context, shutdown, metrics).await?;
     // Only now does the real slot exist: a crash before this point snapshots again.
-    sql.execute("SELECT pg_copy_logical_replication_slot($1, $2)", &[&staging, &cfg.slot_name]).await.map_err(PgError::Sql)?;
+    sql.execute("SELECT pg_copy_logical_replication_slot($1, $2)", &[&staging, &cfg.slot_name])
+        .await
+        .map_err(PgError::Sql)?;
     drop_slot_named(sql, &staging).await;
     tracing::info!(slot = %cfg.slot_name, consistent_point = %consistent, "created replication slot after the snapshot");
     setup::slot_state(sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))
@@ -214,7 +240,11 @@ async fn run_snapshot(
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
-    let sink = tokio::spawn(Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone()).run(rx, shutdown.clone(), cfg.shutdown_timeout));
+    let sink = tokio::spawn(Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone()).run(
+        rx,
+        shutdown.clone(),
+        cfg.shutdown_timeout,
+    ));
     let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx).await;
     drop(tx);
     let sink_result = sink.await.map_err(|e| RelayError::KafkaTransient(format!("the snapshot sink failed: {e}")))?;
@@ -227,7 +257,9 @@ async fn run_snapshot(
 async fn drop_slot_named(sql: &Client, slot: &str) {
     for _ in 0..50 {
         match sql.execute("SELECT pg_drop_replication_slot($1)", &[&slot]).await {
-            Err(e) if e.code().is_some_and(|c| c.code() == "55006") => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) if e.code().is_some_and(|c| c.code() == "55006") => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
             _ => return,
         }
     }

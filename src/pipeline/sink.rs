@@ -17,9 +17,9 @@ use crate::error::RelayError;
 use crate::kafka::{self, Ack, DeliveryFailure, Producer};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
+use crate::outbox::OutboxRecord;
 use crate::postgres::wire::pg_epoch_micros;
 use std::sync::atomic::Ordering;
-use crate::outbox::OutboxRecord;
 
 pub struct Sink {
     producer: Producer,
@@ -40,7 +40,13 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn new(producer: Producer, start: Lsn, confirmed: watch::Sender<Lsn>, kafka: KafkaConfig, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        producer: Producer,
+        start: Lsn,
+        confirmed: watch::Sender<Lsn>,
+        kafka: KafkaConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         metrics.confirmed_lsn.store(start.0, Ordering::Relaxed);
         Sink {
             producer,
@@ -65,7 +71,12 @@ impl Sink {
 
     /// Runs until the reader closes the channel or `stop` is cancelled, then waits at most
     /// `drain_timeout` for outstanding acknowledgements. Returns the first definite error.
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Vec<Item>>, stop: CancellationToken, drain_timeout: Duration) -> Result<(), RelayError> {
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Vec<Item>>,
+        stop: CancellationToken,
+        drain_timeout: Duration,
+    ) -> Result<(), RelayError> {
         let result = self.stream(&mut rx, &stop).await;
         // Nothing more is handed to the producer; what is already with it gets `drain_timeout`.
         drop(rx);
@@ -116,7 +127,10 @@ impl Sink {
                 Ok(Some(ack)) => self.on_ack(ack)?,
                 Ok(None) => break,
                 Err(_) => {
-                    tracing::warn!(unacknowledged = self.checkpoint.in_flight(), "stopped waiting for acknowledgements; those events will be published again on restart");
+                    tracing::warn!(
+                        unacknowledged = self.checkpoint.in_flight(),
+                        "stopped waiting for acknowledgements; those events will be published again on restart"
+                    );
                     break;
                 }
             }
@@ -185,20 +199,24 @@ impl Sink {
             event_id: Some(&f.event_id),
             table: None,
         };
-        let record = crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
+        let record =
+            crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
         let letter = self.checkpoint.next_seq();
         let mut h = OwnedHeaders::new_with_capacity(record.headers.len());
         for x in &record.headers {
             h = h.insert(Header { key: &x.name, value: x.value.as_deref() });
         }
-        let r: BaseRecord<'_, [u8], [u8], usize> = BaseRecord::with_opaque_to(&record.topic, letter as usize).headers(h);
+        let r: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(&record.topic, letter as usize).headers(h);
         match self.producer.inner.send(r) {
             Ok(()) => {
                 self.checkpoint.event_sent();
                 self.dead_letters.insert(letter, seq);
                 Ok(())
             }
-            Err((e, _)) => Err(RelayError::KafkaTransient(format!("cannot queue the dead letter for event `{}`: {e}", f.event_id))),
+            Err((e, _)) => {
+                Err(RelayError::KafkaTransient(format!("cannot queue the dead letter for event `{}`: {e}", f.event_id)))
+            }
         }
     }
 

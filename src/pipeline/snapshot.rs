@@ -54,11 +54,21 @@ pub async fn begin(sql: &Client, exported: Option<&str>) -> Result<(), PgError> 
 
 /// Routes every row of the captured tables into `tx`, then waits until the sink has every one of them
 /// acknowledged. Returns the number of records.
-pub async fn publish(sql: &Client, cfg: &Config, router: &mut Router, tx: &mpsc::Sender<Vec<Item>>) -> Result<u64, RelayError> {
+pub async fn publish(
+    sql: &Client,
+    cfg: &Config,
+    router: &mut Router,
+    tx: &mpsc::Sender<Vec<Item>>,
+) -> Result<u64, RelayError> {
     let mut count = 0u64;
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
         let columns = setup::table_columns(sql, &schema, &table).await?;
-        let plan = router.plan(&RelationInfo { oid: 0, schema: schema.clone(), table: table.clone(), columns: columns.clone() });
+        let plan = router.plan(&RelationInfo {
+            oid: 0,
+            schema: schema.clone(),
+            table: table.clone(),
+            columns: columns.clone(),
+        });
         // Heap order is not commit order (rows move after deletes and vacuum). Inserting transactions'
         // age, oldest first, then physical order within one, is the closest order the table keeps;
         // frozen rows all have the same age and fall back to physical order.

@@ -111,8 +111,7 @@ fn sql_error_text(e: &tokio_postgres::Error) -> String {
 
 /// SQLSTATEs after which retrying cannot help: the operator has to change something.
 fn definite_sqlstate(code: &str) -> bool {
-    matches!(&code[..code.len().min(2)], "28" | "42" | "3D" | "0A" | "22" | "23")
-        || matches!(code, "55000" | "42704")
+    matches!(&code[..code.len().min(2)], "28" | "42" | "3D" | "0A" | "22" | "23") || matches!(code, "55000" | "42704")
 }
 
 impl PgError {
@@ -131,7 +130,11 @@ impl PgError {
     /// Whether reconnecting may succeed without the operator changing anything.
     pub fn is_retryable(&self) -> bool {
         match self {
-            PgError::PasswordRequired { .. } | PgError::UnsupportedAuth { .. } | PgError::Scram(_) | PgError::Tls(_) | PgError::TlsRefused(_) => false,
+            PgError::PasswordRequired { .. }
+            | PgError::UnsupportedAuth { .. }
+            | PgError::Scram(_)
+            | PgError::Tls(_)
+            | PgError::TlsRefused(_) => false,
             PgError::Server(_) | PgError::Sql(_) => !self.sqlstate().is_some_and(definite_sqlstate),
             _ => true,
         }

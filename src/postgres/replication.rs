@@ -29,7 +29,11 @@ enum Stream {
 }
 
 impl tokio::io::AsyncRead for Stream {
-    fn poll_read(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -38,19 +42,29 @@ impl tokio::io::AsyncRead for Stream {
 }
 
 impl tokio::io::AsyncWrite for Stream {
-    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
-    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
-    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
@@ -76,17 +90,19 @@ pub struct SystemIdentity {
 impl ReplicationConnection {
     pub async fn connect(params: &ConnectParams) -> Result<Self, PgError> {
         let addr = format!("{}:{}", params.host, params.port);
-        let stream = tokio::time::timeout(params.connect_timeout, TcpStream::connect((params.host.as_str(), params.port)))
-            .await
-            .map_err(|_| PgError::ConnectTimeout { addr: addr.clone(), after: params.connect_timeout })?
-            .map_err(|source| PgError::Connect { addr: addr.clone(), source })?;
+        let stream =
+            tokio::time::timeout(params.connect_timeout, TcpStream::connect((params.host.as_str(), params.port)))
+                .await
+                .map_err(|_| PgError::ConnectTimeout { addr: addr.clone(), after: params.connect_timeout })?
+                .map_err(|source| PgError::Connect { addr: addr.clone(), source })?;
         stream.set_nodelay(true).map_err(PgError::Io)?;
         if params.tcp_keepalive {
             // database.tcpKeepAlive: the kernel notices a vanished peer even on an idle connection.
             let _ = socket2::SockRef::from(&stream).set_keepalive(true);
         }
         let stream = negotiate_tls(stream, params, &addr).await?;
-        let mut conn = ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
+        let mut conn =
+            ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
         conn.startup(params).await?;
         Ok(conn)
     }
@@ -132,9 +148,10 @@ impl ReplicationConnection {
         let code = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
         let data = &body[4..];
         let password = || {
-            p.password.as_ref().map(|s| s.expose().as_bytes()).ok_or_else(|| PgError::PasswordRequired {
-                user: p.user.clone(),
-            })
+            p.password
+                .as_ref()
+                .map(|s| s.expose().as_bytes())
+                .ok_or_else(|| PgError::PasswordRequired { user: p.user.clone() })
         };
         let mut out = BytesMut::new();
         match code {
@@ -283,9 +300,9 @@ impl ReplicationConnection {
                 tag::COPY_BOTH_RESPONSE => return Ok(()),
                 tag::ERROR_RESPONSE => error = Some(wire::parse_error_fields(&frame.body)),
                 tag::READY_FOR_QUERY => {
-                    return Err(error.map(PgError::from_server).unwrap_or(PgError::Protocol(WireError::Malformed {
-                        what: "START_REPLICATION response",
-                    })))
+                    return Err(error
+                        .map(PgError::from_server)
+                        .unwrap_or(PgError::Protocol(WireError::Malformed { what: "START_REPLICATION response" })))
                 }
                 _ => {}
             }
@@ -330,7 +347,14 @@ impl ReplicationConnection {
         let wait = async {
             loop {
                 match self.try_frame() {
-                    Ok(Some(f)) if matches!(f.tag, tag::COPY_DONE | tag::COMMAND_COMPLETE | tag::READY_FOR_QUERY | tag::ERROR_RESPONSE) => return,
+                    Ok(Some(f))
+                        if matches!(
+                            f.tag,
+                            tag::COPY_DONE | tag::COMMAND_COMPLETE | tag::READY_FOR_QUERY | tag::ERROR_RESPONSE
+                        ) =>
+                    {
+                        return
+                    }
                     Ok(Some(_)) => continue,
                     Ok(None) => {
                         if self.fill().await.is_err() {
@@ -358,7 +382,10 @@ async fn negotiate_tls(mut tcp: TcpStream, params: &ConnectParams, addr: &str) -
     if !want {
         return Ok(Stream::Plain(tcp));
     }
-    let config = params.tls.clone().ok_or_else(|| PgError::Tls("the TLS configuration could not be built (see the error above)".into()))?;
+    let config = params
+        .tls
+        .clone()
+        .ok_or_else(|| PgError::Tls("the TLS configuration could not be built (see the error above)".into()))?;
     let mut req = BytesMut::new();
     frontend::ssl_request(&mut req);
     tcp.write_all(&req).await.map_err(PgError::Io)?;
@@ -367,7 +394,10 @@ async fn negotiate_tls(mut tcp: TcpStream, params: &ConnectParams, addr: &str) -
     match answer[0] {
         b'S' => {
             let name = super::tls::server_name(&params.host).map_err(|e| PgError::Tls(e.to_string()))?;
-            let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| PgError::Tls(e.to_string()))?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| PgError::Tls(e.to_string()))?;
             Ok(Stream::Tls(Box::new(tls)))
         }
         b'N' if !must => Ok(Stream::Plain(tcp)),
@@ -385,4 +415,3 @@ pub fn quote_ident(s: &str) -> String {
 pub fn quote_literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
-

@@ -32,7 +32,12 @@ impl From<tokio_postgres::Error> for SetupFailure {
 
 pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
     let mut c = tokio_postgres::Config::new();
-    c.host(&p.host).port(p.port).user(&p.user).dbname(&p.dbname).application_name("pgoutbox-sql").connect_timeout(p.connect_timeout);
+    c.host(&p.host)
+        .port(p.port)
+        .user(&p.user)
+        .dbname(&p.dbname)
+        .application_name("pgoutbox-sql")
+        .connect_timeout(p.connect_timeout);
     if let Some(pw) = &p.password {
         c.password(pw.expose());
     }
@@ -55,7 +60,10 @@ pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
         });
         return Ok(client);
     }
-    let config = p.tls.clone().ok_or_else(|| PgError::Tls("the TLS configuration could not be built (see the error above)".into()))?;
+    let config = p
+        .tls
+        .clone()
+        .ok_or_else(|| PgError::Tls("the TLS configuration could not be built (see the error above)".into()))?;
     c.ssl_mode(if must { tokio_postgres::config::SslMode::Require } else { tokio_postgres::config::SslMode::Prefer });
     let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*config).clone());
     let (client, connection) = c.connect(tls).await.map_err(map_err)?;
@@ -74,7 +82,11 @@ fn tls_failure(e: &tokio_postgres::Error) -> Option<String> {
         if let Some(r) = c.downcast_ref::<rustls::Error>() {
             return Some(r.to_string());
         }
-        if let Some(r) = c.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        if let Some(r) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
             return Some(r.to_string());
         }
         cause = c.source();
@@ -174,7 +186,8 @@ fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> Set
     if e.code().is_some_and(|c| c.code() == "42710" || c.code() == "23505") {
         // Another instance created it between our check and our CREATE: reported as retryable, so
         // the next attempt finds it.
-        return PgError::Concurrent(format!("publication `{name}` was created by another instance at the same moment")).into();
+        return PgError::Concurrent(format!("publication `{name}` was created by another instance at the same moment"))
+            .into();
     }
     if e.code().is_some_and(|c| c.code() == "42501") {
         SetupError(format!("cannot create publication `{name}`: {e}; {fix}")).into()
@@ -185,7 +198,10 @@ fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> Set
 
 async fn published_tables(sql: &Client, publication: &str) -> Result<Vec<(String, String)>, SetupFailure> {
     let rows = sql
-        .query("SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2", &[&publication])
+        .query(
+            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2",
+            &[&publication],
+        )
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
@@ -260,13 +276,18 @@ pub async fn not_null_columns(sql: &Client, relation: u32) -> Result<HashMap<Str
 /// transaction that the publication filters out, the walsender reads replies only every half of it,
 /// so the relay must allow at least this much silence before declaring the server dead.
 pub async fn wal_sender_timeout(sql: &Client) -> Result<Option<std::time::Duration>, SetupFailure> {
-    let ms: i32 = sql.query_one("SELECT setting::int FROM pg_settings WHERE name = 'wal_sender_timeout'", &[]).await?.get(0);
+    let ms: i32 =
+        sql.query_one("SELECT setting::int FROM pg_settings WHERE name = 'wal_sender_timeout'", &[]).await?.get(0);
     Ok((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)))
 }
 
 /// A table's columns as the router needs them, from the catalog (for the snapshot, where no
 /// pgoutput Relation message describes the table).
-pub async fn table_columns(sql: &Client, schema: &str, table: &str) -> Result<Vec<crate::outbox::ColumnInfo>, SetupFailure> {
+pub async fn table_columns(
+    sql: &Client,
+    schema: &str,
+    table: &str,
+) -> Result<Vec<crate::outbox::ColumnInfo>, SetupFailure> {
     let rows = sql
         .query(
             "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull FROM pg_attribute a \
@@ -277,6 +298,11 @@ pub async fn table_columns(sql: &Client, schema: &str, table: &str) -> Result<Ve
         .await?;
     Ok(rows
         .iter()
-        .map(|r| crate::outbox::ColumnInfo { name: r.get(0), type_oid: r.get(1), type_modifier: r.get(2), not_null: r.get(3) })
+        .map(|r| crate::outbox::ColumnInfo {
+            name: r.get(0),
+            type_oid: r.get(1),
+            type_modifier: r.get(2),
+            not_null: r.get(3),
+        })
         .collect())
 }

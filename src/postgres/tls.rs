@@ -52,7 +52,9 @@ pub fn client_config(db: &DatabaseConfig) -> Result<ClientConfig, TlsError> {
         })?;
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_file_iter(path).map_err(|e| file_err("database.sslrootcert", path, e))? {
-            roots.add(cert.map_err(|e| file_err("database.sslrootcert", path, e))?).map_err(|e| TlsError::Config(e.to_string()))?;
+            roots
+                .add(cert.map_err(|e| file_err("database.sslrootcert", path, e))?)
+                .map_err(|e| TlsError::Config(e.to_string()))?;
         }
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
             .build()
@@ -85,7 +87,8 @@ fn file_err(key: &'static str, path: &str, e: impl std::fmt::Display) -> TlsErro
 }
 
 pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
-    ServerName::try_from(host.to_string()).map_err(|e| TlsError::Config(format!("`{host}` is not a valid TLS server name: {e}")))
+    ServerName::try_from(host.to_string())
+        .map_err(|e| TlsError::Config(format!("`{host}` is not a valid TLS server name: {e}")))
 }
 
 /// `verify-ca`: the chain must verify, the host name need not match.
@@ -102,16 +105,26 @@ impl ServerCertVerifier for IgnoreHostname {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
-            Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => {
-                Ok(ServerCertVerified::assertion())
-            }
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
-    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls12_signature(m, c, d)
     }
-    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls13_signature(m, c, d)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -125,13 +138,30 @@ impl ServerCertVerifier for IgnoreHostname {
 struct AcceptAnyCertificate(Arc<CryptoProvider>);
 
 impl ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
         Ok(ServerCertVerified::assertion())
     }
-    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
     }
-    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -93,7 +93,12 @@ fn consumer(kafka: &KafkaConfig) -> Result<BaseConsumer, VerifyError> {
         .set("enable.partition.eof", "false");
     // Connection and security settings apply to any client; producer tuning does not.
     for (k, v) in &kafka.producer_overrides {
-        if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") || k == "client.dns.lookup" || k == "client.id" {
+        if k.starts_with("security.")
+            || k.starts_with("sasl.")
+            || k.starts_with("ssl.")
+            || k == "client.dns.lookup"
+            || k == "client.id"
+        {
             c.set(k, v);
         }
     }
@@ -109,7 +114,9 @@ struct Ends {
 
 impl Ends {
     fn add(&mut self, topic: &str, partition: i32, next: i64, end: i64) {
-        if next < end && self.pending.entry(topic.to_string()).or_default().insert(partition, Pending { next, end }).is_none() {
+        if next < end
+            && self.pending.entry(topic.to_string()).or_default().insert(partition, Pending { next, end }).is_none()
+        {
             self.count += 1;
         }
     }
@@ -130,39 +137,57 @@ impl Ends {
     }
 
     fn incomplete(&self) -> Vec<(String, i32, i64, i64)> {
-        let mut v: Vec<_> = self.pending.iter().flat_map(|(t, parts)| parts.iter().map(|(&p, s)| (t.clone(), p, s.next, s.end))).collect();
+        let mut v: Vec<_> = self
+            .pending
+            .iter()
+            .flat_map(|(t, parts)| parts.iter().map(|(&p, s)| (t.clone(), p, s.next, s.end)))
+            .collect();
         v.sort();
         v
     }
 }
 
 /// Assigns every partition of `topics` at its start offset; returns the assignment and the ends.
-fn assign(consumer: &BaseConsumer, kafka: &KafkaConfig, topics: &[String], start: StartAt, summary: &mut ReadSummary) -> Result<(TopicPartitionList, Ends), VerifyError> {
+fn assign(
+    consumer: &BaseConsumer,
+    kafka: &KafkaConfig,
+    topics: &[String],
+    start: StartAt,
+    summary: &mut ReadSummary,
+) -> Result<(TopicPartitionList, Ends), VerifyError> {
     let offset = match start {
         StartAt::Beginning => Offset::Beginning,
         StartAt::Time(ms) => Offset::Offset(ms),
     };
     let mut assignment = TopicPartitionList::new();
     for topic in topics {
-        let md = consumer.fetch_metadata(Some(topic), BROKER_TIMEOUT).map_err(|e| broker_error(kafka, "cannot fetch topic metadata", e))?;
+        let md = consumer
+            .fetch_metadata(Some(topic), BROKER_TIMEOUT)
+            .map_err(|e| broker_error(kafka, "cannot fetch topic metadata", e))?;
         let Some(t) = md.topics().iter().find(|t| t.name() == topic) else { continue };
         if t.error().is_some() || t.partitions().is_empty() {
             summary.absent_topics.push(topic.clone());
             continue;
         }
         for p in t.partitions() {
-            assignment.add_partition_offset(topic, p.id(), offset).map_err(|e| broker_error(kafka, "cannot assign partitions", e))?;
+            assignment
+                .add_partition_offset(topic, p.id(), offset)
+                .map_err(|e| broker_error(kafka, "cannot assign partitions", e))?;
         }
     }
     if assignment.count() == 0 {
         return Ok((assignment, Ends::default()));
     }
     if let StartAt::Time(_) = start {
-        assignment = consumer.offsets_for_times(assignment, BROKER_TIMEOUT).map_err(|e| broker_error(kafka, "cannot look up offsets by time", e))?;
+        assignment = consumer
+            .offsets_for_times(assignment, BROKER_TIMEOUT)
+            .map_err(|e| broker_error(kafka, "cannot look up offsets by time", e))?;
     }
     let mut ends = Ends::default();
     for e in assignment.elements() {
-        let (low, high) = consumer.fetch_watermarks(e.topic(), e.partition(), BROKER_TIMEOUT).map_err(|err| broker_error(kafka, "cannot fetch partition offsets", err))?;
+        let (low, high) = consumer
+            .fetch_watermarks(e.topic(), e.partition(), BROKER_TIMEOUT)
+            .map_err(|err| broker_error(kafka, "cannot fetch partition offsets", err))?;
         summary.partitions += 1;
         let next = match e.offset() {
             Offset::Offset(o) => o.max(low),
@@ -209,10 +234,19 @@ pub fn read(
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 last_record = Instant::now();
-                let header = |name: &str| m.headers().and_then(|h| h.iter().filter(|h| h.key == name).last()).and_then(|h| h.value);
+                let header = |name: &str| {
+                    m.headers().and_then(|h| h.iter().filter(|h| h.key == name).last()).and_then(|h| h.value)
+                };
                 let id = header("id");
                 let commit_lsn = cmp.commit_lsn_header().and_then(|n| header(n));
-                cmp.observe(&ObservedRecord { topic: m.topic(), partition: m.partition(), offset: m.offset(), timestamp_ms: m.timestamp().to_millis(), id, commit_lsn });
+                cmp.observe(&ObservedRecord {
+                    topic: m.topic(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    timestamp_ms: m.timestamp().to_millis(),
+                    id,
+                    commit_lsn,
+                });
                 ends.advance(m.topic(), m.partition(), m.offset());
             }
             // Transient (a broker restarting, a leader moving): librdkafka retries by itself.

@@ -114,7 +114,8 @@ pub async fn run(args: VerifyArgs) -> ExitCode {
             orphans: args.orphans,
             idle: Duration::from_millis(args.idle_ms),
         };
-        let progress: Option<ProgressFn> = (args.progress || std::io::stderr().is_terminal()).then(|| Box::new(print_progress) as ProgressFn);
+        let progress: Option<ProgressFn> =
+            (args.progress || std::io::stderr().is_terminal()).then(|| Box::new(print_progress) as ProgressFn);
         verify(&config, &options, progress).await
     }
     .await;

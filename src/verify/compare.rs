@@ -210,7 +210,6 @@ struct Last {
     offset: i64,
 }
 
-
 /// Committed rows and consumed records, compared incrementally.
 #[derive(Debug, Default)]
 pub struct Comparison {
@@ -300,7 +299,14 @@ impl Comparison {
 
     /// The distinct topics of the committed rows, sorted.
     pub fn committed_topics(&self) -> Vec<String> {
-        let mut t: Vec<String> = self.events.iter().filter_map(|e| e.topic).collect::<HashSet<_>>().into_iter().map(|t| self.topics.name(t).to_string()).collect();
+        let mut t: Vec<String> = self
+            .events
+            .iter()
+            .filter_map(|e| e.topic)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .map(|t| self.topics.name(t).to_string())
+            .collect();
         t.sort();
         t
     }
@@ -320,7 +326,12 @@ impl Comparison {
 
     pub fn observe(&mut self, record: &ObservedRecord<'_>) {
         self.records += 1;
-        let loc = Loc { topic: self.topics.intern(record.topic), partition: record.partition, offset: record.offset, timestamp_ms: record.timestamp_ms };
+        let loc = Loc {
+            topic: self.topics.intern(record.topic),
+            partition: record.partition,
+            offset: record.offset,
+            timestamp_ms: record.timestamp_ms,
+        };
         let Some(id) = record.id else {
             self.without_id.push(loc);
             return;
@@ -338,7 +349,11 @@ impl Comparison {
         let event = &mut self.events[n as usize];
         event.copies += 1;
         if event.copies == 1 {
-            if let Some(lsn) = record.commit_lsn.and_then(|l| std::str::from_utf8(l).ok()).and_then(|l| l.parse::<crate::lsn::Lsn>().ok()) {
+            if let Some(lsn) = record
+                .commit_lsn
+                .and_then(|l| std::str::from_utf8(l).ok())
+                .and_then(|l| l.parse::<crate::lsn::Lsn>().ok())
+            {
                 event.order = Some(CommitOrder { rank: lsn.0 as i64, value: lsn.to_string() });
                 self.commit_lsn_seen = true;
             }
@@ -402,7 +417,10 @@ impl Comparison {
         match policy {
             OrphanPolicy::Off => None,
             OrphanPolicy::All => Some(TimeRange::default()),
-            OrphanPolicy::Window => window.from_ms.or(self.first_matched_ms).map(|from| TimeRange { from_ms: Some(from), until_ms: window.until_ms }),
+            OrphanPolicy::Window => window
+                .from_ms
+                .or(self.first_matched_ms)
+                .map(|from| TimeRange { from_ms: Some(from), until_ms: window.until_ms }),
         }
     }
 
@@ -411,7 +429,11 @@ impl Comparison {
     /// orphan) and passes the ones found to `finish`.
     pub fn orphan_candidates(&self, policy: OrphanPolicy, window: TimeRange) -> Vec<String> {
         let Some(range) = self.orphan_window(policy, window) else { return Vec::new() };
-        self.unmatched.iter().filter(|(_, u)| range.contains(u.first.timestamp_ms)).map(|(id, _)| id.to_string()).collect()
+        self.unmatched
+            .iter()
+            .filter(|(_, u)| range.contains(u.first.timestamp_ms))
+            .map(|(id, _)| id.to_string())
+            .collect()
     }
 
     /// The outcome, given which unmatched ids have a row after all (`rows_elsewhere`).
@@ -435,14 +457,20 @@ impl Comparison {
     }
 
     fn location(&self, l: &Loc) -> Location {
-        Location { topic: self.topics.name(l.topic).to_string(), partition: l.partition, offset: l.offset, timestamp_ms: l.timestamp_ms }
+        Location {
+            topic: self.topics.name(l.topic).to_string(),
+            partition: l.partition,
+            offset: l.offset,
+            timestamp_ms: l.timestamp_ms,
+        }
     }
 
     fn missing(&self) -> Tally<MissingEvent> {
         let mut missing = Tally::default();
         let mut unseen: Vec<&EventState> = self.events.iter().filter(|e| e.copies == 0).collect();
         // Examples in commit order, so the first one shown is where a gap starts.
-        unseen.sort_by(|a, b| (a.order.as_ref().map(|o| o.rank), &a.id).cmp(&(b.order.as_ref().map(|o| o.rank), &b.id)));
+        unseen
+            .sort_by(|a, b| (a.order.as_ref().map(|o| o.rank), &a.id).cmp(&(b.order.as_ref().map(|o| o.rank), &b.id)));
         for e in unseen {
             missing.add(|| MissingEvent {
                 id: e.id.to_string(),
@@ -457,7 +485,14 @@ impl Comparison {
     /// Unmatched ids in Kafka order of their first copy.
     fn unmatched_sorted(&self) -> Vec<(&Arc<str>, &Unmatched)> {
         let mut unmatched: Vec<(&Arc<str>, &Unmatched)> = self.unmatched.iter().collect();
-        unmatched.sort_by(|(a, ua), (b, ub)| (ua.first.topic, ua.first.partition, ua.first.offset, a).cmp(&(ub.first.topic, ub.first.partition, ub.first.offset, b)));
+        unmatched.sort_by(|(a, ua), (b, ub)| {
+            (ua.first.topic, ua.first.partition, ua.first.offset, a).cmp(&(
+                ub.first.topic,
+                ub.first.partition,
+                ub.first.offset,
+                b,
+            ))
+        });
         unmatched
     }
 
@@ -494,11 +529,19 @@ impl Comparison {
         for (n, locs) in committed {
             let e = &self.events[n as usize];
             extra += e.copies - 1;
-            duplicates.add(|| Duplicate { id: e.id.to_string(), copies: e.copies, locations: locs.iter().map(|l| self.location(l)).collect() });
+            duplicates.add(|| Duplicate {
+                id: e.id.to_string(),
+                copies: e.copies,
+                locations: locs.iter().map(|l| self.location(l)).collect(),
+            });
         }
         for (id, u) in self.unmatched_sorted().into_iter().filter(|(_, u)| u.copies > 1) {
             extra += u.copies - 1;
-            duplicates.add(|| Duplicate { id: id.to_string(), copies: u.copies, locations: vec![self.location(&u.first)] });
+            duplicates.add(|| Duplicate {
+                id: id.to_string(),
+                copies: u.copies,
+                locations: vec![self.location(&u.first)],
+            });
         }
         (duplicates, extra)
     }

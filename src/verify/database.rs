@@ -183,7 +183,11 @@ pub fn check_columns(table: &OutboxTable, router: &RouterConfig, windowed: bool)
 }
 
 /// `--order-column` if given, else commit timestamps if recorded, else a column found by name.
-pub async fn order_source(sql: &Client, table: &OutboxTable, requested: Option<&str>) -> Result<OrderSource, VerifyError> {
+pub async fn order_source(
+    sql: &Client,
+    table: &OutboxTable,
+    requested: Option<&str>,
+) -> Result<OrderSource, VerifyError> {
     if let Some(name) = requested {
         if !table.has(name) {
             return Err(VerifyError::Usage(format!(
@@ -211,7 +215,9 @@ pub async fn bound(sql: &Client, option: &str, text: &str) -> Result<Bound, Veri
         .query_one("SELECT (extract(epoch FROM $1::text::timestamptz) * 1000)::bigint", &[&text])
         .await
         .map_err(|e| match e.code().map(|c| c.code()) {
-            Some(code) if code.starts_with("22") => VerifyError::Usage(format!("{option} `{text}` is not a timestamp PostgreSQL understands (e.g. 2024-05-01T12:00:00Z)")),
+            Some(code) if code.starts_with("22") => VerifyError::Usage(format!(
+                "{option} `{text}` is not a timestamp PostgreSQL understands (e.g. 2024-05-01T12:00:00Z)"
+            )),
             _ => sql_error(e),
         })?;
     Ok(Bound { text: text.to_string(), ms: row.get(0) })
@@ -228,7 +234,10 @@ pub async fn read_rows(
     mut sink: impl FnMut(CommittedEvent),
 ) -> Result<(), VerifyError> {
     let (order_rank, order_text) = match order.sql() {
-        Some(o) => (format!("CASE WHEN ({o}) IS NULL THEN NULL ELSE dense_rank() OVER (ORDER BY {o}) END"), format!("({o})::text")),
+        Some(o) => (
+            format!("CASE WHEN ({o}) IS NULL THEN NULL ELSE dense_rank() OVER (ORDER BY {o}) END"),
+            format!("({o})::text"),
+        ),
         None => ("NULL::bigint".to_string(), "NULL::text".to_string()),
     };
     let mut conditions = Vec::new();
@@ -276,8 +285,17 @@ pub async fn read_rows(
 }
 
 /// Which of `ids` have a row in the table (any time window).
-pub async fn existing_ids(sql: &Client, table: &OutboxTable, id_column: &str, ids: &[String]) -> Result<HashSet<String>, VerifyError> {
-    let query = format!("SELECT {c}::text FROM {} WHERE {c}::text = ANY($1::text[])", table.qualified(), c = quote_ident(id_column));
+pub async fn existing_ids(
+    sql: &Client,
+    table: &OutboxTable,
+    id_column: &str,
+    ids: &[String],
+) -> Result<HashSet<String>, VerifyError> {
+    let query = format!(
+        "SELECT {c}::text FROM {} WHERE {c}::text = ANY($1::text[])",
+        table.qualified(),
+        c = quote_ident(id_column)
+    );
     let mut found = HashSet::new();
     for batch in ids.chunks(LOOKUP_BATCH) {
         for row in sql.query(query.as_str(), &[&batch]).await.map_err(sql_error)? {

@@ -82,7 +82,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { since: None, until: None, order_column: None, topics: Vec::new(), orphans: OrphanPolicy::Window, idle: Duration::from_secs(5) }
+        Options {
+            since: None,
+            until: None,
+            order_column: None,
+            topics: Vec::new(),
+            orphans: OrphanPolicy::Window,
+            idle: Duration::from_secs(5),
+        }
     }
 }
 
@@ -98,7 +105,10 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
 
     let mut cmp = Comparison::new();
     cmp.use_commit_lsn_header(config.commit_lsn_header.clone());
-    database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), |e| cmp.add_committed(e)).await?;
+    database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), |e| {
+        cmp.add_committed(e)
+    })
+    .await?;
     let mut topics = cmp.committed_topics();
     topics.extend(options.topics.iter().cloned());
     topics.sort();
@@ -114,7 +124,10 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     };
     let (kafka, read_topics, idle) = (config.kafka.clone(), topics.clone(), options.idle);
     let mut progress = progress.unwrap_or_else(|| Box::new(|_| {}));
-    let read = tokio::task::spawn_blocking(move || broker::read(&kafka, &read_topics, start, idle, &mut cmp, &mut *progress).map(|s| (cmp, s))).await;
+    let read = tokio::task::spawn_blocking(move || {
+        broker::read(&kafka, &read_topics, start, idle, &mut cmp, &mut *progress).map(|s| (cmp, s))
+    })
+    .await;
     let (cmp, summary) = match read {
         Ok(r) => r?,
         // Only a panic ends the blocking task early: let it continue as the panic it is.
@@ -131,12 +144,27 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     if let (Some(column), true) = (&config.router.field_event_timestamp, since.is_some()) {
         notes.push(format!("record timestamps come from column `{column}` (table.field.event.timestamp), so the topics were read from the beginning"));
     }
-    let order_source = if by_commit_lsn { "the records' commit LSN header (exact commit order)".to_string() } else { order.describe() };
-    Ok(Report { table: table.display(), topics, since: options.since.clone(), until: options.until.clone(), order_source, outcome, notes })
+    let order_source = if by_commit_lsn {
+        "the records' commit LSN header (exact commit order)".to_string()
+    } else {
+        order.describe()
+    };
+    Ok(Report {
+        table: table.display(),
+        topics,
+        since: options.since.clone(),
+        until: options.until.clone(),
+        order_source,
+        outcome,
+        notes,
+    })
 }
 
 /// `--since` and `--until` as PostgreSQL reads them.
-async fn bounds(sql: &tokio_postgres::Client, options: &Options) -> Result<(Option<database::Bound>, Option<database::Bound>), VerifyError> {
+async fn bounds(
+    sql: &tokio_postgres::Client,
+    options: &Options,
+) -> Result<(Option<database::Bound>, Option<database::Bound>), VerifyError> {
     let since = match &options.since {
         Some(t) => Some(database::bound(sql, "--since", t).await?),
         None => None,
@@ -153,7 +181,12 @@ async fn bounds(sql: &tokio_postgres::Client, options: &Options) -> Result<(Opti
     Ok((since, until))
 }
 
-fn notes(order: &database::OrderSource, o: &compare::Outcome, read: &broker::ReadSummary, options: &Options) -> Vec<String> {
+fn notes(
+    order: &database::OrderSource,
+    o: &compare::Outcome,
+    read: &broker::ReadSummary,
+    options: &Options,
+) -> Vec<String> {
     let mut notes = Vec::new();
     if *order == database::OrderSource::None {
         notes.push("order not checked: no --order-column, track_commit_timestamp is off, and the table has no seq, sequence or created_at column".to_string());

@@ -26,7 +26,10 @@ impl Report {
     /// when asked.
     pub fn failed(&self, fail_on_duplicates: bool) -> bool {
         let o = &self.outcome;
-        o.missing.count > 0 || o.orphans.count > 0 || o.order_violations.count > 0 || (fail_on_duplicates && o.duplicates.count > 0)
+        o.missing.count > 0
+            || o.orphans.count > 0
+            || o.order_violations.count > 0
+            || (fail_on_duplicates && o.duplicates.count > 0)
     }
 
     pub fn to_json(&self, fail_on_duplicates: bool) -> Value {
@@ -75,9 +78,19 @@ impl Report {
         let mut s = String::new();
         let window = match (&self.since, &self.until) {
             (None, None) => "all rows".to_string(),
-            (since, until) => format!("rows with created_at in [{}, {})", since.as_deref().unwrap_or("-inf"), until.as_deref().unwrap_or("+inf")),
+            (since, until) => format!(
+                "rows with created_at in [{}, {})",
+                since.as_deref().unwrap_or("-inf"),
+                until.as_deref().unwrap_or("+inf")
+            ),
         };
-        let _ = writeln!(s, "outbox {} ({window}) vs {} topic(s): {}", self.table, self.topics.len(), self.topics.join(", "));
+        let _ = writeln!(
+            s,
+            "outbox {} ({window}) vs {} topic(s): {}",
+            self.table,
+            self.topics.len(),
+            self.topics.join(", ")
+        );
         let _ = writeln!(s, "commit order from: {}", self.order_source);
         let _ = writeln!(s, "events committed:  {}", o.events_committed);
         let _ = writeln!(s, "records consumed:  {}", o.records_consumed);
@@ -85,7 +98,13 @@ impl Report {
         let _ = writeln!(s, "missing:           {}  (committed, no record in Kafka)", o.missing.count);
         for m in &o.missing.examples {
             let order = m.order.as_deref().map(|v| format!(" order={v}")).unwrap_or_default();
-            let _ = writeln!(s, "  - id={} topic={} aggregate={}{order}", m.id, m.topic.as_deref().unwrap_or("<unroutable: NULL route-by value>"), m.aggregate.as_deref().unwrap_or("<null>"));
+            let _ = writeln!(
+                s,
+                "  - id={} topic={} aggregate={}{order}",
+                m.id,
+                m.topic.as_deref().unwrap_or("<unroutable: NULL route-by value>"),
+                m.aggregate.as_deref().unwrap_or("<null>")
+            );
         }
         more(&mut s, o.missing.count, o.missing.examples.len());
 
@@ -94,9 +113,19 @@ impl Report {
                 let _ = writeln!(s, "orphans:           not checked (see the notes)");
             }
             Some(w) => {
-                let _ = writeln!(s, "orphans:           {}  (in Kafka, no row in the table, published {})", o.orphans.count, window_text(w));
+                let _ = writeln!(
+                    s,
+                    "orphans:           {}  (in Kafka, no row in the table, published {})",
+                    o.orphans.count,
+                    window_text(w)
+                );
                 for x in &o.orphans.examples {
-                    let _ = writeln!(s, "  - id={} at {}", x.id.as_deref().unwrap_or("<no id header>"), location_text(&x.location));
+                    let _ = writeln!(
+                        s,
+                        "  - id={} at {}",
+                        x.id.as_deref().unwrap_or("<no id header>"),
+                        location_text(&x.location)
+                    );
                 }
                 more(&mut s, o.orphans.count, o.orphans.examples.len());
                 if o.unmatched_outside_window > 0 {
@@ -110,14 +139,19 @@ impl Report {
         }
 
         let verdict = if fail_on_duplicates { "fails (--fail-on-duplicates)" } else { "reported, not failed" };
-        let _ = writeln!(s, "duplicates:        {}  ({} extra record(s); {verdict})", o.duplicates.count, o.duplicate_records);
+        let _ = writeln!(
+            s,
+            "duplicates:        {}  ({} extra record(s); {verdict})",
+            o.duplicates.count, o.duplicate_records
+        );
         for d in &o.duplicates.examples {
             let at: Vec<String> = d.locations.iter().map(location_text).collect();
             let _ = writeln!(s, "  - id={} x{} at {}", d.id, d.copies, at.join("; "));
         }
         more(&mut s, o.duplicates.count, o.duplicates.examples.len());
 
-        let _ = writeln!(s, "order violations:  {}  ({} first copies checked)", o.order_violations.count, o.order_checked);
+        let _ =
+            writeln!(s, "order violations:  {}  ({} first copies checked)", o.order_violations.count, o.order_checked);
         for v in &o.order_violations.examples {
             let _ = writeln!(
                 s,

@@ -28,7 +28,14 @@ fn compare(rows: Vec<CommittedEvent>, records: &[(i32, i64, i64, Option<String>)
         c.add_committed(r);
     }
     for (partition, offset, ts, id) in records {
-        c.observe(&ObservedRecord { topic: T, partition: *partition, offset: *offset, timestamp_ms: Some(*ts), id: id.as_deref().map(str::as_bytes), commit_lsn: None });
+        c.observe(&ObservedRecord {
+            topic: T,
+            partition: *partition,
+            offset: *offset,
+            timestamp_ms: Some(*ts),
+            id: id.as_deref().map(str::as_bytes),
+            commit_lsn: None,
+        });
     }
     c
 }
@@ -39,7 +46,10 @@ fn finish(c: Comparison, policy: OrphanPolicy) -> Outcome {
 
 #[test]
 fn comparison_clean_when_every_row_has_one_record() {
-    let c = compare(vec![row("e1", "a", 1), row("e2", "b", 2), row("e3", "a", 3)], &[rec(0, 0, 100, "e1"), rec(1, 0, 101, "e2"), rec(0, 1, 102, "e3")]);
+    let c = compare(
+        vec![row("e1", "a", 1), row("e2", "b", 2), row("e3", "a", 3)],
+        &[rec(0, 0, 100, "e1"), rec(1, 0, 101, "e2"), rec(0, 1, 102, "e3")],
+    );
     assert_eq!(c.missing_now(), 0);
     assert_eq!(c.committed_topics(), vec![T.to_string()]);
     let o = finish(c, OrphanPolicy::Window);
@@ -124,7 +134,14 @@ fn comparison_records_without_id_header_are_orphans() {
 fn comparison_redelivery_is_duplicates_not_order_violations() {
     // A relay crash after publishing e1..e3 but before confirming: all three are published again.
     let rows = vec![row("e1", "a", 1), row("e2", "a", 2), row("e3", "a", 3)];
-    let records = [rec(0, 0, 1, "e1"), rec(0, 1, 2, "e2"), rec(0, 2, 3, "e3"), rec(0, 3, 4, "e1"), rec(0, 4, 5, "e2"), rec(0, 5, 6, "e3")];
+    let records = [
+        rec(0, 0, 1, "e1"),
+        rec(0, 1, 2, "e2"),
+        rec(0, 2, 3, "e3"),
+        rec(0, 3, 4, "e1"),
+        rec(0, 4, 5, "e2"),
+        rec(0, 5, 6, "e3"),
+    ];
     let o = finish(compare(rows, &records), OrphanPolicy::Window);
     assert_eq!(o.order_violations.count, 0);
     assert_eq!((o.duplicates.count, o.duplicate_records), (3, 3));
@@ -144,7 +161,15 @@ fn comparison_counts_duplicate_orphans_once_as_orphan() {
 
 #[test]
 fn comparison_finds_order_violations_per_aggregate_and_partition() {
-    let rows = vec![row("a1", "A", 1), row("a2", "A", 2), row("a3", "A", 3), row("b1", "B", 4), row("b2", "B", 5), row("c1", "C", 6), row("c2", "C", 7)];
+    let rows = vec![
+        row("a1", "A", 1),
+        row("a2", "A", 2),
+        row("a3", "A", 3),
+        row("b1", "B", 4),
+        row("b2", "B", 5),
+        row("c1", "C", 6),
+        row("c2", "C", 7),
+    ];
     let records = [
         // A: 1, 3, 2 -> a2 arrives after a3.
         rec(0, 0, 1, "a1"),
@@ -159,7 +184,10 @@ fn comparison_finds_order_violations_per_aggregate_and_partition() {
     let o = finish(compare(rows, &records), OrphanPolicy::Window);
     assert_eq!(o.order_violations.count, 1, "{:?}", o.order_violations);
     let v = &o.order_violations.examples[0];
-    assert_eq!((v.aggregate.as_str(), v.id.as_str(), v.offset, v.after_id.as_str(), v.after_offset), ("A", "a2", 3, "a3", 1));
+    assert_eq!(
+        (v.aggregate.as_str(), v.id.as_str(), v.offset, v.after_id.as_str(), v.after_offset),
+        ("A", "a2", 3, "a3", 1)
+    );
     assert_eq!((v.order.as_str(), v.after_order.as_str()), ("2", "3"));
     assert_eq!((v.topic.as_str(), v.partition), (T, 0));
 }
@@ -196,8 +224,18 @@ fn comparison_equal_commit_order_is_not_a_violation() {
 #[test]
 fn comparison_skips_order_without_order_value_or_aggregate() {
     let rows = vec![
-        CommittedEvent { id: "n1".into(), topic: Some(T.into()), aggregate: None, order: Some(CommitOrder { rank: 2, value: "2".into() }) },
-        CommittedEvent { id: "n2".into(), topic: Some(T.into()), aggregate: None, order: Some(CommitOrder { rank: 1, value: "1".into() }) },
+        CommittedEvent {
+            id: "n1".into(),
+            topic: Some(T.into()),
+            aggregate: None,
+            order: Some(CommitOrder { rank: 2, value: "2".into() }),
+        },
+        CommittedEvent {
+            id: "n2".into(),
+            topic: Some(T.into()),
+            aggregate: None,
+            order: Some(CommitOrder { rank: 1, value: "1".into() }),
+        },
         CommittedEvent { id: "u1".into(), topic: Some(T.into()), aggregate: Some("A".into()), order: None },
         row("a1", "A", 5),
     ];
@@ -208,7 +246,8 @@ fn comparison_skips_order_without_order_value_or_aggregate() {
 
 #[test]
 fn comparison_unroutable_row_is_missing_without_topic() {
-    let c = compare(vec![CommittedEvent { id: "e1".into(), topic: None, aggregate: Some("a".into()), order: None }], &[]);
+    let c =
+        compare(vec![CommittedEvent { id: "e1".into(), topic: None, aggregate: Some("a".into()), order: None }], &[]);
     assert!(c.committed_topics().is_empty());
     let o = finish(c, OrphanPolicy::Window);
     assert_eq!(o.missing.examples[0].topic, None);
@@ -234,7 +273,15 @@ fn iso8601_formats_epoch_millis() {
 }
 
 fn report(o: Outcome) -> Report {
-    Report { table: "public.outbox".into(), topics: vec![T.into()], since: None, until: None, order_source: "column `seq`".into(), outcome: o, notes: vec!["a note".into()] }
+    Report {
+        table: "public.outbox".into(),
+        topics: vec![T.into()],
+        since: None,
+        until: None,
+        order_source: "column `seq`".into(),
+        outcome: o,
+        notes: vec!["a note".into()],
+    }
 }
 
 #[test]
@@ -243,16 +290,25 @@ fn report_fails_on_findings_and_on_duplicates_only_when_asked() {
     assert!(!clean.failed(true));
     assert!(clean.to_text(false).contains("result: OK"));
 
-    let dup = report(finish(compare(vec![row("e1", "a", 1)], &[rec(0, 0, 1, "e1"), rec(0, 1, 2, "e1")]), OrphanPolicy::Window));
+    let dup = report(finish(
+        compare(vec![row("e1", "a", 1)], &[rec(0, 0, 1, "e1"), rec(0, 1, 2, "e1")]),
+        OrphanPolicy::Window,
+    ));
     assert!(!dup.failed(false));
     assert!(dup.failed(true));
     assert_eq!(dup.to_json(true)["ok"], false);
     assert_eq!(dup.to_json(false)["duplicates"]["count"], 1);
 
-    let missing = report(finish(compare(vec![row("e1", "a", 1), row("e2", "a", 2)], &[rec(0, 0, 1, "e1")]), OrphanPolicy::Window));
+    let missing = report(finish(
+        compare(vec![row("e1", "a", 1), row("e2", "a", 2)], &[rec(0, 0, 1, "e1")]),
+        OrphanPolicy::Window,
+    ));
     assert!(missing.failed(false));
     let text = missing.to_text(false);
-    assert!(text.contains("missing:           1") && text.contains("id=e2") && text.contains("result: FAILED"), "{text}");
+    assert!(
+        text.contains("missing:           1") && text.contains("id=e2") && text.contains("result: FAILED"),
+        "{text}"
+    );
     assert!(text.contains("note: a note"));
     let json = missing.to_json(false);
     assert_eq!(json["missing"]["count"], 1);
@@ -260,11 +316,17 @@ fn report_fails_on_findings_and_on_duplicates_only_when_asked() {
     assert_eq!(json["events_committed"], 2);
     assert_eq!(json["records_consumed"], 1);
 
-    let orphan = report(finish(compare(vec![row("e1", "a", 1)], &[rec(0, 0, 1, "e1"), rec(0, 1, 2, "x")]), OrphanPolicy::Window));
+    let orphan = report(finish(
+        compare(vec![row("e1", "a", 1)], &[rec(0, 0, 1, "e1"), rec(0, 1, 2, "x")]),
+        OrphanPolicy::Window,
+    ));
     assert!(orphan.failed(false));
     assert!(orphan.to_text(false).contains("id=x at outbox.event.Order[0]@1"), "{}", orphan.to_text(false));
 
-    let order = report(finish(compare(vec![row("e1", "a", 1), row("e2", "a", 2)], &[rec(0, 0, 1, "e2"), rec(0, 1, 2, "e1")]), OrphanPolicy::Window));
+    let order = report(finish(
+        compare(vec![row("e1", "a", 1), row("e2", "a", 2)], &[rec(0, 0, 1, "e2"), rec(0, 1, 2, "e1")]),
+        OrphanPolicy::Window,
+    ));
     assert!(order.failed(false));
     assert_eq!(order.to_json(false)["order_violations"]["examples"][0]["after_id"], "e2");
 }
@@ -274,12 +336,24 @@ fn comparison_orders_by_the_commit_lsn_header_when_records_carry_it() {
     let mut c = Comparison::new();
     c.use_commit_lsn_header(Some("__pgoutbox.commit_lsn".into()));
     for id in ["e1", "e2"] {
-        c.add_committed(CommittedEvent { id: id.into(), topic: Some(T.into()), aggregate: Some("a".into()), order: None });
+        c.add_committed(CommittedEvent {
+            id: id.into(),
+            topic: Some(T.into()),
+            aggregate: Some("a".into()),
+            order: None,
+        });
     }
     // e2 committed first (0/20) but sits after e1 (0/30) in the partition: a violation, found from
     // the records alone.
     for (offset, id, lsn) in [(0, "e1", "0/30"), (1, "e2", "0/20")] {
-        c.observe(&ObservedRecord { topic: T, partition: 0, offset, timestamp_ms: Some(1), id: Some(id.as_bytes()), commit_lsn: Some(lsn.as_bytes()) });
+        c.observe(&ObservedRecord {
+            topic: T,
+            partition: 0,
+            offset,
+            timestamp_ms: Some(1),
+            id: Some(id.as_bytes()),
+            commit_lsn: Some(lsn.as_bytes()),
+        });
     }
     assert!(c.ordered_by_commit_lsn());
     let o = finish(c, OrphanPolicy::Off);

@@ -53,7 +53,15 @@ impl Broker {
             let log = File::options().create(true).append(true).open(dir.join("broker.log")).expect("broker log");
             let mut child = Command::new(tansu_bin())
                 .current_dir(dir)
-                .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "memory://tansu/"])
+                .args([
+                    "broker",
+                    "--listener-url",
+                    &url,
+                    "--advertised-listener-url",
+                    &url,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ])
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("clone log handle"))
                 .stderr(log)
@@ -67,15 +75,16 @@ impl Broker {
         }
         panic!("tansu did not start; see {}", dir.join("broker.log").display());
     }
-
 }
 
 /// Every topic on the broker except internal ones (`__…`), so that records sent to a topic nobody
 /// expected are compared too.
 pub fn list_topics(addr: &str) -> Vec<String> {
-    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", addr).create().expect("metadata client");
+    let c: BaseConsumer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", addr).create().expect("metadata client");
     let md = c.fetch_metadata(None, Duration::from_secs(10)).expect("broker metadata");
-    let mut names: Vec<String> = md.topics().iter().map(|t| t.name().to_string()).filter(|n| !n.starts_with("__")).collect();
+    let mut names: Vec<String> =
+        md.topics().iter().map(|t| t.name().to_string()).filter(|n| !n.starts_with("__")).collect();
     names.sort();
     names
 }

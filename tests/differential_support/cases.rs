@@ -111,7 +111,10 @@ pub fn renamed_columns() -> Case {
 pub fn route_regex_capture_groups() -> Case {
     Case::new("route_regex_capture_groups")
         // `\\.` in the file is `\.` after Java's .properties unescaping.
-        .router(&[r"route.topic.regex=(?<domain>[a-z]+)\\.(?<entity>[A-Za-z]+)", "route.topic.replacement=${domain}-events.$2"])
+        .router(&[
+            r"route.topic.regex=(?<domain>[a-z]+)\\.(?<entity>[A-Za-z]+)",
+            "route.topic.replacement=${domain}-events.$2",
+        ])
         .sql([
             insert("sales.Order", Some("o-1"), Some(r#"{"n": 1}"#)),
             insert("sales.Invoice", Some("i-1"), Some(r#"{"n": 2}"#)),
@@ -225,7 +228,8 @@ pub fn update_delete_dropped_under_warn() -> Case {
 
 /// Also with REPLICA IDENTITY FULL, so UPDATE/DELETE carry the whole old row.
 pub fn update_delete_dropped_under_error() -> Case {
-    update_delete("update_delete_dropped_under_error", "error").before_slots(["ALTER TABLE {t} REPLICA IDENTITY FULL".to_string()])
+    update_delete("update_delete_dropped_under_error", "error")
+        .before_slots(["ALTER TABLE {t} REPLICA IDENTITY FULL".to_string()])
 }
 
 // Topic-legal aggregate types with dots, dashes, underscores and case; ids with anything.
@@ -245,10 +249,16 @@ const IDS: &[&str] = &[
 ];
 
 fn aggregate_names(name: &'static str, props: Vec<String>) -> Case {
-    let sql = (0..2 * IDS.len()).map(|i| insert(TYPES[i % TYPES.len()], Some(IDS[i % IDS.len()]), Some(&format!(r#"{{"i": {i}}}"#))));
+    let sql = (0..2 * IDS.len())
+        .map(|i| insert(TYPES[i % TYPES.len()], Some(IDS[i % IDS.len()]), Some(&format!(r#"{{"i": {i}}}"#))));
     with_props(Case::new(name), props)
         .sql(sql)
-        .topics(&["outbox.event.Order.Line", "outbox.event.order-item", "outbox.event.MixedCase_Type", "outbox.event.a.b-c_D.9"])
+        .topics(&[
+            "outbox.event.Order.Line",
+            "outbox.event.order-item",
+            "outbox.event.MixedCase_Type",
+            "outbox.event.a.b-c_D.9",
+        ])
         .records(2 * IDS.len())
 }
 
@@ -257,7 +267,10 @@ pub fn aggregate_names_with_dots_dashes_case_and_unicode() -> Case {
 }
 
 pub fn aggregate_names_with_dots_dashes_case_and_unicode_string_converters() -> Case {
-    aggregate_names("aggregate_names_with_dots_dashes_case_and_unicode_string_converters", converters(STRING, false, STRING, false))
+    aggregate_names(
+        "aggregate_names_with_dots_dashes_case_and_unicode_string_converters",
+        converters(STRING, false, STRING, false),
+    )
 }
 
 // Payloads around 1 MB (and over 1 MiB once JSON-escaped), with the request size raised on
@@ -362,7 +375,12 @@ fn placement(name: &'static str, placement: &str) -> Case {
     Case::new(name)
         .columns(&["part integer NOT NULL"])
         .props(&[format!("transforms.outbox.table.fields.additional.placement={placement}")])
-        .sql([row("a", "OrderCreated", 0), row("b", "OrderShipped", 2), row("a", "OrderPaid", 1), row("c", "Ümlaut", 2)])
+        .sql([
+            row("a", "OrderCreated", 0),
+            row("b", "OrderShipped", 2),
+            row("a", "OrderPaid", 1),
+            row("c", "Ümlaut", 2),
+        ])
         .topics(&[ORDER])
         .records(4)
 }
@@ -372,7 +390,10 @@ pub fn placement_header() -> Case {
 }
 
 pub fn placement_envelope() -> Case {
-    with_props(placement("placement_envelope", "type:envelope:eventType,aggregateid:envelope"), converters(JSON, false, JSON, false))
+    with_props(
+        placement("placement_envelope", "type:envelope:eventType,aggregateid:envelope"),
+        converters(JSON, false, JSON, false),
+    )
 }
 
 /// The envelope's schema name carries the table and the routed value.
@@ -422,16 +443,22 @@ pub fn expand_json_payload_edge_values() -> Case {
         "{}",
         r#"{"arr": []}"#,
     ];
-    with_props(Case::new("expand_json_payload_edge_values").router(&["table.expand.json.payload=true"]), converters(JSON, false, JSON, true))
-        .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
-        .topics(&[ORDER])
-        .records(payloads.len())
+    with_props(
+        Case::new("expand_json_payload_edge_values").router(&["table.expand.json.payload=true"]),
+        converters(JSON, false, JSON, true),
+    )
+    .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
+    .topics(&[ORDER])
+    .records(payloads.len())
 }
 
 pub fn bytea_binary_data_converter() -> Case {
     let mut c = bytea_payload_json_converter();
     c.name = "bytea_binary_data_converter";
-    c.props(&["value.converter=io.debezium.converters.BinaryDataConverter".to_string(), format!("key.converter={STRING}")])
+    c.props(&[
+        "value.converter=io.debezium.converters.BinaryDataConverter".to_string(),
+        format!("key.converter={STRING}"),
+    ])
 }
 
 /// Rows that exist before the relays start, which create their slots themselves: only a snapshot
@@ -440,7 +467,13 @@ pub fn snapshot_initial() -> Case {
     Case::new("snapshot_initial")
         .props(&["snapshot.mode=initial"])
         .relays_create_slots()
-        .before_slots((0..5).map(|i| insert(if i % 2 == 0 { "Order" } else { "Customer" }, Some(&format!("pre-{}", i % 3)), Some(&format!(r#"{{"i": {i}}}"#)))))
+        .before_slots((0..5).map(|i| {
+            insert(
+                if i % 2 == 0 { "Order" } else { "Customer" },
+                Some(&format!("pre-{}", i % 3)),
+                Some(&format!(r#"{{"i": {i}}}"#)),
+            )
+        }))
         .topics(&[ORDER, CUSTOMER])
         .records(5)
 }
@@ -466,7 +499,13 @@ pub fn event_timestamp_millis() -> Case {
         "ts timestamp(3) NOT NULL",
         // Not exactly 1970-01-01T00:00:00.000: librdkafka treats a record timestamp of 0 as "now", so that
         // one instant cannot be sent (docs/compatibility.md, R-9).
-        &["2024-02-29 12:34:56.789", "1970-01-01 00:00:01", "1970-01-01 00:00:00.001", "2038-01-19 03:14:08.5", "9999-12-31 23:59:59.999"],
+        &[
+            "2024-02-29 12:34:56.789",
+            "1970-01-01 00:00:01",
+            "1970-01-01 00:00:00.001",
+            "2038-01-19 03:14:08.5",
+            "9999-12-31 23:59:59.999",
+        ],
     )
 }
 
@@ -475,7 +514,12 @@ pub fn event_timestamp_micros() -> Case {
     event_timestamp(
         "event_timestamp_micros",
         "ts timestamp NOT NULL",
-        &["2024-02-29 12:34:56.789999", "2000-01-01 00:00:00.000001", "1970-01-01 00:00:01.000999", "2024-02-29 12:34:56"],
+        &[
+            "2024-02-29 12:34:56.789999",
+            "2000-01-01 00:00:00.000001",
+            "1970-01-01 00:00:01.000999",
+            "2024-02-29 12:34:56",
+        ],
     )
 }
 

@@ -41,7 +41,13 @@ pub fn compare(debezium: &[ConsumedRecord], pgoutbox: &[ConsumedRecord], timesta
     slots.dedup();
     for slot in slots {
         let where_ = format!("topic {} partition {}", slot.0, slot.1);
-        pair_up(&where_, dk.get(slot).map_or(&[][..], Vec::as_slice), pk.get(slot).map_or(&[][..], Vec::as_slice), Checks { partition: true, timestamps }, &mut problems);
+        pair_up(
+            &where_,
+            dk.get(slot).map_or(&[][..], Vec::as_slice),
+            pk.get(slot).map_or(&[][..], Vec::as_slice),
+            Checks { partition: true, timestamps },
+            &mut problems,
+        );
     }
     // Key-less records: matched by content within their topic (see LEGITIMATE_DIFFERENCES).
     let (dn, pn) = (keyless(debezium), keyless(pgoutbox));
@@ -50,7 +56,13 @@ pub fn compare(debezium: &[ConsumedRecord], pgoutbox: &[ConsumedRecord], timesta
     topics.dedup();
     for topic in topics {
         let where_ = format!("topic {topic}, records with a NULL key (any partition)");
-        pair_up(&where_, dn.get(topic).map_or(&[][..], Vec::as_slice), pn.get(topic).map_or(&[][..], Vec::as_slice), Checks { partition: false, timestamps }, &mut problems);
+        pair_up(
+            &where_,
+            dn.get(topic).map_or(&[][..], Vec::as_slice),
+            pn.get(topic).map_or(&[][..], Vec::as_slice),
+            Checks { partition: false, timestamps },
+            &mut problems,
+        );
     }
     problems
 }
@@ -108,8 +120,12 @@ fn pair_up(where_: &str, dbz: &[&ConsumedRecord], pgo: &[&ConsumedRecord], check
                     ));
                 }
             }
-            (Some(d), None) => problems.push(format!("{where_}, record #{i}: only Debezium produced\n  {}", describe(d))),
-            (None, Some(p)) => problems.push(format!("{where_}, record #{i}: only pgoutbox produced\n  {}", describe(p))),
+            (Some(d), None) => {
+                problems.push(format!("{where_}, record #{i}: only Debezium produced\n  {}", describe(d)))
+            }
+            (None, Some(p)) => {
+                problems.push(format!("{where_}, record #{i}: only pgoutbox produced\n  {}", describe(p)))
+            }
             (None, None) => {}
         }
     }
@@ -186,7 +202,12 @@ fn show(b: Option<&[u8]>) -> String {
     match b {
         None => "null".to_string(),
         Some(b) if b.len() > 300 => {
-            format!("{:?}…({} bytes)…{:?}", String::from_utf8_lossy(&b[..150]), b.len(), String::from_utf8_lossy(&b[b.len() - 100..]))
+            format!(
+                "{:?}…({} bytes)…{:?}",
+                String::from_utf8_lossy(&b[..150]),
+                b.len(),
+                String::from_utf8_lossy(&b[b.len() - 100..])
+            )
         }
         Some(b) => format!("{:?} ({} bytes)", String::from_utf8_lossy(b), b.len()),
     }
@@ -242,7 +263,10 @@ mod tests {
             timestamp: Some(offset),
             key: key.map(|k| k.as_bytes().to_vec()),
             value: Some(value.as_bytes().to_vec()),
-            headers: vec![(RUN_ID_HEADER.into(), Some(run.as_bytes().to_vec())), ("id".into(), Some(value.as_bytes().to_vec()))],
+            headers: vec![
+                (RUN_ID_HEADER.into(), Some(run.as_bytes().to_vec())),
+                ("id".into(), Some(value.as_bytes().to_vec())),
+            ],
         }
     }
 

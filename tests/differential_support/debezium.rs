@@ -33,7 +33,10 @@ pub struct Debezium {
 fn install() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let out = Command::new(scripts_dir().join("debezium.sh")).arg("install").output().expect("run scripts/debezium.sh install");
+        let out = Command::new(scripts_dir().join("debezium.sh"))
+            .arg("install")
+            .output()
+            .expect("run scripts/debezium.sh install");
         assert!(out.status.success(), "scripts/debezium.sh install failed:\n{}", String::from_utf8_lossy(&out.stderr));
     });
 }

@@ -119,7 +119,9 @@ pub async fn prepare(case: &Case, names: &Names) {
     for s in &case.before_slots {
         sql.batch_execute(&s.replace("{t}", &names.table)).await.unwrap_or_else(|e| panic!("{s}: {e}"));
     }
-    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table)).await.expect("create publication");
+    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table))
+        .await
+        .expect("create publication");
     if case.relays_create_slots {
         return;
     }
@@ -141,7 +143,8 @@ async fn execute(case: Case, names: Names) -> Result<String, String> {
     }
 
     let dbz_config = names.dir.join("debezium.properties");
-    std::fs::write(&dbz_config, properties(&names, &names.debezium_slot, &dbz_broker.addr, &case.props)).expect("write config");
+    std::fs::write(&dbz_config, properties(&names, &names.debezium_slot, &dbz_broker.addr, &case.props))
+        .expect("write config");
     let pgo_config = properties(&names, &names.pgoutbox_slot, &pgo_broker.addr, &case.props);
     std::fs::write(names.dir.join("pgoutbox.properties"), &pgo_config).expect("write config");
     let t0 = Instant::now();
@@ -162,22 +165,37 @@ async fn execute(case: Case, names: Names) -> Result<String, String> {
             dbz.wait_records(n as u64, DEBEZIUM_DEADLINE).await.map_err(|e| format!("{e}\n{}", logs(&dbz, &relay)))?;
             let dbz_time = t0.elapsed();
             let dbz_exit = dbz.stop().await.map_err(|e| format!("{e}\n{}", logs(&dbz, &relay)))?;
-            wait_for_pgoutbox(&mut relay, &pgo_broker.addr, &case.topics, n).await.map_err(|e| format!("{e}\n{}", logs(&dbz, &relay)))?;
+            wait_for_pgoutbox(&mut relay, &pgo_broker.addr, &case.topics, n)
+                .await
+                .map_err(|e| format!("{e}\n{}", logs(&dbz, &relay)))?;
             let pgo_time = t0.elapsed();
             let pgo_exit = tokio::task::block_in_place(|| relay.stop());
             if pgo_exit.code() != Some(0) {
                 return Err(format!("pgoutbox exited with {pgo_exit} after SIGTERM\n{}", logs(&dbz, &relay)));
             }
-            (n, format!("Debezium {:.1}s ({dbz_exit}), pgoutbox {:.1}s", dbz_time.as_secs_f64(), pgo_time.as_secs_f64()))
+            (
+                n,
+                format!(
+                    "Debezium {:.1}s ({dbz_exit}), pgoutbox {:.1}s",
+                    dbz_time.as_secs_f64(),
+                    pgo_time.as_secs_f64()
+                ),
+            )
         }
         Expect::FailsAfter(n) => {
             let dbz_exit = dbz.wait_failure(DEBEZIUM_DEADLINE).await;
             let pgo_exit = tokio::task::block_in_place(|| relay.wait(PGOUTBOX_DEADLINE));
             let (Some(d), Some(p)) = (dbz_exit, pgo_exit) else {
-                return Err(format!("expected both relays to fail; Debezium: {dbz_exit:?}, pgoutbox: {pgo_exit:?}\n{}", logs(&dbz, &relay)));
+                return Err(format!(
+                    "expected both relays to fail; Debezium: {dbz_exit:?}, pgoutbox: {pgo_exit:?}\n{}",
+                    logs(&dbz, &relay)
+                ));
             };
             if d.success() || p.success() {
-                return Err(format!("expected both relays to fail; Debezium exited {d}, pgoutbox {p}\n{}", logs(&dbz, &relay)));
+                return Err(format!(
+                    "expected both relays to fail; Debezium exited {d}, pgoutbox {p}\n{}",
+                    logs(&dbz, &relay)
+                ));
             }
             (n, format!("both failed as expected: Debezium engine failed ({d}), pgoutbox {p}"))
         }
@@ -189,7 +207,8 @@ async fn execute(case: Case, names: Names) -> Result<String, String> {
         Expect::Records(n) => (n, n),
         Expect::FailsAfter(_) => (dbz.records() as usize, 0),
     };
-    let (dbz_records, pgo_records) = tokio::join!(read_all(dbz_broker.addr.clone(), dbz_min), read_all(pgo_broker.addr.clone(), pgo_min));
+    let (dbz_records, pgo_records) =
+        tokio::join!(read_all(dbz_broker.addr.clone(), dbz_min), read_all(pgo_broker.addr.clone(), pgo_min));
     if dbz_records.len() != n {
         return Err(format!(
             "the case expects {n} records but Debezium produced {}: the case's expectation is wrong\n{}",
@@ -271,7 +290,12 @@ pub async fn cleanup(names: &Names) {
         let start = Instant::now();
         loop {
             let _ = sql.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", &[slot]).await;
-            let left = sql.query_opt("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", &[slot]).await.ok().flatten().is_some();
+            let left = sql
+                .query_opt("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", &[slot])
+                .await
+                .ok()
+                .flatten()
+                .is_some();
             if !left {
                 break;
             }
@@ -282,5 +306,10 @@ pub async fn cleanup(names: &Names) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let _ = sql.batch_execute(&format!("DROP PUBLICATION IF EXISTS {}; DROP TABLE IF EXISTS {}", names.publication, names.table)).await;
+    let _ = sql
+        .batch_execute(&format!(
+            "DROP PUBLICATION IF EXISTS {}; DROP TABLE IF EXISTS {}",
+            names.publication, names.table
+        ))
+        .await;
 }

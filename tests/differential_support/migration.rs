@@ -34,9 +34,13 @@ pub async fn run() {
     let case = Case::new("migration").columns(&["seq bigserial"]);
     let sql = Env::get().sql().await;
     sql.batch_execute(&case.create_table_sql(&names.table)).await.expect("create table");
-    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table)).await.expect("publication");
+    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table))
+        .await
+        .expect("publication");
     // One slot: the one Debezium used is the one pgoutbox takes over.
-    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&names.debezium_slot]).await.expect("slot");
+    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&names.debezium_slot])
+        .await
+        .expect("slot");
     let started = Instant::now();
     let outcome = tokio::spawn(execute(names.clone())).await;
     cleanup(&names).await;
@@ -75,7 +79,11 @@ async fn start_writer(table: String) -> Writer {
                 .map(|e| {
                     let agg = (i * 3 + e) % AGGREGATES;
                     let kind = if agg % 2 == 0 { "Order" } else { "Customer" };
-                    insert(kind, Some(&format!("agg-{agg}")), Some(&format!(r#"{{"tx": {i}, "e": {e}, "note": "é\"✓"}}"#)))
+                    insert(
+                        kind,
+                        Some(&format!("agg-{agg}")),
+                        Some(&format!(r#"{{"tx": {i}, "e": {e}, "note": "é\"✓"}}"#)),
+                    )
                 })
                 .collect();
             sql.batch_execute(&tx(&stmts).replace("{t}", &table)).await.map_err(|e| format!("writer: {e}"))?;
@@ -115,7 +123,10 @@ async fn execute(names: Names) -> Result<String, String> {
     let dbz_acked = dbz.records();
     let sql = Env::get().sql().await;
     let flushed: Option<String> = sql
-        .query_one("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", &[&names.debezium_slot])
+        .query_one(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&names.debezium_slot],
+        )
         .await
         .map_err(|e| e.to_string())?
         .get(0);
@@ -125,7 +136,10 @@ async fn execute(names: Names) -> Result<String, String> {
     tokio::task::block_in_place(|| relay.wait_for_log("streaming", Duration::from_secs(60)));
     let at_switch = writer.written.load(Ordering::SeqCst);
     let written = writer.written.clone();
-    let more = wait_until("the writer to continue under pgoutbox", PGOUTBOX_DEADLINE, || written.load(Ordering::SeqCst) >= at_switch + EVENTS_AFTER_SWITCH).await;
+    let more = wait_until("the writer to continue under pgoutbox", PGOUTBOX_DEADLINE, || {
+        written.load(Ordering::SeqCst) >= at_switch + EVENTS_AFTER_SWITCH
+    })
+    .await;
     writer.stop.store(true, Ordering::SeqCst);
     writer.task.await.expect("writer task")?;
     more?;
@@ -148,7 +162,11 @@ async fn execute(names: Names) -> Result<String, String> {
         }
         if start.elapsed() > PGOUTBOX_DEADLINE {
             let missing = all_ids.iter().filter(|id| !seen.contains(**id)).count();
-            return Err(format!("{missing} of {} committed events never reached the broker\n{}", rows.len(), relay_log(&relay)));
+            return Err(format!(
+                "{missing} of {} committed events never reached the broker\n{}",
+                rows.len(),
+                relay_log(&relay)
+            ));
         }
     }
     let pgo_exit = tokio::task::block_in_place(|| relay.stop());
@@ -172,7 +190,10 @@ fn check(rows: &[(String, String, i64)], records: &[ConsumedRecord]) -> Result<S
     runs.sort();
     runs.dedup();
     if runs.len() != 2 || !runs.iter().all(|r| is_uuid_v7(r)) {
-        return Err(format!("expected two UUIDv7 run ids (Debezium's, then pgoutbox's), got {:?}", runs.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect::<Vec<_>>()));
+        return Err(format!(
+            "expected two UUIDv7 run ids (Debezium's, then pgoutbox's), got {:?}",
+            runs.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect::<Vec<_>>()
+        ));
     }
     let of_run = |run: &[u8]| -> HashMap<String, &ConsumedRecord> {
         records.iter().filter(|r| r.header(RUN_ID_HEADER) == Some(run)).map(|r| (event_id(r), r)).collect()
@@ -182,16 +203,29 @@ fn check(rows: &[(String, String, i64)], records: &[ConsumedRecord]) -> Result<S
     let per_run = |run: &[u8]| records.iter().filter(|r| r.header(RUN_ID_HEADER) == Some(run)).count();
     for (side, ids, run) in [("Debezium", &dbz, &runs[0]), ("pgoutbox", &pgo, &runs[1])] {
         if ids.len() != per_run(run) {
-            problems.push(format!("{side} published {} records for {} distinct events: duplicates within one run", per_run(run), ids.len()));
+            problems.push(format!(
+                "{side} published {} records for {} distinct events: duplicates within one run",
+                per_run(run),
+                ids.len()
+            ));
         }
     }
-    let missing: Vec<&str> = rows.iter().map(|r| r.0.as_str()).filter(|id| !dbz.contains_key(*id) && !pgo.contains_key(*id)).collect();
+    let missing: Vec<&str> =
+        rows.iter().map(|r| r.0.as_str()).filter(|id| !dbz.contains_key(*id) && !pgo.contains_key(*id)).collect();
     if !missing.is_empty() {
-        problems.push(format!("{} committed events are missing, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]));
+        problems.push(format!(
+            "{} committed events are missing, e.g. {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        ));
     }
     let unknown: Vec<&String> = dbz.keys().chain(pgo.keys()).filter(|id| !seq_of.contains_key(id.as_str())).collect();
     if !unknown.is_empty() {
-        problems.push(format!("{} records are not committed outbox rows, e.g. {:?}", unknown.len(), &unknown[..unknown.len().min(5)]));
+        problems.push(format!(
+            "{} records are not committed outbox rows, e.g. {:?}",
+            unknown.len(),
+            &unknown[..unknown.len().min(5)]
+        ));
     }
     // Duplicates: events both relays published. They must be the tail of Debezium's output (what it
     // had sent but not yet confirmed), and pgoutbox's copies must be byte-identical to Debezium's.
@@ -225,8 +259,12 @@ fn check(rows: &[(String, String, i64)], records: &[ConsumedRecord]) -> Result<S
     for (key, parts) in &partitions {
         let expected = java_partition(key, PARTITIONS);
         if parts.len() != 1 || !parts.contains(&expected) {
-            let example = records.iter().find(|r| r.key.as_deref().unwrap_or_default() == *key).map(describe).unwrap_or_default();
-            problems.push(format!("aggregate {:?} is on partitions {parts:?}, expected only {expected}: {example}", String::from_utf8_lossy(key)));
+            let example =
+                records.iter().find(|r| r.key.as_deref().unwrap_or_default() == *key).map(describe).unwrap_or_default();
+            problems.push(format!(
+                "aggregate {:?} is on partitions {parts:?}, expected only {expected}: {example}",
+                String::from_utf8_lossy(key)
+            ));
         }
     }
     if !problems.is_empty() {

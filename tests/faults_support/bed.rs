@@ -139,7 +139,10 @@ impl Bed {
     pub async fn rows(&self) -> Vec<Row> {
         self.sql()
             .await
-            .query(&format!("SELECT id::text, aggregatetype, aggregateid, seq FROM public.{} ORDER BY seq", self.table), &[])
+            .query(
+                &format!("SELECT id::text, aggregatetype, aggregateid, seq FROM public.{} ORDER BY seq", self.table),
+                &[],
+            )
             .await
             .expect("read the outbox")
             .iter()
@@ -177,7 +180,10 @@ impl Bed {
     pub async fn other_slots(&self) -> Vec<String> {
         self.sql()
             .await
-            .query("SELECT slot_name::text FROM pg_replication_slots WHERE slot_name LIKE $1 || '%' AND slot_name <> $1", &[&self.slot])
+            .query(
+                "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name LIKE $1 || '%' AND slot_name <> $1",
+                &[&self.slot],
+            )
             .await
             .expect("list slots")
             .iter()
@@ -195,7 +201,11 @@ impl Bed {
                 return start.elapsed();
             }
             assert!(relay.running(), "the relay exited before confirming {target}; log tail:\n{}", relay.log_tail(20));
-            assert!(start.elapsed() < deadline, "the slot did not confirm {target} within {deadline:?} (confirmed: {:?})", self.confirmed().await);
+            assert!(
+                start.elapsed() < deadline,
+                "the slot did not confirm {target} within {deadline:?} (confirmed: {:?})",
+                self.confirmed().await
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -263,7 +273,8 @@ impl Bed {
         let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
         let start = Instant::now();
         tokio::task::block_in_place(|| loop {
-            let records = consume_all(&self.broker, &refs, None, Duration::from_secs(3), Duration::from_secs(600)).expect("consume");
+            let records = consume_all(&self.broker, &refs, None, Duration::from_secs(3), Duration::from_secs(600))
+                .expect("consume");
             let ids: HashSet<&[u8]> = records.iter().filter_map(|r| r.header("id")).collect();
             let complete = rows.iter().all(|r| ids.contains(r.id.as_bytes()));
             if complete || start.elapsed() > deadline {

@@ -12,7 +12,12 @@ use super::bed::Bed;
 pub async fn doomed_transaction(bed: &Bed, n: i32, tag: &str) -> (tokio_postgres::Client, i32, Vec<String>) {
     let app = bed.sql().await;
     let pid: i32 = app.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
-    app.batch_execute(&format!("BEGIN; INSERT INTO public.{} (writer, n, note) VALUES (-1, 0, 'doomed {tag}')", bed.business)).await.unwrap();
+    app.batch_execute(&format!(
+        "BEGIN; INSERT INTO public.{} (writer, n, note) VALUES (-1, 0, 'doomed {tag}')",
+        bed.business
+    ))
+    .await
+    .unwrap();
     let ids = app
         .query(
             &format!(
@@ -48,7 +53,19 @@ pub async fn psql_killed_mid_transaction(bed: &Bed, n: i32, tag: &str) -> Durati
         agg = bed.agg("Order"),
     );
     let mut child = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &bed.pg_port.to_string(), "-U", "postgres", "-d", "postgres", "-q", "-v", "ON_ERROR_STOP=1"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &bed.pg_port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -36,7 +36,14 @@ pub struct LoadSpec {
 
 impl Default for LoadSpec {
     fn default() -> Self {
-        LoadSpec { writers: 4, aggregates_per_writer: 6, pause: Duration::from_millis(4), rollback_one_in: 8, payload_pad: 40, kinds: vec!["Order", "Customer"] }
+        LoadSpec {
+            writers: 4,
+            aggregates_per_writer: 6,
+            pause: Duration::from_millis(4),
+            rollback_one_in: 8,
+            payload_pad: 40,
+            kinds: vec!["Order", "Customer"],
+        }
     }
 }
 
@@ -81,7 +88,9 @@ impl Load {
                     port,
                     table: bed.table.clone(),
                     business: bed.business.clone(),
-                    aggs: (0..spec.aggregates_per_writer).map(|j| (bed.agg(spec.kinds[j % spec.kinds.len()]), format!("w{w}-a{j}"))).collect(),
+                    aggs: (0..spec.aggregates_per_writer)
+                        .map(|j| (bed.agg(spec.kinds[j % spec.kinds.len()]), format!("w{w}-a{j}")))
+                        .collect(),
                     spec: spec.clone(),
                     stats: stats.clone(),
                     rng: Rng::new(seed.wrapping_add(w as u64 * 7919)),

@@ -33,7 +33,10 @@ impl Rng {
     /// The run's seed: `PGOUTBOX_FAULTS_SEED`, or the clock.
     pub fn seed() -> u64 {
         std::env::var("PGOUTBOX_FAULTS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(42)
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(42)
         })
     }
 

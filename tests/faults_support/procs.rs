@@ -19,14 +19,25 @@ use crate::support::unique;
 
 /// `scripts/` of this repository (`PGOUTBOX_TEST_SCRIPTS` when scripts/test.sh runs the tests).
 pub fn scripts_dir() -> PathBuf {
-    std::env::var("PGOUTBOX_TEST_SCRIPTS").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts")))
+    std::env::var("PGOUTBOX_TEST_SCRIPTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts")))
 }
 
 /// Runs `scripts/services.sh ARGS`, off the async workers (starting PostgreSQL takes seconds).
 pub fn services(args: &[&str]) {
     let run = || {
-        let out = Command::new("bash").arg(scripts_dir().join("services.sh")).args(args).output().expect("run scripts/services.sh");
-        assert!(out.status.success(), "services.sh {args:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("bash")
+            .arg(scripts_dir().join("services.sh"))
+            .args(args)
+            .output()
+            .expect("run scripts/services.sh");
+        assert!(
+            out.status.success(),
+            "services.sh {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     match tokio::runtime::Handle::try_current() {
         Ok(_) => tokio::task::block_in_place(run),
@@ -111,7 +122,10 @@ impl PgCluster {
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
-        let _ = Command::new("bash").arg(scripts_dir().join("services.sh")).args(["pg-stop", &self.dir.join("pg").to_string_lossy(), "immediate"]).output();
+        let _ = Command::new("bash")
+            .arg(scripts_dir().join("services.sh"))
+            .args(["pg-stop", &self.dir.join("pg").to_string_lossy(), "immediate"])
+            .output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -183,7 +197,10 @@ impl Drop for Broker {
             let _ = c.kill();
             let _ = c.wait();
         } else {
-            let _ = Command::new("bash").arg(scripts_dir().join("services.sh")).args(["broker-stop", &self.dir.to_string_lossy()]).output();
+            let _ = Command::new("bash")
+                .arg(scripts_dir().join("services.sh"))
+                .args(["broker-stop", &self.dir.to_string_lossy()])
+                .output();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -276,7 +293,11 @@ impl RelayProc {
     pub async fn wait_count(&self, needle: &str, n: usize, deadline: Duration) -> Duration {
         let start = Instant::now();
         while self.count(needle) < n {
-            assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {n}x {needle:?} in the relay log; tail:\n{}", self.log_tail(30));
+            assert!(
+                start.elapsed() < deadline,
+                "timed out after {deadline:?} waiting for {n}x {needle:?} in the relay log; tail:\n{}",
+                self.log_tail(30)
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         start.elapsed()
@@ -330,7 +351,11 @@ pub async fn start_pair_together(bed: &Bed) -> Result<(RelayProc, RelayProc), St
             break 1;
         }
         if start.elapsed() > Duration::from_secs(60) {
-            return Err(format!("no relay streams with the other standing by; logs:\n{}\n---\n{}", relays[0].log_tail(10), relays[1].log_tail(10)));
+            return Err(format!(
+                "no relay streams with the other standing by; logs:\n{}\n---\n{}",
+                relays[0].log_tail(10),
+                relays[1].log_tail(10)
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -411,7 +436,11 @@ pub fn run_to_end(args: &[&str], rust_log: &str, stop_after: Option<Duration>) -
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let text = format!("{}{}", std::fs::read_to_string(&out).unwrap_or_default(), std::fs::read_to_string(&err).unwrap_or_default());
+    let text = format!(
+        "{}{}",
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
     let _ = std::fs::remove_dir_all(&dir);
     (status.code(), text)
 }

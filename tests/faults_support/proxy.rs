@@ -153,7 +153,13 @@ async fn wait_unstalled(stall: &mut watch::Receiver<bool>, reset: &CancellationT
 
 /// Copies one direction until EOF, error or reset. A reset (or an error, which the other side must
 /// see too) ends both directions with an RST: the zero linger makes the sockets' close abortive.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut stall: watch::Receiver<bool>, reset: CancellationToken, shared: Arc<Shared>) {
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut stall: watch::Receiver<bool>,
+    reset: CancellationToken,
+    shared: Arc<Shared>,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut budget_at = tokio::time::Instant::now();
     let abort = |from: &OwnedReadHalf, reset: &CancellationToken| {

@@ -47,13 +47,22 @@ pub fn verify(rows: &[Row], records: &[ConsumedRecord], written: u64) -> Verdict
         let key = (r.topic.as_str(), r.partition, r.key.as_deref().unwrap_or_default());
         if let Some(&prev) = last.get(&key) {
             if seq < prev {
-                v.order_violations.push(format!("{}[{}] key {:?}: seq {seq} after {prev}", r.topic, r.partition, String::from_utf8_lossy(key.2)));
+                v.order_violations.push(format!(
+                    "{}[{}] key {:?}: seq {seq} after {prev}",
+                    r.topic,
+                    r.partition,
+                    String::from_utf8_lossy(key.2)
+                ));
             }
         }
         last.insert(key, seq);
     }
     v.published = seen.len() - v.orphans.len();
-    v.missing = rows.iter().filter(|r| !seen.contains(r.id.as_bytes())).map(|r| format!("{} ({} {} seq {})", r.id, r.aggregatetype, r.aggregateid, r.seq)).collect();
+    v.missing = rows
+        .iter()
+        .filter(|r| !seen.contains(r.id.as_bytes()))
+        .map(|r| format!("{} ({} {} seq {})", r.id, r.aggregatetype, r.aggregateid, r.seq))
+        .collect();
     v
 }
 

@@ -137,11 +137,23 @@ impl Outbox {
         self.env
             .sql()
             .await
-            .query(&format!("SELECT id::text, aggregatetype, aggregateid, payload::text, seq FROM public.{} ORDER BY seq", self.table), &[])
+            .query(
+                &format!(
+                    "SELECT id::text, aggregatetype, aggregateid, payload::text, seq FROM public.{} ORDER BY seq",
+                    self.table
+                ),
+                &[],
+            )
             .await
             .unwrap()
             .iter()
-            .map(|r| Row { id: r.get(0), aggregatetype: r.get(1), aggregateid: r.get(2), payload: r.get(3), seq: r.get(4) })
+            .map(|r| Row {
+                id: r.get(0),
+                aggregatetype: r.get(1),
+                aggregateid: r.get(2),
+                payload: r.get(3),
+                seq: r.get(4),
+            })
             .collect()
     }
 
@@ -175,12 +187,18 @@ pub struct Row {
 }
 
 pub async fn create_topics(broker: &str, topics: &[String], partitions: i32) {
-    let cfg = pgoutbox::config::KafkaConfig { bootstrap_servers: broker.to_string(), producer_overrides: vec![], topic_creation: None };
+    let cfg = pgoutbox::config::KafkaConfig {
+        bootstrap_servers: broker.to_string(),
+        producer_overrides: vec![],
+        topic_creation: None,
+    };
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     pgoutbox::kafka::create_topics(&cfg, &refs, partitions, 1).await.expect("create topics");
     // The broker's metadata can lag creation briefly: wait until every topic is visible.
     tokio::task::block_in_place(|| {
-        wait_for("topics visible", Duration::from_secs(20), || refs.iter().all(|t| topic_partitions(broker, t) == partitions))
+        wait_for("topics visible", Duration::from_secs(20), || {
+            refs.iter().all(|t| topic_partitions(broker, t) == partitions)
+        })
     });
 }
 
@@ -196,7 +214,9 @@ pub fn topic_partitions(broker: &str, topic: &str) -> i32 {
 /// Reads `topics` until `expected` records arrived, failing after `deadline`.
 pub fn consume(broker: &str, topics: &[String], expected: usize, deadline: Duration) -> Vec<ConsumedRecord> {
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    tokio::task::block_in_place(|| consume_all(broker, &refs, Some(expected), Duration::ZERO, deadline).expect("consume"))
+    tokio::task::block_in_place(|| {
+        consume_all(broker, &refs, Some(expected), Duration::ZERO, deadline).expect("consume")
+    })
 }
 
 /// Reads everything in `topics`, stopping after `idle` without new records.
@@ -300,7 +320,9 @@ impl Relay {
     }
 
     pub fn wait_for_log(&self, needle: &str, deadline: Duration) {
-        tokio::task::block_in_place(|| wait_for(&format!("relay log to contain {needle:?}"), deadline, || self.log_text().contains(needle)));
+        tokio::task::block_in_place(|| {
+            wait_for(&format!("relay log to contain {needle:?}"), deadline, || self.log_text().contains(needle))
+        });
     }
 }
 

@@ -78,13 +78,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
     for slot in ["bench_recv", "bench_pgoutbox", "bench_debezium"] {
         sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&slot]).await?;
     }
-    eprintln!("writing a backlog of {} events ({} per transaction, ~{} B payloads, {} aggregates)", args.events, args.events_per_txn, args.payload_bytes, args.aggregates);
+    eprintln!(
+        "writing a backlog of {} events ({} per transaction, ~{} B payloads, {} aggregates)",
+        args.events, args.events_per_txn, args.payload_bytes, args.aggregates
+    );
     let write_time = workload::backlog(svc.pg_port, &shape, args.events, args.concurrency).await?;
     let events: i64 = sql.query_one("SELECT count(*) FROM public.outbox", &[]).await?.get(0);
-    let payload_bytes: i64 = sql.query_one("SELECT sum(octet_length(payload::text))::int8 FROM public.outbox", &[]).await?.get(0);
+    let payload_bytes: i64 =
+        sql.query_one("SELECT sum(octet_length(payload::text))::int8 FROM public.outbox", &[]).await?.get(0);
     let end_lsn: String = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await?.get(0);
     let events = events as usize;
-    eprintln!("backlog written in {:.1}s ({:.0} events/s); WAL end {end_lsn}", write_time.as_secs_f64(), events as f64 / write_time.as_secs_f64());
+    eprintln!(
+        "backlog written in {:.1}s ({:.0} events/s); WAL end {end_lsn}",
+        write_time.as_secs_f64(),
+        events as f64 / write_time.as_secs_f64()
+    );
     let mut results = Results::new(&args, events, payload_bytes as u64);
 
     results.decoding = Some(decoding_ceiling(&svc, &end_lsn, events)?);
@@ -128,7 +136,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
-    let cfg = pgoutbox::config::KafkaConfig { bootstrap_servers: broker.to_string(), producer_overrides: vec![], topic_creation: None };
+    let cfg = pgoutbox::config::KafkaConfig {
+        bootstrap_servers: broker.to_string(),
+        producer_overrides: vec![],
+        topic_creation: None,
+    };
     let topics: Vec<String> = workload::TYPES.iter().map(|t| format!("outbox.event.{t}")).collect();
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     pgoutbox::kafka::create_topics(&cfg, &refs, partitions, 1).await?;
@@ -142,7 +154,11 @@ async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
         for t in &topics {
             loop {
                 let md = c.fetch_metadata(Some(t), Duration::from_secs(5))?;
-                if md.topics().first().is_some_and(|m| m.error().is_none() && m.partitions().len() == partitions as usize) {
+                if md
+                    .topics()
+                    .first()
+                    .is_some_and(|m| m.error().is_none() && m.partitions().len() == partitions as usize)
+                {
                     break;
                 }
                 anyhow::ensure!(Instant::now() < deadline, "topic {t} not visible");
@@ -176,8 +192,30 @@ fn write_config(svc: &env::Services, name: &str, broker: &str, slot: &str) -> an
 fn decoding_ceiling(svc: &env::Services, end_lsn: &str, events: usize) -> anyhow::Result<Contender> {
     let start = Instant::now();
     let status = Command::new("pg_recvlogical")
-        .args(["-h", "127.0.0.1", "-p", &svc.pg_port.to_string(), "-U", "postgres", "-d", "postgres", "-S", "bench_recv", "--start"])
-        .args(["-o", "proto_version=1", "-o", &format!("publication_names={PUBLICATION}"), "-E", end_lsn, "-f", "/dev/null", "--no-loop"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &svc.pg_port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-S",
+            "bench_recv",
+            "--start",
+        ])
+        .args([
+            "-o",
+            "proto_version=1",
+            "-o",
+            &format!("publication_names={PUBLICATION}"),
+            "-E",
+            end_lsn,
+            "-f",
+            "/dev/null",
+            "--no-loop",
+        ])
         .status()?;
     anyhow::ensure!(status.success(), "pg_recvlogical failed");
     let wall = start.elapsed();
@@ -271,19 +309,35 @@ async fn pgoutbox_catch_up(bin: &Path, cfg: &Path, events: usize) -> anyhow::Res
 async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::Result<Contender> {
     use pgoutbox::outbox::{ColumnInfo, ContextHeaders, RelationInfo, Router};
     use pgoutbox::pgoutput::{TupleData, Value};
-    let rows = sql.query("SELECT id::text, aggregatetype, aggregateid, type, payload::text FROM public.outbox ORDER BY created_at", &[]).await?;
+    let rows = sql
+        .query(
+            "SELECT id::text, aggregatetype, aggregateid, type, payload::text FROM public.outbox ORDER BY created_at",
+            &[],
+        )
+        .await?;
     let config = pgoutbox::config::Config::from_raw(&pgoutbox::config::parse_properties(
         "database.hostname=x\ndatabase.user=x\ndatabase.dbname=x\ntopic.prefix=bench\ntransforms=outbox\n\
          transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\nbootstrap.servers=x\npublication.autocreate.mode=disabled\n",
     ))?;
-    let ctx = ContextHeaders { connector_logical_name: "bench".into(), task_id: "0".into(), connector_name: "postgresql".into(), run_id: "r".into() };
+    let ctx = ContextHeaders {
+        connector_logical_name: "bench".into(),
+        task_id: "0".into(),
+        connector_name: "postgresql".into(),
+        run_id: "r".into(),
+    };
     let mut router = Router::new(config.router.clone(), config.key_converter, config.value_converter, Some(ctx));
     let col = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, type_modifier: -1, not_null };
     let plan = router.plan(&RelationInfo {
         oid: 1,
         schema: "public".into(),
         table: "outbox".into(),
-        columns: vec![col("id", 2950, true), col("aggregatetype", 1043, true), col("aggregateid", 1043, true), col("type", 1043, true), col("payload", 3802, false)],
+        columns: vec![
+            col("id", 2950, true),
+            col("aggregatetype", 1043, true),
+            col("aggregateid", 1043, true),
+            col("type", 1043, true),
+            col("payload", 3802, false),
+        ],
     });
     let mut records = Vec::with_capacity(rows.len());
     for r in &rows {
@@ -292,7 +346,11 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
         records.push(router.route(&plan, &tuple, 0)?);
     }
     drop(rows);
-    let kafka = pgoutbox::config::KafkaConfig { bootstrap_servers: broker.to_string(), producer_overrides: vec![], topic_creation: None };
+    let kafka = pgoutbox::config::KafkaConfig {
+        bootstrap_servers: broker.to_string(),
+        producer_overrides: vec![],
+        topic_creation: None,
+    };
     let events = records.len();
     let wall = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
         use rdkafka::message::{Header, OwnedHeaders};
@@ -314,7 +372,10 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
                 }
                 match p.send(br) {
                     Ok(()) => break,
-                    Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), _)) => {
+                    Err((
+                        rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                        _,
+                    )) => {
                         p.poll(Duration::from_millis(5));
                     }
                     Err((e, _)) => anyhow::bail!("produce failed: {e}"),
@@ -384,12 +445,25 @@ fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<C
     stop(&mut child);
     let first = first.unwrap_or(done);
     let streaming = streaming.unwrap_or(first);
-    let mut c = Contender::throughput("Debezium 3.6.3 (embedded engine, Connect defaults)", events, done - streaming, Some(usage), Some(first));
+    let mut c = Contender::throughput(
+        "Debezium 3.6.3 (embedded engine, Connect defaults)",
+        events,
+        done - streaming,
+        Some(usage),
+        Some(first),
+    );
     c.startup = Some(streaming);
     Ok(c)
 }
 
-async fn steady_state(bin: &Path, cfg: &Path, svc: &env::Services, shape: &Shape, args: &Args, backlog: usize) -> anyhow::Result<report::Steady> {
+async fn steady_state(
+    bin: &Path,
+    cfg: &Path,
+    svc: &env::Services,
+    shape: &Shape,
+    args: &Args,
+    backlog: usize,
+) -> anyhow::Result<report::Steady> {
     let addr = free_addr()?;
     let log = cfg.with_extension("steady.log");
     let mut child = spawn_relay(bin, cfg, &addr, &log)?;
@@ -403,7 +477,14 @@ async fn steady_state(bin: &Path, cfg: &Path, svc: &env::Services, shape: &Shape
     let _ = http_get(&addr, "/latency"); // discard the warm-up window
     let pid = child.id();
     let cpu_before = procstat::usage(pid).cpu_seconds;
-    let written = workload::steady(svc.pg_port, shape, args.steady_rate, Duration::from_secs(args.steady_seconds), backlog + 1_000_000).await?;
+    let written = workload::steady(
+        svc.pg_port,
+        shape,
+        args.steady_rate,
+        Duration::from_secs(args.steady_seconds),
+        backlog + 1_000_000,
+    )
+    .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let body = http_get(&addr, "/latency").unwrap_or_default();
     let lat: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();

@@ -21,7 +21,13 @@ pub struct Contender {
 }
 
 impl Contender {
-    pub fn throughput(name: &str, events: usize, drain: Duration, usage: Option<Usage>, first_event: Option<Duration>) -> Self {
+    pub fn throughput(
+        name: &str,
+        events: usize,
+        drain: Duration,
+        usage: Option<Usage>,
+        first_event: Option<Duration>,
+    ) -> Self {
         Contender { name: name.into(), events, drain, usage, first_event, startup: None }
     }
 
@@ -60,7 +66,16 @@ pub struct Results {
 
 impl Results {
     pub fn new(args: &Args, events: usize, payload_bytes: u64) -> Self {
-        Results { args: args.clone(), events, payload_bytes, decoding: None, broker: None, pgoutbox: None, debezium: None, steady: None }
+        Results {
+            args: args.clone(),
+            events,
+            payload_bytes,
+            decoding: None,
+            broker: None,
+            pgoutbox: None,
+            debezium: None,
+            steady: None,
+        }
     }
 
     fn mb_per_sec(&self, c: &Contender) -> f64 {
@@ -79,9 +94,16 @@ fn ratio(a: Option<&Contender>, b: Option<&Contender>) -> Option<f64> {
 pub fn table(r: &Results) -> String {
     let mut s = format!(
         "\n{} events, {} per transaction, ~{} B payloads ({:.1} MB of payload), {} aggregates\n\n",
-        r.events, r.args.events_per_txn, r.args.payload_bytes, r.payload_bytes as f64 / 1e6, r.args.aggregates
+        r.events,
+        r.args.events_per_txn,
+        r.args.payload_bytes,
+        r.payload_bytes as f64 / 1e6,
+        r.args.aggregates
     );
-    s.push_str(&format!("{:<52} {:>12} {:>8} {:>12} {:>10} {:>10} {:>10}\n", "catch-up", "events/s", "MB/s", "first event", "startup", "CPU s", "peak RSS"));
+    s.push_str(&format!(
+        "{:<52} {:>12} {:>8} {:>12} {:>10} {:>10} {:>10}\n",
+        "catch-up", "events/s", "MB/s", "first event", "startup", "CPU s", "peak RSS"
+    ));
     for c in r.contenders() {
         let opt = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.3}s", d.as_secs_f64()));
         s.push_str(&format!(
@@ -171,7 +193,13 @@ fn svg(r: &Results) -> String {
     for (i, (name, v)) in bars.iter().enumerate() {
         let y = 44.0 + i as f64 * (bar_h + gap);
         let bw = (w - label_w - 120.0) * v / max;
-        let color = if name.starts_with("pgoutbox") { "#2b7bb9" } else if name.starts_with("Debezium") { "#d9822b" } else { "#9aa5b1" };
+        let color = if name.starts_with("pgoutbox") {
+            "#2b7bb9"
+        } else if name.starts_with("Debezium") {
+            "#d9822b"
+        } else {
+            "#9aa5b1"
+        };
         s.push_str(&format!(
             "<text x=\"10\" y=\"{:.0}\">{}</text><rect x=\"{label_w}\" y=\"{y:.0}\" width=\"{bw:.0}\" height=\"{bar_h}\" fill=\"{color}\"/>\
              <text x=\"{:.0}\" y=\"{:.0}\">{:.0}</text>\n",

@@ -15,7 +15,8 @@ pub struct Shape {
 pub const TYPES: [&str; 4] = ["Order", "Customer", "Payment", "Shipment"];
 
 pub async fn connect(port: u16) -> anyhow::Result<Client> {
-    let (client, conn) = tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"), NoTls).await?;
+    let (client, conn) =
+        tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"), NoTls).await?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -30,7 +31,9 @@ pub fn txn_sql(shape: &Shape, first: usize) -> String {
         if n > first {
             sql.push(',');
         }
-        let head = format!(r#"{{"seq": {n}, "orderId": "agg-{agg}", "customer": {{"id": {agg}, "name": "Customer {agg}"}}, "note": ""#);
+        let head = format!(
+            r#"{{"seq": {n}, "orderId": "agg-{agg}", "customer": {{"id": {agg}, "name": "Customer {agg}"}}, "note": ""#
+        );
         let fill = shape.payload_bytes.saturating_sub(head.len() + 2);
         sql.push_str(&format!(
             "(gen_random_uuid(), '{}', 'agg-{agg}', 'Created', '{head}{}\"}}')",

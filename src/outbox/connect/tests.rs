@@ -36,7 +36,10 @@ fn named(ty: Type, optional: bool, name: &str, version: i32) -> Schema {
 
 #[test]
 fn schema_json_orders_keys_like_json_converter() {
-    assert_eq!(schema_json(&named(Type::String, true, "io.debezium.data.Json", 1)), r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}"#);
+    assert_eq!(
+        schema_json(&named(Type::String, true, "io.debezium.data.Json", 1)),
+        r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}"#
+    );
     assert_eq!(
         schema_json(&Schema::Primitive { ty: Type::Float32, optional: false, name: None, version: None }),
         r#"{"type":"float","optional":false}"#
@@ -71,7 +74,10 @@ fn schema_json_writes_envelope_struct() {
 
 #[test]
 fn values_follow_their_schema() {
-    assert_eq!(value_json(&Schema::optional(Type::Int64), &Value::Int(-9_223_372_036_854_775_808)), "-9223372036854775808");
+    assert_eq!(
+        value_json(&Schema::optional(Type::Int64), &Value::Int(-9_223_372_036_854_775_808)),
+        "-9223372036854775808"
+    );
     assert_eq!(value_json(&Schema::optional(Type::Boolean), &Value::Bool(false)), "false");
     assert_eq!(value_json(&Schema::optional(Type::Bytes), &Value::Bytes(Bytes::from_static(b"hi"))), r#""aGk=""#);
     assert_eq!(value_json(&Schema::optional(Type::Float32), &Value::Float(0.1)), "0.1");
@@ -88,8 +94,16 @@ fn mismatched_values_fail_like_json_converter() {
     assert_eq!(err.to_string(), "Invalid type for ARRAY: class java.lang.String");
     let required = Schema::Primitive { ty: Type::String, optional: false, name: None, version: None };
     assert_eq!(write_value(&mut Vec::new(), &required, &Value::Null), Err(ConvertError::RequiredNull));
-    let s = Schema::Struct { name: None, fields: vec![("a".into(), Schema::optional(Type::Int32))], optional: true, version: None };
-    assert_eq!(write_value(&mut Vec::new(), &s, &Value::Struct(vec![])), Err(ConvertError::StructArity { fields: 1, values: 0 }));
+    let s = Schema::Struct {
+        name: None,
+        fields: vec![("a".into(), Schema::optional(Type::Int32))],
+        optional: true,
+        version: None,
+    };
+    assert_eq!(
+        write_value(&mut Vec::new(), &s, &Value::Struct(vec![])),
+        Err(ConvertError::StructArity { fields: 1, values: 0 })
+    );
 }
 
 #[test]
@@ -110,10 +124,18 @@ fn strings_escape_surrogates_like_jackson() {
 fn envelope_with_and_without_schemas() {
     let s = named(Type::String, true, "io.debezium.data.Json", 1);
     let v = text("{\"id\": 1}");
-    let bytes = |on, s: Option<&Schema>, v: &Value| json_converter(on, s, v).unwrap().map(|b| String::from_utf8(b.to_vec()).unwrap());
+    let bytes = |on, s: Option<&Schema>, v: &Value| {
+        json_converter(on, s, v).unwrap().map(|b| String::from_utf8(b.to_vec()).unwrap())
+    };
     assert_eq!(bytes(false, Some(&s), &v).unwrap(), r#""{\"id\": 1}""#);
-    assert_eq!(bytes(true, Some(&s), &v).unwrap(), r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"id\": 1}"}"#);
-    assert_eq!(bytes(true, Some(&s), &Value::Null).unwrap(), r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":null}"#);
+    assert_eq!(
+        bytes(true, Some(&s), &v).unwrap(),
+        r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"{\"id\": 1}"}"#
+    );
+    assert_eq!(
+        bytes(true, Some(&s), &Value::Null).unwrap(),
+        r#"{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":null}"#
+    );
     assert_eq!(bytes(false, Some(&s), &Value::Null).unwrap(), "null");
     // No schema: the value typed by itself; no schema and no value: a Kafka null.
     assert_eq!(bytes(true, None, &text("[]")).unwrap(), r#"{"schema":null,"payload":"[]"}"#);

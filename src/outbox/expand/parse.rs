@@ -286,7 +286,10 @@ impl Reader<'_> {
     }
 
     fn hex4(&mut self) -> Result<u16, SyntaxError> {
-        let digits = self.s.get(self.pos..self.pos + 4).ok_or(SyntaxError { offset: self.pos, reason: "unterminated \\u escape" })?;
+        let digits = self
+            .s
+            .get(self.pos..self.pos + 4)
+            .ok_or(SyntaxError { offset: self.pos, reason: "unterminated \\u escape" })?;
         let mut v = 0u16;
         for &d in digits {
             let n = match d {
@@ -344,9 +347,13 @@ impl Reader<'_> {
             return self.err("number longer than 1000 digits");
         }
         // The literal is ASCII digits and signs by construction.
-        let literal = std::str::from_utf8(&self.s[start..self.pos]).map_err(|_| SyntaxError { offset: start, reason: "invalid number" })?;
+        let literal = std::str::from_utf8(&self.s[start..self.pos])
+            .map_err(|_| SyntaxError { offset: start, reason: "invalid number" })?;
         if float {
-            return literal.parse::<f64>().map(Node::Double).map_err(|_| SyntaxError { offset: start, reason: "invalid number" });
+            return literal
+                .parse::<f64>()
+                .map(Node::Double)
+                .map_err(|_| SyntaxError { offset: start, reason: "invalid number" });
         }
         Ok(match literal.parse::<i64>() {
             Ok(v) => i32::try_from(v).map_or(Node::Long(v), Node::Int),
@@ -400,7 +407,11 @@ fn push_code_point(out: &mut Vec<u8>, cp: u32) {
         0..=0x7F => out.push(cp as u8),
         0x80..=0x7FF => out.extend_from_slice(&[0xC0 | (cp >> 6) as u8, 0x80 | (cp & 0x3F) as u8]),
         0x800..=0xFFFF => {
-            out.extend_from_slice(&[0xE0 | (cp >> 12) as u8, 0x80 | ((cp >> 6) & 0x3F) as u8, 0x80 | (cp & 0x3F) as u8]);
+            out.extend_from_slice(&[
+                0xE0 | (cp >> 12) as u8,
+                0x80 | ((cp >> 6) & 0x3F) as u8,
+                0x80 | (cp & 0x3F) as u8,
+            ]);
         }
         _ => out.extend_from_slice(&[
             0xF0 | (cp >> 18) as u8,

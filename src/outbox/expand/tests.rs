@@ -80,9 +80,15 @@ const CAPTURED: &[(&str, &str, &str)] = &[
 /// every other row of `CAPTURED` came out the same as with `ignore`.
 const CAPTURED_OPTIONAL_BYTES: &[(&str, &str)] = &[
     // nulls
-    (r#"{"a": null, "b": 1, "c": [null, 1], "d": {"e": null}}"#, r#"{"schema":{"type":"struct","fields":[{"type":"bytes","optional":true,"field":"a"},{"type":"int32","optional":true,"field":"b"},{"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"c"},{"type":"struct","fields":[{"type":"bytes","optional":true,"field":"e"}],"optional":true,"name":"payload.d","field":"d"}],"optional":true,"name":"payload"},"payload":{"a":null,"b":1,"c":[null,1],"d":{"e":null}}}"#),
+    (
+        r#"{"a": null, "b": 1, "c": [null, 1], "d": {"e": null}}"#,
+        r#"{"schema":{"type":"struct","fields":[{"type":"bytes","optional":true,"field":"a"},{"type":"int32","optional":true,"field":"b"},{"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"c"},{"type":"struct","fields":[{"type":"bytes","optional":true,"field":"e"}],"optional":true,"name":"payload.d","field":"d"}],"optional":true,"name":"payload"},"payload":{"a":null,"b":1,"c":[null,1],"d":{"e":null}}}"#,
+    ),
     // allnull
-    (r#"{"n": [null, null]}"#, r#"{"schema":{"type":"struct","fields":[{"type":"array","items":{"type":"bytes","optional":true},"optional":true,"field":"n"}],"optional":true,"name":"payload"},"payload":{"n":[null,null]}}"#),
+    (
+        r#"{"n": [null, null]}"#,
+        r#"{"schema":{"type":"struct","fields":[{"type":"array","items":{"type":"bytes","optional":true},"optional":true,"field":"n"}],"optional":true,"name":"payload"},"payload":{"n":[null,null]}}"#,
+    ),
 ];
 
 #[test]
@@ -150,15 +156,26 @@ fn merged_array_elements_use_document_order() {
 #[test]
 fn envelope_placement_wraps_the_expanded_payload() {
     for (text, aggregate, want) in [
-        (r#"{"id": 1, "flag": true, "tags": ["a", "b"], "customer": {"name": "Ann", "address": {"zip": "8001", "city": "Zürich"}}}"#, "nested", r#"{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},{"type":"boolean","optional":true,"field":"flag"},{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"tags"},{"type":"struct","fields":[{"type":"string","optional":true,"field":"name"},{"type":"struct","fields":[{"type":"string","optional":true,"field":"zip"},{"type":"string","optional":true,"field":"city"}],"optional":true,"name":"payload.customer.address","field":"address"}],"optional":true,"name":"payload.customer","field":"customer"}],"optional":true,"name":"payload","field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.nested.Value"},"payload":{"payload":{"id":1,"flag":true,"tags":["a","b"],"customer":{"name":"Ann","address":{"zip":"8001","city":"Zürich"}}},"eventType":"t"}}"#),
-        (r#"{"items": [{"qty": 1, "sku": "A"}, {"sku": "B", "price": 9.99}]}"#, "merge", r#"{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"qty"},{"type":"string","optional":true,"field":"sku"},{"type":"double","optional":true,"field":"price"}],"optional":false,"name":"payload.items"},"optional":true,"field":"items"}],"optional":true,"name":"payload","field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.merge.Value"},"payload":{"payload":{"items":[{"qty":1,"sku":"A","price":null},{"qty":null,"sku":"B","price":9.99}]},"eventType":"t"}}"#),
+        (
+            r#"{"id": 1, "flag": true, "tags": ["a", "b"], "customer": {"name": "Ann", "address": {"zip": "8001", "city": "Zürich"}}}"#,
+            "nested",
+            r#"{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},{"type":"boolean","optional":true,"field":"flag"},{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"tags"},{"type":"struct","fields":[{"type":"string","optional":true,"field":"name"},{"type":"struct","fields":[{"type":"string","optional":true,"field":"zip"},{"type":"string","optional":true,"field":"city"}],"optional":true,"name":"payload.customer.address","field":"address"}],"optional":true,"name":"payload.customer","field":"customer"}],"optional":true,"name":"payload","field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.nested.Value"},"payload":{"payload":{"id":1,"flag":true,"tags":["a","b"],"customer":{"name":"Ann","address":{"zip":"8001","city":"Zürich"}}},"eventType":"t"}}"#,
+        ),
+        (
+            r#"{"items": [{"qty": 1, "sku": "A"}, {"sku": "B", "price": 9.99}]}"#,
+            "merge",
+            r#"{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"qty"},{"type":"string","optional":true,"field":"sku"},{"type":"double","optional":true,"field":"price"}],"optional":false,"name":"payload.items"},"optional":true,"field":"items"}],"optional":true,"name":"payload","field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.merge.Value"},"payload":{"payload":{"items":[{"qty":1,"sku":"A","price":null},{"qty":null,"sku":"B","price":9.99}]},"eventType":"t"}}"#,
+        ),
     ] {
         let e = expand_json_payload(text, "payload", JsonNullBehavior::Ignore).unwrap();
         let schema = Schema::Struct {
             name: Some(format!("dbserver1.public.outbox.{aggregate}.Value")),
             fields: vec![
                 ("payload".into(), e.schema),
-                ("eventType".into(), Schema::Primitive { ty: Type::String, optional: false, name: None, version: None }),
+                (
+                    "eventType".into(),
+                    Schema::Primitive { ty: Type::String, optional: false, name: None, version: None },
+                ),
             ],
             optional: false,
             version: None,
@@ -226,7 +243,15 @@ fn jackson_reading_quirks_are_kept() {
     // Overflowing doubles are infinite, which Jackson writes as a string.
     assert_eq!(outcome(r#"{"a":1.0e400,"b":-1e400}"#).unwrap(), r#"{"a":"Infinity","b":"-Infinity"}"#);
     assert_eq!(outcome(r#"{"a":-0,"b":-0.0,"c":1E2,"d":1e-7}"#).unwrap(), r#"{"a":0,"b":-0.0,"c":100.0,"d":1.0E-7}"#);
-    for bad in [r#"{"a":tru}"#, r#"{"a":[1,]}"#, r#"{"a":01}"#, r#"{"a":1.}"#, "{\"a\":\"\u{1}\"}", r#"{"a":"\x"}"#, r#"{"a":1"#] {
+    for bad in [
+        r#"{"a":tru}"#,
+        r#"{"a":[1,]}"#,
+        r#"{"a":01}"#,
+        r#"{"a":1.}"#,
+        "{\"a\":\"\u{1}\"}",
+        r#"{"a":"\x"}"#,
+        r#"{"a":1"#,
+    ] {
         assert!(kept(bad), "{bad}");
     }
     assert_eq!(expand_json_payload(r#" {"a":1}"#, "payload", JsonNullBehavior::Ignore), Err(ExpandError::NotJson));
@@ -242,7 +267,10 @@ fn schema_names_follow_the_payload_column_and_path() {
     assert!(schema.ends_with(r#""optional":true,"name":"body"}"#), "{schema}");
     assert!(schema.contains(r#""name":"body.o.p","field":"p""#), "{schema}");
     // A lone surrogate in a key cannot be a Rust field name; Debezium would expand it.
-    assert_eq!(expand_json_payload(r#"{"\udc00":1}"#, "payload", JsonNullBehavior::Ignore), Err(ExpandError::Unsupported));
+    assert_eq!(
+        expand_json_payload(r#"{"\udc00":1}"#, "payload", JsonNullBehavior::Ignore),
+        Err(ExpandError::Unsupported)
+    );
     assert_eq!(JsonNullBehavior::parse(" OPTIONAL_bytes "), Some(JsonNullBehavior::OptionalBytes));
     assert_eq!(JsonNullBehavior::parse("drop"), None);
 }

@@ -42,7 +42,10 @@ fn outbox() -> RelationInfo {
 
 fn row(vals: &[Option<&str>]) -> TupleData {
     TupleData {
-        values: vals.iter().map(|v| v.map_or(Value::Null, |s| Value::Text(Bytes::copy_from_slice(s.as_bytes())))).collect(),
+        values: vals
+            .iter()
+            .map(|v| v.map_or(Value::Null, |s| Value::Text(Bytes::copy_from_slice(s.as_bytes()))))
+            .collect(),
     }
 }
 
@@ -60,20 +63,28 @@ fn s(b: &Option<Bytes>) -> Option<&str> {
 
 #[test]
 fn router_string_converters_give_raw_text() {
-    let ctx = ContextHeaders { connector_logical_name: "dbserver1".into(), task_id: "0".into(), connector_name: "postgresql".into(), run_id: "r".into() };
+    let ctx = ContextHeaders {
+        connector_logical_name: "dbserver1".into(),
+        task_id: "0".into(),
+        connector_name: "postgresql".into(),
+        run_id: "r".into(),
+    };
     let mut r = Router::new(cfg(), Converter::String, Converter::String, Some(ctx));
     let rec = one(&mut r, Some(PAYLOAD)).unwrap();
     assert_eq!(&*rec.topic, "outbox.event.Order");
     assert_eq!(s(&rec.key), Some("order-4"));
     assert_eq!(s(&rec.value), Some(PAYLOAD));
     let names: Vec<_> = rec.headers.iter().map(|h| &*h.name).collect();
-    assert_eq!(names, [
-        "__debezium.context.connectorLogicalName",
-        "__debezium.context.taskId",
-        "__debezium.context.connectorName",
-        "__debezium.context.runId",
-        "id"
-    ]);
+    assert_eq!(
+        names,
+        [
+            "__debezium.context.connectorLogicalName",
+            "__debezium.context.taskId",
+            "__debezium.context.connectorName",
+            "__debezium.context.runId",
+            "id"
+        ]
+    );
     assert_eq!(s(&rec.headers[0].value), Some("dbserver1"));
     assert_eq!(s(&rec.headers[4].value), Some(ID));
     assert_eq!(rec.event_id(), ID);
@@ -109,7 +120,9 @@ fn router_regex_and_replacement_route_topics() {
     c.route_topic_replacement = "${routedByValue}.events".into();
     let mut r = Router::new(c, Converter::String, Converter::String, None);
     let plan = r.plan(&outbox());
-    let route = |r: &mut Router, t: &str| r.route(&plan, &row(&[Some(ID), Some(t), Some("k"), Some("x"), None]), 0).unwrap().topic;
+    let route = |r: &mut Router, t: &str| {
+        r.route(&plan, &row(&[Some(ID), Some(t), Some("k"), Some("x"), None]), 0).unwrap().topic
+    };
     assert_eq!(&*route(&mut r, "Order"), "Order.events");
     assert_eq!(&*route(&mut r, "Customer"), "Customer", "no match keeps the raw value");
 }
@@ -126,7 +139,10 @@ fn router_rejects_rows_it_cannot_publish() {
     rel.columns.retain(|c| c.name != "payload");
     let plan = r.plan(&rel);
     let err = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t")]), 0).unwrap_err();
-    assert!(err.to_string().contains("no column `payload`") && err.to_string().contains("table.field.event.payload"), "{err}");
+    assert!(
+        err.to_string().contains("no column `payload`") && err.to_string().contains("table.field.event.payload"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -158,7 +174,19 @@ fn router_additional_placements_in_config_order() {
     let mut r = Router::new(c, Converter::String, Converter::String, None);
     let plan = r.plan(&rel);
     let rec = r
-        .route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}"), Some("2"), Some("1970-01-01 00:00:01.5")]), 99)
+        .route(
+            &plan,
+            &row(&[
+                Some(ID),
+                Some("Order"),
+                Some("o-1"),
+                Some("OrderCreated"),
+                Some("{}"),
+                Some("2"),
+                Some("1970-01-01 00:00:01.5"),
+            ]),
+            99,
+        )
         .unwrap();
     let names: Vec<_> = rec.headers.iter().map(|h| &*h.name).collect();
     assert_eq!(names, ["id", "eventType", "aggregateid"]);
@@ -166,7 +194,8 @@ fn router_additional_placements_in_config_order() {
     assert_eq!(rec.partition, Some(2));
     assert_eq!(rec.timestamp_ms, 1500, "micro timestamp / 1000");
     // A NULL timestamp falls back to the processing time.
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("{}"), None, None]), 99).unwrap();
+    let rec =
+        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("{}"), None, None]), 99).unwrap();
     assert_eq!((rec.timestamp_ms, rec.partition), (99, None));
 }
 
@@ -181,7 +210,10 @@ fn router_additional_missing_column_error_or_ignore() {
     c.additional_missing_ignore = true;
     let mut r = Router::new(c, Converter::String, Converter::String, None);
     let plan = r.plan(&outbox());
-    assert_eq!(r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).unwrap().headers.len(), 1);
+    assert_eq!(
+        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).unwrap().headers.len(),
+        1
+    );
 }
 
 #[test]
@@ -192,7 +224,9 @@ fn router_rejects_timestamptz_event_timestamp() {
     c.field_event_timestamp = Some("ts".into());
     let mut r = Router::new(c, Converter::String, Converter::String, None);
     let plan = r.plan(&rel);
-    let err = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0).unwrap_err();
+    let err = r
+        .route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0)
+        .unwrap_err();
     assert!(err.to_string().contains("timestamptz"), "{err}");
 }
 
@@ -200,20 +234,27 @@ fn router_rejects_timestamptz_event_timestamp() {
 fn router_envelope_placement_matches_debezium() {
     use crate::config::{AdditionalField, Placement};
     let mut c = cfg();
-    c.additional = vec![AdditionalField { column: "type".into(), placement: Placement::Envelope, alias: "eventType".into() }];
+    c.additional =
+        vec![AdditionalField { column: "type".into(), placement: Placement::Envelope, alias: "eventType".into() }];
     let mut r = Router::new(c.clone(), Converter::String, Converter::Json { schemas: false }, None);
     let plan = r.plan(&outbox());
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0).unwrap();
+    let rec = r
+        .route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0)
+        .unwrap();
     // debezium.md 1.3: envelope placement with JsonConverter, schemas disabled.
     assert_eq!(s(&rec.value), Some(r#"{"payload":"{\"id\": 1}","eventType":"OrderCreated"}"#));
     let mut r = Router::new(c.clone(), Converter::String, Converter::Json { schemas: true }, None);
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
+    let rec =
+        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(
         s(&rec.value),
-        Some(r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.Order.Value"},"payload":{"payload":"{}","eventType":"OrderCreated"}}"#)
+        Some(
+            r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.Order.Value"},"payload":{"payload":"{}","eventType":"OrderCreated"}}"#
+        )
     );
     let mut r = Router::new(c, Converter::String, Converter::String, None);
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
+    let rec =
+        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some("Struct{payload={},eventType=OrderCreated}"));
 }
 
@@ -223,7 +264,13 @@ fn router_expands_json_payloads() {
     c.expand_json_payload = true;
     let mut r = Router::new(c, Converter::String, Converter::Json { schemas: false }, None);
     let plan = r.plan(&outbox());
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some(r#"{"id": 1, "gone": null, "tags": []}"#)]), 0).unwrap();
+    let rec = r
+        .route(
+            &plan,
+            &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some(r#"{"id": 1, "gone": null, "tags": []}"#)]),
+            0,
+        )
+        .unwrap();
     assert_eq!(s(&rec.value), Some(r#"{"id":1}"#), "nulls and empty arrays dropped, compact, as Debezium");
     let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("[1, 2]")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some(r#""[1, 2]""#), "where Debezium 3.6 stops, the string is kept");
