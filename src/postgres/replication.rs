@@ -128,7 +128,13 @@ impl ReplicationConnection {
                         self.flush().await?;
                     }
                 }
-                tag::ERROR_RESPONSE => return Err(PgError::from_server(wire::parse_error_fields(&frame.body))),
+                tag::ERROR_RESPONSE => {
+                    let mut e = wire::parse_error_fields(&frame.body);
+                    if e.code == "42501" && e.hint.is_none() {
+                        e.hint = Some(format!("give the user the REPLICATION attribute (ALTER ROLE {} REPLICATION) or use one that has it", p.user));
+                    }
+                    return Err(PgError::from_server(e));
+                }
                 tag::READY_FOR_QUERY => return Ok(()),
                 _ => {} // ParameterStatus, BackendKeyData, notices.
             }
