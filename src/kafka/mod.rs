@@ -5,4 +5,4 @@ mod errors;
 mod producer;
 
 pub use errors::{is_permanent, DeliveryFailure};
-pub use producer::{base_config, client_config, create_topics, Ack, Producer};
+pub use producer::{base_config, base_record, client_config, create_topics, Ack, Producer};

@@ -20,8 +20,10 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::BaseRecord;
 use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::util::IntoOpaque;
 use tokio::sync::mpsc;
 
 use crate::config::KafkaConfig;
@@ -128,6 +130,26 @@ impl Producer {
         let inner = base_config(cfg).create_with_context(ReportingContext { acks: tx })?;
         Ok(Producer { inner, acks })
     }
+}
+
+/// The librdkafka record for `record`, with `opaque` for its delivery report. Headers are copied by
+/// librdkafka; key and value are borrowed until `send` returns.
+pub fn base_record<D: IntoOpaque>(record: &crate::outbox::OutboxRecord, opaque: D) -> BaseRecord<'_, [u8], [u8], D> {
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    for h in &record.headers {
+        headers = headers.insert(Header { key: &h.name, value: h.value.as_deref() });
+    }
+    let mut r = BaseRecord::with_opaque_to(&record.topic, opaque).timestamp(record.timestamp_ms).headers(headers);
+    if let Some(k) = &record.key {
+        r = r.key(&k[..]);
+    }
+    if let Some(v) = &record.value {
+        r = r.payload(&v[..]);
+    }
+    if let Some(p) = record.partition {
+        r = r.partition(p);
+    }
+    r
 }
 
 /// A client config for admin and metadata clients: the bootstrap servers and the producer's security

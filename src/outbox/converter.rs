@@ -53,11 +53,10 @@ fn value_len_hint(value: &FieldValue) -> usize {
 /// SimpleHeaderConverter: `Values.convertToString` in UTF-8, without quotes or schema; bytes as
 /// base64.
 pub fn header_value(value: &FieldValue) -> Option<Bytes> {
-    if let FieldValue::Bytes(_) = value {
+    if let FieldValue::Bytes(b) = value {
         let mut out = Vec::new();
-        super::json::write_value(&mut out, value);
-        // write_value quotes the base64 text; a header carries it bare.
-        return Some(Bytes::from(out[1..out.len() - 1].to_vec()));
+        super::json::base64(&mut out, b);
+        return Some(Bytes::from(out));
     }
     encode(
         Converter::String,

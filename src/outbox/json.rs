@@ -116,8 +116,8 @@ pub fn write_value(out: &mut Vec<u8>, value: &FieldValue) {
     }
 }
 
-/// Standard base64 with padding, as Jackson writes `byte[]`.
-fn base64(out: &mut Vec<u8>, data: &[u8]) {
+/// Standard base64 with padding, as Jackson writes `byte[]` (and SimpleHeaderConverter bytes).
+pub fn base64(out: &mut Vec<u8>, data: &[u8]) {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for chunk in data.chunks(3) {
         let n = (u32::from(chunk[0]) << 16)

@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::BaseRecord;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -202,13 +200,7 @@ impl Sink {
         let record =
             crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
         let letter = self.checkpoint.next_seq();
-        let mut h = OwnedHeaders::new_with_capacity(record.headers.len());
-        for x in &record.headers {
-            h = h.insert(Header { key: &x.name, value: x.value.as_deref() });
-        }
-        let r: BaseRecord<'_, [u8], [u8], usize> =
-            BaseRecord::with_opaque_to(&record.topic, letter as usize).headers(h);
-        match self.producer.inner.send(r) {
+        match self.producer.inner.send(kafka::base_record(&record, letter as usize)) {
             Ok(()) => {
                 self.checkpoint.event_sent();
                 self.dead_letters.insert(letter, seq);
@@ -255,22 +247,7 @@ impl Sink {
         // The sequence number is only registered once librdkafka has taken the record.
         let seq = self.checkpoint.next_seq();
         loop {
-            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-            for h in &record.headers {
-                headers = headers.insert(Header { key: &h.name, value: h.value.as_deref() });
-            }
-            let mut r: BaseRecord<'_, [u8], [u8], usize> =
-                BaseRecord::with_opaque_to(&record.topic, seq as usize).timestamp(record.timestamp_ms).headers(headers);
-            if let Some(k) = &record.key {
-                r = r.key(&k[..]);
-            }
-            if let Some(v) = &record.value {
-                r = r.payload(&v[..]);
-            }
-            if let Some(p) = record.partition {
-                r = r.partition(p);
-            }
-            match self.producer.inner.send(r) {
+            match self.producer.inner.send(kafka::base_record(&record, seq as usize)) {
                 Ok(()) => {
                     let registered = self.checkpoint.event_sent();
                     debug_assert_eq!(registered, seq);

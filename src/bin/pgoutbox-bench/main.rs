@@ -353,24 +353,12 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
     };
     let events = records.len();
     let wall = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
-        use rdkafka::message::{Header, OwnedHeaders};
-        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        use rdkafka::producer::{BaseProducer, Producer};
         let p: BaseProducer = pgoutbox::kafka::base_config(&kafka).create()?;
         let start = Instant::now();
         for rec in &records {
             loop {
-                let mut h = OwnedHeaders::new_with_capacity(rec.headers.len());
-                for x in &rec.headers {
-                    h = h.insert(Header { key: &x.name, value: x.value.as_deref() });
-                }
-                let mut br: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&rec.topic).headers(h);
-                if let Some(k) = &rec.key {
-                    br = br.key(&k[..]);
-                }
-                if let Some(v) = &rec.value {
-                    br = br.payload(&v[..]);
-                }
-                match p.send(br) {
+                match p.send(pgoutbox::kafka::base_record(rec, ())) {
                     Ok(()) => break,
                     Err((
                         rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
