@@ -1,9 +1,13 @@
 //! An idempotent rdkafka producer whose delivery reports feed the checkpoint.
 //!
-//! Records are handed to librdkafka without waiting for earlier deliveries; its background thread
-//! batches, sends and retries them, and reports each outcome through `delivery`, which forwards the
-//! record's sequence number to the sink. The channel is unbounded, but what can be in it is bounded by
-//! librdkafka's queue limits (`queue.buffering.max.*`), which are what makes the sink wait.
+//! Records are handed to librdkafka without waiting for earlier deliveries; its broker threads batch,
+//! send and retry them. Delivery reports are served on the caller's thread (the sink's), not on a
+//! polling thread of their own: librdkafka writes a byte to a pipe when its event queue gets work,
+//! the sink wakes on it and calls [`Producer::serve`]. This saves a thread hop per acknowledgement,
+//! and librdkafka's messages are freed on the thread that allocated them, which keeps glibc's malloc
+//! on its fast path (the cross-thread frees of a polling thread cost ~20% of the CPU when measured).
+//! What can wait to be served is bounded by librdkafka's queue limits (`queue.buffering.max.*`),
+//! which are what makes the sink wait.
 //!
 //! Settings that carry guarantees (the first three cannot be overridden; the others are defaults a
 //! `producer.*` key may change):
@@ -14,6 +18,9 @@
 //!   `delivery.timeout.ms` to Integer.MAX_VALUE for the same reason); the reader is backpressured
 //!   instead while keepalives keep the PostgreSQL connection alive.
 
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -21,10 +28,9 @@ use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::BaseRecord;
-use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
 use rdkafka::util::IntoOpaque;
-use tokio::sync::mpsc;
+use tokio::net::unix::pipe;
 
 use crate::config::KafkaConfig;
 
@@ -41,7 +47,15 @@ pub enum Ack {
 }
 
 pub struct ReportingContext {
-    acks: mpsc::UnboundedSender<Ack>,
+    /// Reports of the events served so far, taken by [`Producer::serve`]. Only the serving thread
+    /// touches it, so the lock is never contended.
+    acks: Mutex<Vec<Ack>>,
+}
+
+impl ReportingContext {
+    fn report(&self, ack: Ack) {
+        self.acks.lock().unwrap_or_else(|e| e.into_inner()).push(ack);
+    }
 }
 
 impl ClientContext for ReportingContext {
@@ -60,7 +74,7 @@ impl ClientContext for ReportingContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
-            let _ = self.acks.send(Ack::Fatal(reason.to_string()));
+            self.report(Ack::Fatal(reason.to_string()));
             return;
         }
         // Broker connection problems land here; librdkafka keeps retrying them.
@@ -83,14 +97,33 @@ impl ProducerContext for ReportingContext {
                 Ack::Failed { seq: seq as u64, error: e.clone(), topic: msg.topic().to_string(), event_id }
             }
         };
-        // The receiver is gone only when the session is over; the report no longer matters then.
-        let _ = self.acks.send(report);
+        self.report(report);
     }
 }
 
+/// A reference to librdkafka's main event queue (where delivery reports and errors go), to read its
+/// length.
+struct MainQueue(*mut rdkafka::bindings::rd_kafka_queue_t);
+
+// SAFETY: librdkafka queue handles are thread-safe; the handle is only used for `rd_kafka_queue_length`
+// and released once.
+unsafe impl Send for MainQueue {}
+unsafe impl Sync for MainQueue {}
+
+impl Drop for MainQueue {
+    fn drop(&mut self) {
+        // SAFETY: obtained from rd_kafka_queue_get_main, released exactly once, before the client.
+        unsafe { rdkafka::bindings::rd_kafka_queue_destroy(self.0) }
+    }
+}
+
+/// Fields drop in order: the queue reference before the client, the client (which purges and
+/// serves its last reports) before the pipe librdkafka writes to.
 pub struct Producer {
-    pub inner: ThreadedProducer<ReportingContext>,
-    pub acks: mpsc::UnboundedReceiver<Ack>,
+    queue: MainQueue,
+    inner: BaseProducer<ReportingContext>,
+    wake: pipe::Receiver,
+    _wake_tx: pipe::Sender,
 }
 
 /// Bytes of records librdkafka may hold before `send` says QueueFull (the memory bound of the sink).
@@ -125,10 +158,54 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
 }
 
 impl Producer {
+    /// Must be called within the Tokio runtime that will serve the producer.
     pub fn new(cfg: &KafkaConfig) -> Result<Self, KafkaError> {
-        let (tx, acks) = mpsc::unbounded_channel();
-        let inner = base_config(cfg).create_with_context(ReportingContext { acks: tx })?;
-        Ok(Producer { inner, acks })
+        let inner: BaseProducer<ReportingContext> =
+            base_config(cfg).create_with_context(ReportingContext { acks: Mutex::new(Vec::new()) })?;
+        let (wake_tx, wake) =
+            pipe::pipe().map_err(|e| KafkaError::ClientCreation(format!("cannot create the wake-up pipe: {e}")))?;
+        // SAFETY: the client is alive; the handle is released in MainQueue's drop, before the client.
+        let queue = MainQueue(unsafe { rdkafka::bindings::rd_kafka_queue_get_main(inner.client().native_ptr()) });
+        const BYTE: &[u8] = b"1";
+        // SAFETY: the pipe's write end outlives the client (field order); librdkafka copies nothing
+        // but writes `BYTE` (static) when the queue gets an event after having been served.
+        unsafe {
+            rdkafka::bindings::rd_kafka_queue_io_event_enable(
+                queue.0,
+                wake_tx.as_raw_fd(),
+                BYTE.as_ptr().cast(),
+                BYTE.len(),
+            )
+        };
+        Ok(Producer { queue, inner, wake, _wake_tx: wake_tx })
+    }
+
+    /// Queues a record; librdkafka copies headers, key and value.
+    #[allow(clippy::result_large_err)]
+    pub fn send<'a>(
+        &self,
+        record: BaseRecord<'a, [u8], [u8], usize>,
+    ) -> Result<(), (KafkaError, BaseRecord<'a, [u8], [u8], usize>)> {
+        self.inner.send(record)
+    }
+
+    /// Resolves when librdkafka has events to serve (possibly spuriously).
+    pub async fn ready(&self) -> io::Result<()> {
+        self.wake.readable().await
+    }
+
+    /// Serves every event librdkafka has queued, on this thread, and moves the resulting reports
+    /// into `out`. Call it after [`ready`](Self::ready) resolves; it never blocks.
+    pub fn serve(&self, out: &mut Vec<Ack>) {
+        // Empty the pipe first: an event queued after this point writes again (librdkafka writes
+        // once per period between two serves) or is served by the loop below.
+        let mut buf = [0u8; 64];
+        while matches!(self.wake.try_read(&mut buf), Ok(n) if n > 0) {}
+        // SAFETY: the queue handle is valid while `self` lives.
+        while unsafe { rdkafka::bindings::rd_kafka_queue_length(self.queue.0) } > 0 {
+            self.inner.poll(Duration::ZERO);
+        }
+        out.append(&mut self.inner.context().acks.lock().unwrap_or_else(|e| e.into_inner()));
     }
 }
 

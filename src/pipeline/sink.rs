@@ -35,6 +35,8 @@ pub struct Sink {
     connector: String,
     /// Dead-letter record's sequence number -> the refused event's, acknowledged together.
     dead_letters: std::collections::HashMap<u64, u64>,
+    /// Reports taken from the producer, reused between wake-ups.
+    acks: Vec<Ack>,
 }
 
 impl Sink {
@@ -57,6 +59,7 @@ impl Sink {
             tolerance: Default::default(),
             connector: String::new(),
             dead_letters: Default::default(),
+            acks: Vec::new(),
         }
     }
 
@@ -84,8 +87,10 @@ impl Sink {
         };
         self.publish();
         // Release the reader (it waits for this) before the producer's drop, which purges its queue
-        // and can take a while.
+        // and can block for up to half a second: off the runtime's thread, which the reader shares.
         drop(self.confirmed);
+        let producer = self.producer;
+        tokio::task::spawn_blocking(move || drop(producer));
         result.and(drained)
     }
 
@@ -93,14 +98,9 @@ impl Sink {
         loop {
             tokio::select! {
                 biased;
-                // 1. Delivery reports first: they free room and move the checkpoint. Take every
-                //    report already waiting, so a burst costs one wake-up, not one per event.
-                Some(ack) = self.producer.acks.recv() => {
-                    self.on_ack(ack)?;
-                    while let Ok(ack) = self.producer.acks.try_recv() {
-                        self.on_ack(ack)?;
-                    }
-                }
+                // 1. Delivery reports first: they free room and move the checkpoint. Every report
+                //    already waiting is served, so a burst costs one wake-up, not one per event.
+                ready = self.producer.ready() => self.serve(ready)?,
                 // 2. Stop requested: take no more work.
                 _ = stop.cancelled() => return Ok(()),
                 // 3. More work from the reader; `None` when it stopped.
@@ -121,9 +121,8 @@ impl Sink {
     async fn drain(&mut self, timeout: Duration) -> Result<(), RelayError> {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.checkpoint.drained() {
-            match tokio::time::timeout_at(deadline, self.producer.acks.recv()).await {
-                Ok(Some(ack)) => self.on_ack(ack)?,
-                Ok(None) => break,
+            match tokio::time::timeout_at(deadline, self.producer.ready()).await {
+                Ok(ready) => self.serve(ready)?,
                 Err(_) => {
                     tracing::warn!(
                         unacknowledged = self.checkpoint.in_flight(),
@@ -158,6 +157,21 @@ impl Sink {
             *v = c;
             changed
         });
+    }
+
+    /// Serves the producer's events and applies their reports, in order.
+    fn serve(&mut self, ready: std::io::Result<()>) -> Result<(), RelayError> {
+        ready.map_err(|e| RelayError::KafkaTransient(format!("waiting for delivery reports: {e}")))?;
+        let mut acks = std::mem::take(&mut self.acks);
+        self.producer.serve(&mut acks);
+        let mut result = Ok(());
+        for ack in acks.drain(..) {
+            if result.is_ok() {
+                result = self.on_ack(ack);
+            }
+        }
+        self.acks = acks;
+        result
     }
 
     fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {
@@ -200,7 +214,7 @@ impl Sink {
         let record =
             crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
         let letter = self.checkpoint.next_seq();
-        match self.producer.inner.send(kafka::base_record(&record, letter as usize)) {
+        match self.producer.send(kafka::base_record(&record, letter as usize)) {
             Ok(()) => {
                 self.checkpoint.event_sent();
                 self.dead_letters.insert(letter, seq);
@@ -247,7 +261,7 @@ impl Sink {
         // The sequence number is only registered once librdkafka has taken the record.
         let seq = self.checkpoint.next_seq();
         loop {
-            match self.producer.inner.send(kafka::base_record(&record, seq as usize)) {
+            match self.producer.send(kafka::base_record(&record, seq as usize)) {
                 Ok(()) => {
                     let registered = self.checkpoint.event_sent();
                     debug_assert_eq!(registered, seq);
@@ -258,16 +272,10 @@ impl Sink {
                     // make room, or for a stop.
                     tokio::select! {
                         biased;
-                        ack = self.producer.acks.recv() => match ack {
-                            Some(ack) => {
-                                self.on_ack(ack)?;
-                                while let Ok(ack) = self.producer.acks.try_recv() {
-                                    self.on_ack(ack)?;
-                                }
-                                self.publish();
-                            }
-                            None => return Err(RelayError::KafkaTransient("the producer stopped".into())),
-                        },
+                        ready = self.producer.ready() => {
+                            self.serve(ready)?;
+                            self.publish();
+                        }
                         _ = stop.cancelled() => return Ok(false),
                         _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                     }
