@@ -46,15 +46,21 @@ fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
                 ("503 Service Unavailable", "text/plain", "not streaming\n".into())
             }
         }
-        "/latency" => ("200 OK", "application/json", json(&m.take_window())),
+        "/latency" => {
+            let (ack, received) = m.take_window();
+            ("200 OK", "application/json", json(&ack, &received))
+        }
         _ => ("404 Not Found", "text/plain", "not found\n".into()),
     }
 }
 
-fn json(s: &Summary) -> String {
+/// Commit-to-ack quantiles at the top level; the commit-to-receipt part under `received`.
+fn json(s: &Summary, received: &Summary) -> String {
+    let r = received;
     format!(
-        "{{\"count\":{},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{}}}\n",
-        s.count, s.p50_us, s.p90_us, s.p99_us, s.p999_us, s.max_us
+        "{{\"count\":{},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\
+         \"received\":{{\"count\":{},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"max_us\":{}}}}}\n",
+        s.count, s.p50_us, s.p90_us, s.p99_us, s.p999_us, s.max_us, r.count, r.p50_us, r.p90_us, r.p99_us, r.max_us
     )
 }
 

@@ -3,7 +3,9 @@
 //!
 //! Latency is measured per transaction with outbox events: from its commit time (pgoutput's Begin
 //! carries it, on the server's clock) to the moment the broker acknowledged the last of its events and
-//! everything before them, i.e. when the checkpoint could confirm it.
+//! everything before them, i.e. when the checkpoint could confirm it. The first part of that path,
+//! from the commit to the moment the relay has read the transaction's Commit message (decoding and
+//! transfer by the server), is measured too, so the `/latency` window shows where the time goes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -24,6 +26,8 @@ struct Latencies {
     total: Histogram,
     /// Since the last `/latency` read.
     window: Histogram,
+    /// Commit to the relay's receipt of the Commit message, since the last `/latency` read.
+    received_window: Histogram,
 }
 
 impl Metrics {
@@ -34,11 +38,19 @@ impl Metrics {
         }
     }
 
-    /// Quantiles since the previous call, which starts a new window.
-    pub fn take_window(&self) -> Summary {
+    /// Commit to receipt by the relay, for a transaction with events.
+    pub fn record_received_us(&self, us: u64) {
+        if let Ok(mut l) = self.latency.lock() {
+            l.received_window.record(us);
+        }
+    }
+
+    /// Quantiles since the previous call, which starts a new window: commit to acknowledgement, and
+    /// commit to receipt.
+    pub fn take_window(&self) -> (Summary, Summary) {
         match self.latency.lock() {
-            Ok(mut l) => std::mem::take(&mut l.window).summary(),
-            Err(_) => Summary::default(),
+            Ok(mut l) => (std::mem::take(&mut l.window).summary(), std::mem::take(&mut l.received_window).summary()),
+            Err(_) => Default::default(),
         }
     }
 
@@ -167,8 +179,8 @@ mod tests {
     fn windows_reset_on_read() {
         let m = Metrics::default();
         m.record_latency_us(5);
-        assert_eq!(m.take_window().count, 1);
-        assert_eq!(m.take_window().count, 0);
+        assert_eq!(m.take_window().0.count, 1);
+        assert_eq!(m.take_window().0.count, 0);
         assert_eq!(m.total().count, 1);
     }
 }

@@ -37,6 +37,8 @@ pub struct Reader<'a> {
     relations: HashMap<Oid, Option<(RoutePlan, String, Vec<String>)>>,
     dead_letter_topic: Option<std::sync::Arc<str>>,
     in_transaction: bool,
+    /// Whether the transaction being read has produced a record (for the latency breakdown).
+    transaction_has_events: bool,
     /// The commit LSN of the transaction being read (Begin's final LSN), for the optional header.
     commit_lsn: Option<std::sync::Arc<str>>,
     /// Highest WAL position received, reported as the write position.
@@ -71,6 +73,7 @@ impl<'a> Reader<'a> {
             relations: HashMap::new(),
             dead_letter_topic: cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from),
             in_transaction: false,
+            transaction_has_events: false,
             commit_lsn: None,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
@@ -247,6 +250,10 @@ impl<'a> Reader<'a> {
             }
             LogicalMessage::Commit(c) => {
                 self.in_transaction = false;
+                if std::mem::take(&mut self.transaction_has_events) {
+                    let now = crate::postgres::wire::pg_epoch_micros(SystemTime::now());
+                    self.metrics.record_received_us(now.saturating_sub(c.commit_time).max(0) as u64);
+                }
                 self.received = self.received.max(c.end_lsn);
                 self.batch.push(Item::Commit { end_lsn: c.end_lsn, commit_time: c.commit_time });
             }
@@ -286,6 +293,7 @@ impl<'a> Reader<'a> {
                                         value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
                                     });
                                 }
+                                self.transaction_has_events = true;
                                 self.batch.push(Item::Event(record))
                             }
                             Err(e) if self.cfg.errors.tolerate => {

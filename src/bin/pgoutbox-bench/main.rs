@@ -487,6 +487,8 @@ async fn steady_state(
         p50_ms: us("p50_us") as f64 / 1000.0,
         p99_ms: us("p99_us") as f64 / 1000.0,
         max_ms: us("max_us") as f64 / 1000.0,
+        received_p50_ms: lat["received"]["p50_us"].as_u64().unwrap_or(0) as f64 / 1000.0,
+        received_p99_ms: lat["received"]["p99_us"].as_u64().unwrap_or(0) as f64 / 1000.0,
         cpu_seconds: usage.cpu_seconds - cpu_before,
         peak_rss_mb: usage.peak_rss_mb,
     })
