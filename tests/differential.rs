@@ -68,6 +68,7 @@ differential_cases! {
 
     placement_envelope;
     placement_envelope_schemas_on;
+    placement_timestamptz;
     expand_json_payload_schemas_off;
     expand_json_payload_schemas_on;
     expand_json_payload_edge_values;

@@ -60,7 +60,13 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
     }
     encode(
         Converter::String,
-        &FieldSchema { ty: super::schema::SchemaType::String, optional: true, name: None, version: None },
+        &FieldSchema {
+            ty: super::schema::SchemaType::String,
+            optional: true,
+            name: None,
+            version: None,
+            fraction_digits: None,
+        },
         value,
     )
 }

@@ -35,6 +35,9 @@ pub struct FieldSchema {
     pub optional: bool,
     pub name: Option<&'static str>,
     pub version: Option<i32>,
+    /// Digits of the fraction of seconds Debezium writes for a ZonedTimestamp: the column's precision
+    /// (6 when it has none); 0 writes them only when not zero. `None` for other types.
+    pub fraction_digits: Option<u8>,
 }
 
 pub mod oid {
@@ -72,11 +75,21 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool) -> O
         // adaptive: timestamp(0..=3) is milliseconds, timestamp(4..=6) and plain timestamp microseconds.
         oid::TIMESTAMP if (0..=3).contains(&type_modifier) => (SchemaType::Int64, Some(TIMESTAMP_MILLIS)),
         oid::TIMESTAMP => (SchemaType::Int64, Some(TIMESTAMP_MICROS)),
-        oid::TIMESTAMPTZ => (SchemaType::String, Some(ZONED_TIMESTAMP)),
+        oid::TIMESTAMPTZ => {
+            let digits = if (0..=6).contains(&type_modifier) { type_modifier as u8 } else { 6 };
+            let name = Some(ZONED_TIMESTAMP);
+            return Some(FieldSchema {
+                ty: SchemaType::String,
+                optional,
+                version: Some(1),
+                name,
+                fraction_digits: Some(digits),
+            });
+        }
         oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
         _ => return schema_for(type_oid, optional),
     };
-    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name })
+    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None })
 }
 
 /// Debezium's schema for a column of this type, or `None` for types pgoutbox cannot route yet.
@@ -93,7 +106,7 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
         oid::XML => (SchemaType::String, Some("io.debezium.data.Xml")),
         _ => return None,
     };
-    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name })
+    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None })
 }
 
 /// A column value, typed by its schema.
@@ -115,8 +128,82 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
         }
         Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
         Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+        // `infinity` and `-infinity` pass as they are, as Debezium writes them.
+        Some(ZONED_TIMESTAMP) => {
+            let text = std::str::from_utf8(text).ok()?;
+            let digits = schema.fraction_digits.unwrap_or(0);
+            Some(FieldValue::String(
+                zoned_timestamp(text, digits).map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from),
+            ))
+        }
         _ => parse_text(schema.ty, text),
     }
+}
+
+/// A `timestamptz` as PostgreSQL prints it (`YYYY-MM-DD HH:MM:SS[.ffffff]±HH[:MM[:SS]][ BC]`, in the
+/// session's time zone) as Debezium 3.6's ZonedTimestamp: the same instant in UTC, ISO-8601 with
+/// seconds always, `digits` digits of fraction (`2024-02-29T10:34:56.789000Z` for 6), and `Z`. With
+/// `digits` 0, Java's `ISO_OFFSET_DATE_TIME`: the fraction without trailing zeros, only when not zero
+/// (seen from Debezium: the column's precision, 6 without one). `None` when the text is not such a
+/// timestamp.
+pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
+    let (text, bc) = match text.strip_suffix(" BC") {
+        Some(t) => (t, " BC"),
+        None => (text, ""),
+    };
+    let (date, rest) = text.split_once(' ')?;
+    let at = rest.rfind(['+', '-'])?;
+    let (time, offset) = rest.split_at(at);
+    let sign: i64 = if offset.starts_with('-') { -1 } else { 1 };
+    let mut parts = offset[1..].split(':');
+    let mut offset_secs = 0i64;
+    for unit in [3600, 60, 1] {
+        if let Some(p) = parts.next() {
+            if p.len() != 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            offset_secs += p.parse::<i64>().ok()? * unit;
+        }
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    let local = timestamp_micros(&format!("{date} {time}{bc}"))?;
+    let utc = local - sign * offset_secs * 1_000_000;
+    let days = utc.div_euclid(86_400_000_000);
+    let of_day = utc.rem_euclid(86_400_000_000);
+    let (y, m, d) = civil_from_days(days);
+    // java.time's ISO_LOCAL_DATE: four digits within 0..=9999, a sign beyond.
+    let mut out = if (0..=9999).contains(&y) {
+        format!("{y:04}")
+    } else if y < 0 {
+        format!("-{:04}", -y)
+    } else {
+        format!("+{y}")
+    };
+    let secs = of_day / 1_000_000;
+    out.push_str(&format!("-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60));
+    let micros = format!(".{:06}", of_day % 1_000_000);
+    match digits {
+        0 => out.push_str(micros.trim_end_matches('0').trim_end_matches('.')),
+        // PostgreSQL has already rounded the value to the column's precision.
+        d => out.push_str(&micros[..=usize::from(d.min(6))]),
+    }
+    out.push('Z');
+    Some(out)
+}
+
+/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard Hinnant's civil_from_days).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
@@ -231,6 +318,47 @@ mod tests {
         assert_eq!(parse_value(&ms, &Bytes::from_static(b"1970-01-01 00:00:01.234")), Some(FieldValue::Int(1234)));
         assert_eq!(schema_for_column(oid::TIMESTAMP, -1, true).unwrap().name, Some(TIMESTAMP_MICROS));
         assert_eq!(schema_for_column(oid::TIMESTAMPTZ, -1, true).unwrap().name, Some(ZONED_TIMESTAMP));
+    }
+
+    #[test]
+    fn timestamptz_becomes_utc_iso_8601_like_debezium() {
+        for (text, want) in [
+            ("2024-02-29 12:34:56.789+02", "2024-02-29T10:34:56.789Z"),
+            ("2024-02-29 12:34:56+02", "2024-02-29T10:34:56Z"),
+            ("2024-01-01 00:00:00+00", "2024-01-01T00:00:00Z"),
+            ("2024-01-01 00:00:00.1+00", "2024-01-01T00:00:00.1Z"),
+            ("1999-12-31 23:59:59.999999-05:30", "2000-01-01T05:29:59.999999Z"),
+            ("2000-01-01 00:30:00+01", "1999-12-31T23:30:00Z"),
+            ("1900-01-01 00:00:00+00:09:21", "1899-12-31T23:50:39Z"),
+            ("1970-01-01 00:00:00+00", "1970-01-01T00:00:00Z"),
+            ("0044-03-15 12:00:00+00 BC", "-0043-03-15T12:00:00Z"),
+            ("0001-01-01 00:00:00+00 BC", "0000-01-01T00:00:00Z"),
+            ("10000-01-01 00:00:00+00", "+10000-01-01T00:00:00Z"),
+        ] {
+            assert_eq!(zoned_timestamp(text, 0).as_deref(), Some(want), "{text}");
+        }
+        for text in ["infinity", "-infinity", "2024-01-01 00:00:00", "2024-01-01 00:00:00+1", "x"] {
+            assert_eq!(zoned_timestamp(text, 6), None, "{text}");
+        }
+        // The column's precision fixes the digits (6 without one), as Debezium 3.6.3 writes them.
+        let value = |typmod: i32, t: &'static str| {
+            let schema = schema_for_column(oid::TIMESTAMPTZ, typmod, true).unwrap();
+            parse_value(&schema, &Bytes::from_static(t.as_bytes()))
+        };
+        let string = |s: &'static str| Some(FieldValue::String(Bytes::from(s)));
+        assert_eq!(value(-1, "2024-02-29 12:34:56.789+02"), string("2024-02-29T10:34:56.789000Z"));
+        assert_eq!(value(-1, "2024-01-01 00:00:00+00"), string("2024-01-01T00:00:00.000000Z"));
+        assert_eq!(value(3, "2024-01-01 00:00:00.1+00"), string("2024-01-01T00:00:00.100Z"));
+        assert_eq!(value(0, "2024-01-01 00:00:01+00"), string("2024-01-01T00:00:01Z"));
+        assert_eq!(value(-1, "infinity"), string("infinity"));
+    }
+
+    #[test]
+    fn days_round_trip_through_civil_dates() {
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
     }
 
     #[test]

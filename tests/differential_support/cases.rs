@@ -535,3 +535,28 @@ pub fn update_under_fatal_stops_both() -> Case {
         .topics(&[ORDER])
         .fails_after(2)
 }
+
+/// `timestamptz` columns placed in a header and in the envelope: Debezium's ZonedTimestamp, an
+/// ISO-8601 string in UTC, whatever the offset written and the session's time zone.
+pub fn placement_timestamptz() -> Case {
+    let values = [
+        ("2024-02-29 12:34:56.789+02", "2024-02-29 12:34:56.789+02"),
+        ("2024-01-01 00:00:00+00", "2024-01-01 00:00:00.1+00"),
+        ("1999-12-31 23:59:59.999999-05:30", "1999-12-31 23:59:59.9995-05:30"),
+        ("2000-01-01 00:00:00.000001+00", "1970-01-01 00:00:00+00"),
+        ("1900-06-15 08:00:00.12+01", "2262-04-11 23:47:16.854775+00"),
+    ];
+    let row = |i: usize, (a, b): (&str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, ts, ts3) VALUES (gen_random_uuid(), 'Order', 'k-{i}', 'Created', '{{\"i\": {i}}}', {}, {})",
+            lit(a),
+            lit(b)
+        )
+    };
+    Case::new("placement_timestamptz")
+        .columns(&["ts timestamptz NOT NULL", "ts3 timestamptz(3)"])
+        .props(&["transforms.outbox.table.fields.additional.placement=ts:header,ts3:envelope:when".to_string()])
+        .sql(values.iter().enumerate().map(|(i, v)| row(i, *v)))
+        .topics(&[ORDER])
+        .records(values.len())
+}
