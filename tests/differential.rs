@@ -64,6 +64,7 @@ differential_cases! {
     placement_header;
     placement_partition;
     bytea_binary_data_converter;
+    bytea_kafka_byte_array_converter;
     snapshot_initial;
 
     placement_envelope;

@@ -649,8 +649,12 @@ fn parse_converter(r: &mut Reader<'_>, which: &str) -> Result<Converter, ConfigE
     match class.as_str() {
         "org.apache.kafka.connect.storage.StringConverter" => Ok(Converter::String),
         "org.apache.kafka.connect.json.JsonConverter" => Ok(Converter::Json { schemas }),
-        "io.debezium.converters.BinaryDataConverter" | "io.debezium.converters.ByteArrayConverter" => Ok(Converter::Binary),
-        other => Err(invalid(&key, format!("`{other}` is not supported; use org.apache.kafka.connect.storage.StringConverter, org.apache.kafka.connect.json.JsonConverter or io.debezium.converters.BinaryDataConverter"))),
+        // Kafka's own ByteArrayConverter behaves the same: BYTES as they are, null as null, any other
+        // schema refused.
+        "io.debezium.converters.BinaryDataConverter"
+        | "io.debezium.converters.ByteArrayConverter"
+        | "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::Binary),
+        other => Err(invalid(&key, format!("`{other}` is not supported; use org.apache.kafka.connect.storage.StringConverter, org.apache.kafka.connect.json.JsonConverter, io.debezium.converters.BinaryDataConverter or org.apache.kafka.connect.converters.ByteArrayConverter"))),
     }
 }
 

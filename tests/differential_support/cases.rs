@@ -461,6 +461,16 @@ pub fn bytea_binary_data_converter() -> Case {
     ])
 }
 
+/// Kafka's own ByteArrayConverter, which Connect users pick for pre-serialised (Avro, Protobuf) payloads.
+pub fn bytea_kafka_byte_array_converter() -> Case {
+    let mut c = bytea_payload_json_converter();
+    c.name = "bytea_kafka_byte_array_converter";
+    c.props(&[
+        "value.converter=org.apache.kafka.connect.converters.ByteArrayConverter".to_string(),
+        format!("key.converter={STRING}"),
+    ])
+}
+
 /// Rows that exist before the relays start, which create their slots themselves: only a snapshot
 /// sees them (as op=r, which the router routes).
 pub fn snapshot_initial() -> Case {
