@@ -18,17 +18,10 @@ chmod 755 "$work"
 relay_pid=
 cleanup() {
     [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null || true
-    broker_stop "$work/broker"
-    pg_stop "$work/pg"
-    rm -rf "$work"
+    services_down "$work"
 }
 trap cleanup EXIT
-
-pg_port=$(free_port)
-broker_port=$(free_port)
-pg_start "$work/pg" "$pg_port"
-broker_start "$work/broker" "$broker_port"
-log "PostgreSQL on 127.0.0.1:$pg_port, broker on 127.0.0.1:$broker_port"
+services_up "$work"
 
 psql_() { psql -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 "$@"; }
 psql_ -f "$root/sql/outbox.sql"

@@ -182,3 +182,20 @@ broker_stop() {
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$dir/broker.pid"
 }
+
+# Starts a throwaway PostgreSQL and broker under WORK on free ports; sets pg_port and broker_port.
+services_up() {
+    pg_port=$(free_port)
+    broker_port=$(free_port)
+    pg_start "$1/pg" "$pg_port"
+    broker_start "$1/broker" "$broker_port"
+    log "PostgreSQL on 127.0.0.1:$pg_port, broker on 127.0.0.1:$broker_port"
+}
+
+# Stops what services_up started under WORK (PostgreSQL with MODE: fast, the default, or immediate)
+# and removes WORK.
+services_down() {
+    broker_stop "$1/broker"
+    pg_stop "$1/pg" "${2:-fast}"
+    rm -rf "$1"
+}

@@ -11,22 +11,13 @@ bash "$here/install.sh"
 
 work=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
 chmod 755 "$work"
-cleanup() {
-    broker_stop "$work/broker"
-    pg_stop "$work/pg" immediate
-    rm -rf "$work"
-}
+cleanup() { services_down "$work" immediate; }
 trap cleanup EXIT
-
-pg_port=$(free_port)
-broker_port=$(free_port)
-pg_start "$work/pg" "$pg_port"
-broker_start "$work/broker" "$broker_port"
+services_up "$work"
 export PGOUTBOX_TEST_PG_PORT=$pg_port
 export PGOUTBOX_TEST_TLS_DIR=$work/pg/tls
 export PGOUTBOX_TEST_BROKER=127.0.0.1:$broker_port
 export PGOUTBOX_TEST_SCRIPTS=$here
-log "PostgreSQL on 127.0.0.1:$pg_port, broker on 127.0.0.1:$broker_port"
 
 cd "$root"
 start=$(date +%s)
