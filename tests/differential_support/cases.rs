@@ -452,23 +452,20 @@ pub fn expand_json_payload_edge_values() -> Case {
     .records(payloads.len())
 }
 
-pub fn bytea_binary_data_converter() -> Case {
+/// The bytea payloads under a value converter that writes BYTES as they are.
+fn bytea_raw(name: &'static str, value_converter: &str) -> Case {
     let mut c = bytea_payload_json_converter();
-    c.name = "bytea_binary_data_converter";
-    c.props(&[
-        "value.converter=io.debezium.converters.BinaryDataConverter".to_string(),
-        format!("key.converter={STRING}"),
-    ])
+    c.name = name;
+    c.props(&[format!("value.converter={value_converter}"), format!("key.converter={STRING}")])
+}
+
+pub fn bytea_binary_data_converter() -> Case {
+    bytea_raw("bytea_binary_data_converter", "io.debezium.converters.BinaryDataConverter")
 }
 
 /// Kafka's own ByteArrayConverter, which Connect users pick for pre-serialised (Avro, Protobuf) payloads.
 pub fn bytea_kafka_byte_array_converter() -> Case {
-    let mut c = bytea_payload_json_converter();
-    c.name = "bytea_kafka_byte_array_converter";
-    c.props(&[
-        "value.converter=org.apache.kafka.connect.converters.ByteArrayConverter".to_string(),
-        format!("key.converter={STRING}"),
-    ])
+    bytea_raw("bytea_kafka_byte_array_converter", "org.apache.kafka.connect.converters.ByteArrayConverter")
 }
 
 /// Rows that exist before the relays start, which create their slots themselves: only a snapshot
