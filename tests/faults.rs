@@ -18,80 +18,23 @@
 mod faults_support;
 mod support;
 
-use std::future::Future;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use faults_support::bed::{Bed, PROBE};
+use faults_support::bed::Bed;
 use faults_support::crash;
-use faults_support::load::{Load, LoadSpec, Stats};
+use faults_support::load::{Load, LoadSpec};
 use faults_support::procs::{
-    free_port, mid_initial_snapshot, run_to_end, start_pair_together, status_kb, Broker, PgCluster, RelayProc,
-    RssWatch, SNAPSHOT_DONE, SNAPSHOT_STARTED, STANDING_BY, STREAMING,
+    free_port, mid_initial_snapshot, start_pair_together, status_kb, Broker, PgCluster, RelayProc, RssWatch,
+    SNAPSHOT_DONE, SNAPSHOT_STARTED, STANDING_BY, STREAMING,
 };
 use faults_support::proxy::Proxy;
-use faults_support::verify::{verify, Verdict};
+use faults_support::scenario::{bounded, ms, settle, stats_line, written};
+use faults_support::verify::verify;
 use faults_support::{env_usize, Rng};
 use support::Env;
 
 /// The relay's resident memory must stay under this, whatever the backlog.
 const RSS_LIMIT_MB: f64 = 256.0;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// One scenario at a time (a failed one poisons the lock; the next still runs).
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs a scenario alone, with a deadline, and prints its wall time.
-// Each test runs its own runtime on a thread of its own: the lock orders tests, not tasks of one
-// runtime, so holding it across awaits cannot deadlock.
-#[allow(clippy::await_holding_lock)]
-async fn bounded(name: &str, deadline: Duration, scenario: impl Future<Output = ()>) {
-    let _serial = serial();
-    let start = Instant::now();
-    if tokio::time::timeout(deadline, scenario).await.is_err() {
-        panic!("{name} did not finish within {deadline:?}");
-    }
-    println!("{name}: wall time {:.1}s", start.elapsed().as_secs_f64());
-}
-
-fn ms(d: Duration) -> String {
-    format!("{}ms", d.as_millis())
-}
-
-fn stats_line(ds: &[Duration]) -> String {
-    if ds.is_empty() {
-        return "n/a".into();
-    }
-    let avg = ds.iter().sum::<Duration>() / ds.len() as u32;
-    format!("avg {} max {}", ms(avg), ms(*ds.iter().max().unwrap()))
-}
-
-/// After the load stopped: waits until the slot confirms the end of WAL (every committed event
-/// acknowledged), reads every topic back, prints the summary line and checks it.
-async fn settle(
-    name: &str,
-    bed: &Bed,
-    kinds: &[&str],
-    relay: &mut RelayProc,
-    written_by_app: u64,
-    extra: &str,
-) -> Verdict {
-    bed.wait_confirmed_to_wal_end(relay, Duration::from_secs(180)).await;
-    let rows = bed.rows().await;
-    let probes = rows.iter().filter(|r| r.aggregatetype == bed.agg(PROBE)).count() as u64;
-    let records = bed.read_back(kinds, &rows, Duration::from_secs(60));
-    let v = verify(&rows, &records, written_by_app + probes);
-    println!("{}", v.line(name, extra));
-    v.assert_clean(&relay.log_tail(60));
-    v
-}
-
-fn written(stats: &Stats) -> u64 {
-    stats.get(|s| &s.written)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn relay_killed_at_random_moments_loses_nothing() {
@@ -648,181 +591,6 @@ async fn slow_broker_keeps_memory_bounded_and_postgres_alive() {
         settle(name, &bed, &kinds, &mut relay, backlog as u64, &extra).await;
         assert!(peak_mb < RSS_LIMIT_MB, "relay peak RSS {peak_mb:.0} MB exceeds {RSS_LIMIT_MB} MB");
         assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn secrets_never_appear_in_logs_errors_or_help() {
-    let name = "secrets_never_appear_in_logs_errors_or_help";
-    bounded(name, Duration::from_secs(180), async {
-        const SECRET: &str = "Sekr3t-pgoutbox-ZX81";
-        let env = Env::get();
-        let bed = Bed::shared("secret").await;
-        let dir = std::env::temp_dir().join(support::unique("secret_cfg"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let write = |file: &str, text: String| {
-            let p = dir.join(file);
-            std::fs::write(&p, text).unwrap();
-            p.to_string_lossy().into_owned()
-        };
-        let dead = free_port();
-        let with_password = |cfg: String, user: &str| {
-            cfg.replace("database.user=postgres", &format!("database.user={user}\ndatabase.password={SECRET}"))
-        };
-        let cases: Vec<(&str, Vec<String>, &str, Option<Duration>)> = vec![
-            // Nobody listens: connection errors, retried and logged, until SIGTERM.
-            (
-                "unreachable postgres and broker",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    write(
-                        "unreachable.properties",
-                        with_password(bed.config_via(dead, &format!("127.0.0.1:{dead}"), &[]), "postgres"),
-                    ),
-                ],
-                "trace",
-                Some(Duration::from_secs(4)),
-            ),
-            (
-                "unknown host",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    write(
-                        "nohost.properties",
-                        with_password(
-                            bed.config(&[])
-                                .replace("database.hostname=127.0.0.1", "database.hostname=db.pgoutbox-faults.invalid"),
-                            "postgres",
-                        ),
-                    ),
-                ],
-                "debug",
-                Some(Duration::from_secs(4)),
-            ),
-            // A wrong password: PostgreSQL refuses, the relay exits 3.
-            (
-                "wrong password",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    write("badpw.properties", with_password(bed.config(&[]), "scram_user")),
-                ],
-                "trace",
-                None,
-            ),
-            // Right database (trust: the password is unused), broker unreachable: librdkafka errors.
-            (
-                "unreachable broker",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    write("nobroker.properties", bed.config_via(env.pg_port, &format!("127.0.0.1:{dead}"), &[])),
-                    "--set".into(),
-                    format!("database.password={SECRET}"),
-                ],
-                "trace",
-                Some(Duration::from_secs(5)),
-            ),
-            // A config error elsewhere in a file that holds the password.
-            (
-                "config error",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    write(
-                        "badcfg.properties",
-                        with_password(
-                            bed.config(&["database.port=not-a-port", "status.update.interval.ms=soon"]),
-                            "postgres",
-                        ),
-                    ),
-                ],
-                "trace",
-                None,
-            ),
-            // A typo in a --set of the password (no `=`): the error must not echo the value.
-            (
-                "bad --set",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    write("ok.properties", bed.config(&[])),
-                    "--set".into(),
-                    format!("database.password{SECRET}"),
-                ],
-                "trace",
-                None,
-            ),
-            // The other commands that read the same config.
-            (
-                "check: unreachable",
-                vec![
-                    "check".into(),
-                    "--config".into(),
-                    dir.join("unreachable.properties").to_string_lossy().into_owned(),
-                ],
-                "trace",
-                Some(Duration::from_secs(20)),
-            ),
-            (
-                "check: wrong password",
-                vec!["check".into(), "--config".into(), dir.join("badpw.properties").to_string_lossy().into_owned()],
-                "trace",
-                Some(Duration::from_secs(20)),
-            ),
-            (
-                "verify: unreachable",
-                vec![
-                    "verify".into(),
-                    "--config".into(),
-                    dir.join("unreachable.properties").to_string_lossy().into_owned(),
-                ],
-                "trace",
-                Some(Duration::from_secs(20)),
-            ),
-            (
-                "verify: wrong password",
-                vec!["verify".into(), "--config".into(), dir.join("badpw.properties").to_string_lossy().into_owned()],
-                "trace",
-                Some(Duration::from_secs(20)),
-            ),
-            ("--help", vec!["--help".into()], "info", None),
-            ("run --help", vec!["run".into(), "--help".into()], "info", None),
-            (
-                "run --help with a password",
-                vec![
-                    "run".into(),
-                    "--config".into(),
-                    "x".into(),
-                    "--set".into(),
-                    format!("database.password={SECRET}"),
-                    "--help".into(),
-                ],
-                "info",
-                None,
-            ),
-        ];
-        let mut summary = Vec::new();
-        let mut leaks = Vec::new();
-        for (what, args, level, stop_after) in cases {
-            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            let (code, text) = tokio::task::block_in_place(|| run_to_end(&argv, level, stop_after));
-            assert!(!text.is_empty(), "{what}: no output at all");
-            if text.contains(SECRET) {
-                leaks.push(format!(
-                    "{what}:\n{}",
-                    text.lines().filter(|l| l.contains(SECRET)).take(5).collect::<Vec<_>>().join("\n")
-                ));
-            }
-            summary.push(format!("{what}: exit {code:?}, {} lines", text.lines().count()));
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        bed.drop_slot().await;
-        println!("{name}: cases [{}] leaks={}", summary.join("; "), leaks.len());
-        assert!(leaks.is_empty(), "the secret appears in the output of:\n{}", leaks.join("\n"));
     })
     .await;
 }

@@ -8,7 +8,8 @@
 //! - `proxy`: a TCP proxy that can reset, stall or throttle the connections it carries;
 //! - `procs`: the relay as a child process (pid, RSS), and PostgreSQL and broker instances of a
 //!   scenario's own, started and stopped through `scripts/services.sh`;
-//! - `verify`: what the broker holds against what PostgreSQL committed.
+//! - `verify`: what the broker holds against what PostgreSQL committed;
+//! - `scenario`: running a scenario alone with a deadline, settling and checking it.
 #![allow(dead_code)]
 
 pub mod bed;
@@ -16,6 +17,7 @@ pub mod crash;
 pub mod load;
 pub mod procs;
 pub mod proxy;
+pub mod scenario;
 pub mod verify;
 
 use std::time::Duration;
