@@ -109,7 +109,7 @@ impl Histogram {
             return u64::from(i);
         }
         let exp = i / SUB + 4;
-        let mantissa = u128::from(i % SUB | SUB);
+        let mantissa = u128::from((i % SUB) | SUB);
         u64::try_from(((mantissa + 1) << (exp - 5)) - 1).unwrap_or(u64::MAX)
     }
 

@@ -117,6 +117,9 @@ impl Drop for MainQueue {
     }
 }
 
+/// A record for [`Producer::send`]; its opaque is the event's sequence number.
+pub type Record<'a> = BaseRecord<'a, [u8], [u8], usize>;
+
 /// Fields drop in order: the queue reference before the client, the client (which purges and
 /// serves its last reports) before the pipe librdkafka writes to.
 pub struct Producer {
@@ -180,12 +183,10 @@ impl Producer {
         Ok(Producer { queue, inner, wake, _wake_tx: wake_tx })
     }
 
-    /// Queues a record; librdkafka copies headers, key and value.
+    /// Queues a record; librdkafka copies headers, key and value. A refused record comes back with
+    /// the reason (rdkafka's own signature).
     #[allow(clippy::result_large_err)]
-    pub fn send<'a>(
-        &self,
-        record: BaseRecord<'a, [u8], [u8], usize>,
-    ) -> Result<(), (KafkaError, BaseRecord<'a, [u8], [u8], usize>)> {
+    pub fn send<'a>(&self, record: Record<'a>) -> Result<(), (KafkaError, Record<'a>)> {
         self.inner.send(record)
     }
 
