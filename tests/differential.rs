@@ -43,6 +43,8 @@ differential_cases! {
     route_regex_no_match_uses_raw_value;
     jsonb_null_and_empty_payloads_tombstone_on;
     jsonb_null_and_empty_payloads_tombstone_off;
+    json_column_payloads;
+    json_column_payloads_expanded;
     text_blank_payloads_tombstone_on;
     text_blank_payloads_tombstone_off;
     text_blank_payloads_string_converter_tombstone_on;
