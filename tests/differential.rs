@@ -60,6 +60,8 @@ differential_cases! {
     bytea_payload_json_converter;
     int64_key_column;
     uuid_key_column;
+    event_id_bigint_column;
+    event_id_text_column;
     event_timestamp_millis;
     event_timestamp_micros;
 

@@ -592,3 +592,26 @@ pub fn json_column_payloads() -> Case {
 pub fn json_column_payloads_expanded() -> Case {
     json_column("json_column_payloads_expanded", true)
 }
+
+/// The event id from a bigint column and from a text one (`table.field.event.id`): the `id` header
+/// as SimpleHeaderConverter writes each type.
+fn event_id_column(name: &'static str, column: &'static str, values: &[&str]) -> Case {
+    let ty = column.split_whitespace().nth(1).unwrap_or("text");
+    let row = |i: usize, v: &str| {
+        format!("INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, eid) VALUES (gen_random_uuid(), 'Order', 'k-{i}', 'Created', '{{\"i\": {i}}}', {}::{ty})", lit(v))
+    };
+    Case::new(name)
+        .columns(&[column])
+        .router(&["table.field.event.id=eid"])
+        .sql(values.iter().enumerate().map(|(i, v)| row(i, v)))
+        .topics(&[ORDER])
+        .records(values.len())
+}
+
+pub fn event_id_bigint_column() -> Case {
+    event_id_column("event_id_bigint_column", "eid bigint NOT NULL", &["1", "-7", "9223372036854775807"])
+}
+
+pub fn event_id_text_column() -> Case {
+    event_id_column("event_id_text_column", "eid text NOT NULL", &["evt-1", "ünïcode ✓", "with \"quotes\""])
+}
