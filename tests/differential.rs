@@ -79,6 +79,7 @@ differential_cases! {
     expand_json_payload_edge_values;
 
     update_under_fatal_stops_both;
+    table_altered_mid_stream;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -615,3 +615,23 @@ pub fn event_id_bigint_column() -> Case {
 pub fn event_id_text_column() -> Case {
     event_id_column("event_id_text_column", "eid text NOT NULL", &["evt-1", "ünïcode ✓", "with \"quotes\""])
 }
+
+/// The outbox table changes while the relays stream: a column added (and placed in a header by
+/// the router from then on), columns reordered by a drop, a routed column's type widened. Each change
+/// reaches the relays as a new Relation message before the next row.
+pub fn table_altered_mid_stream() -> Case {
+    Case::new("table_altered_mid_stream")
+        .props(&["transforms.outbox.table.fields.additional.placement=tenant:header".to_string()])
+        .columns(&["tenant text"])
+        .sql([
+            insert("Order", Some("a"), Some(r#"{"step": 1}"#)),
+            "ALTER TABLE {t} ADD COLUMN note text".to_string(),
+            "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, tenant, note) VALUES (gen_random_uuid(), 'Order', 'a', 'Created', '{\"step\": 2}', 't1', 'n')".to_string(),
+            "ALTER TABLE {t} DROP COLUMN note".to_string(),
+            "ALTER TABLE {t} ALTER COLUMN tenant TYPE varchar(40)".to_string(),
+            "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, tenant) VALUES (gen_random_uuid(), 'Order', 'b', 'Created', '{\"step\": 3}', 't2')".to_string(),
+            tx(&[insert("Order", Some("a"), Some(r#"{"step": 4}"#)), "ALTER TABLE {t} ADD COLUMN late int".to_string(), insert("Order", Some("b"), Some(r#"{"step": 5}"#))]),
+        ])
+        .topics(&[ORDER])
+        .records(5)
+}
