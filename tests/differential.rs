@@ -80,6 +80,7 @@ differential_cases! {
 
     update_under_fatal_stops_both;
     table_altered_mid_stream;
+    placement_floats;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -350,6 +350,24 @@ pub fn write_java_float(out: &mut Vec<u8>, v: f32) {
     java_format(out, v.is_sign_negative(), &digits);
 }
 
+/// `Double.toString`, or `Float.toString` when `single`: as JsonGenerator writes the number, but NaN
+/// and the infinities bare (SimpleHeaderConverter, StringConverter, `Struct.toString`).
+pub fn java_float_to_string(v: f64, single: bool) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let mut out = Vec::new();
+    if single {
+        write_java_float(&mut out, v as f32);
+    } else {
+        write_java_double(&mut out, v);
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// Digits of Rust's `d.ddde±x` form, trailing zeros excluded.
 fn significant_digits(sci: &str) -> usize {
     let mantissa = sci.split_once('e').map_or(sci, |(m, _)| m).trim_end_matches('0');

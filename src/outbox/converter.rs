@@ -16,6 +16,8 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             FieldValue::String(s) | FieldValue::Bytes(s) => Some(s.clone()),
             FieldValue::Boolean(b) => Some(Bytes::from_static(if *b { b"true" } else { b"false" })),
             FieldValue::Int(i) => Some(Bytes::from(i.to_string())),
+            FieldValue::Float32(f) => Some(Bytes::from(super::connect::java_float_to_string(f64::from(*f), true))),
+            FieldValue::Float64(f) => Some(Bytes::from(super::connect::java_float_to_string(*f, false))),
         },
         // JsonConverter without schemas: the bare JSON value; a null with a schema is the JSON
         // literal `null`, not a Kafka null.
@@ -28,7 +30,7 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
         Converter::Binary => match value {
             FieldValue::Null => None,
             FieldValue::Bytes(b) | FieldValue::String(b) => Some(b.clone()),
-            FieldValue::Boolean(_) | FieldValue::Int(_) => None,
+            FieldValue::Boolean(_) | FieldValue::Int(_) | FieldValue::Float32(_) | FieldValue::Float64(_) => None,
         },
         Converter::Json { schemas: true } => {
             let mut out = Vec::with_capacity(value_len_hint(value) + 96);

@@ -130,6 +130,8 @@ pub fn write_value(out: &mut Vec<u8>, value: &FieldValue) {
         }
         FieldValue::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         FieldValue::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        FieldValue::Float32(f) => super::connect::write_java_float(out, *f),
+        FieldValue::Float64(f) => super::connect::write_java_double(out, *f),
     }
 }
 

@@ -13,6 +13,8 @@ pub enum SchemaType {
     Int16,
     Int32,
     Int64,
+    Float32,
+    Float64,
 }
 
 impl SchemaType {
@@ -24,6 +26,8 @@ impl SchemaType {
             SchemaType::Int16 => "int16",
             SchemaType::Int32 => "int32",
             SchemaType::Int64 => "int64",
+            SchemaType::Float32 => "float",
+            SchemaType::Float64 => "double",
         }
     }
 }
@@ -50,6 +54,8 @@ pub mod oid {
     pub const INT2: Oid = 21;
     pub const INT4: Oid = 23;
     pub const TEXT: Oid = 25;
+    pub const FLOAT4: Oid = 700;
+    pub const FLOAT8: Oid = 701;
     pub const JSON: Oid = 114;
     pub const XML: Oid = 142;
     pub const BPCHAR: Oid = 1042;
@@ -100,6 +106,8 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
         oid::INT2 => (SchemaType::Int16, None),
         oid::INT4 => (SchemaType::Int32, None),
         oid::INT8 => (SchemaType::Int64, None),
+        oid::FLOAT4 => (SchemaType::Float32, None),
+        oid::FLOAT8 => (SchemaType::Float64, None),
         oid::TEXT | oid::VARCHAR | oid::BPCHAR | oid::NAME | oid::CHAR => (SchemaType::String, None),
         oid::JSON | oid::JSONB => (SchemaType::String, Some("io.debezium.data.Json")),
         oid::UUID => (SchemaType::String, Some("io.debezium.data.Uuid")),
@@ -110,7 +118,7 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
 }
 
 /// A column value, typed by its schema.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum FieldValue {
     Null,
     /// UTF-8 text, shared with the replication buffer.
@@ -118,6 +126,8 @@ pub enum FieldValue {
     Bytes(Bytes),
     Boolean(bool),
     Int(i64),
+    Float32(f32),
+    Float64(f64),
 }
 
 /// Reads a pgoutput text value as the given schema. `None` when the text is not of the type.
@@ -269,6 +279,24 @@ pub fn parse_text(ty: SchemaType, text: &Bytes) -> Option<FieldValue> {
             std::str::from_utf8(text).ok()?.parse::<i64>().ok().map(FieldValue::Int)
         }
         SchemaType::Bytes => decode_bytea_hex(text).map(|b| FieldValue::Bytes(Bytes::from(b))),
+        SchemaType::Float32 => Some(FieldValue::Float32(match non_finite(text) {
+            Some(v) => v as f32,
+            None => std::str::from_utf8(text).ok()?.parse::<f32>().ok().filter(|v| v.is_finite())?,
+        })),
+        SchemaType::Float64 => Some(FieldValue::Float64(match non_finite(text) {
+            Some(v) => v,
+            None => std::str::from_utf8(text).ok()?.parse::<f64>().ok().filter(|v| v.is_finite())?,
+        })),
+    }
+}
+
+/// float4/float8 text output is shortest round-trip digits, or one of these words.
+fn non_finite(text: &[u8]) -> Option<f64> {
+    match text {
+        b"NaN" => Some(f64::NAN),
+        b"Infinity" => Some(f64::INFINITY),
+        b"-Infinity" => Some(f64::NEG_INFINITY),
+        _ => None,
     }
 }
 

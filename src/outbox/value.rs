@@ -18,6 +18,8 @@ pub fn schema_of(f: &FieldSchema) -> Schema {
         SchemaType::Int16 => Type::Int16,
         SchemaType::Int32 => Type::Int32,
         SchemaType::Int64 => Type::Int64,
+        SchemaType::Float32 => Type::Float32,
+        SchemaType::Float64 => Type::Float64,
     };
     Schema::Primitive { ty, optional: f.optional, name: f.name.map(str::to_string), version: f.version }
 }
@@ -29,6 +31,8 @@ pub fn value_of(v: &FieldValue) -> Value {
         FieldValue::Bytes(b) => Value::Bytes(b.clone()),
         FieldValue::Boolean(b) => Value::Bool(*b),
         FieldValue::Int(i) => Value::Int(*i),
+        FieldValue::Float32(f) => Value::Float(f64::from(*f)),
+        FieldValue::Float64(f) => Value::Float(*f),
     }
 }
 
@@ -87,11 +91,7 @@ fn to_java_string(v: &Value) -> String {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Int(i) => i.to_string(),
-        Value::Float(f) => {
-            let mut out = Vec::new();
-            connect::write_java_double(&mut out, *f);
-            String::from_utf8_lossy(&out).into_owned()
-        }
+        Value::Float(f) => connect::java_float_to_string(*f, false),
         Value::String(s) => String::from_utf8_lossy(s).into_owned(),
         Value::Bytes(b) => format!("{b:?}"),
         Value::Array(items) => format!("[{}]", items.iter().map(to_java_string).collect::<Vec<_>>().join(", ")),
@@ -116,6 +116,9 @@ pub fn struct_to_string(schema: &Schema, value: &Value) -> String {
         }
         (Schema::Array { items, .. }, Value::Array(vs)) => {
             format!("[{}]", vs.iter().map(|v| struct_to_string(items, v)).collect::<Vec<_>>().join(", "))
+        }
+        (Schema::Primitive { ty: connect::Type::Float32, .. }, Value::Float(f)) => {
+            connect::java_float_to_string(*f, true)
         }
         (_, v) => to_java_string(v),
     }

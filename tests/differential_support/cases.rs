@@ -635,3 +635,30 @@ pub fn table_altered_mid_stream() -> Case {
         .topics(&[ORDER])
         .records(5)
 }
+
+/// Floating-point columns in the envelope (JsonConverter with schemas) and in headers: Java's
+/// `Double.toString`/`Float.toString` digits and layout, and the non-finite values.
+pub fn placement_floats() -> Case {
+    let rows = [
+        ("0.1", "1.5", "7"),
+        ("1e300", "3.4028235e38", "-3"),
+        ("'-0'", "1e-7", "0"),
+        ("123456789.125", "0.1", "12"),
+        ("'NaN'", "'Infinity'", "1"),
+        ("'-Infinity'", "16777217", "2"),
+        // Not Float.MIN_NORMAL: Java 17 prints 1.17549435E-38, Java 19+ and pgoutbox 1.1754944E-38
+        // (docs/compatibility.md, the Java 17 note).
+        ("4.9e-324", "0.25", "3"),
+    ];
+    let row = |(r, s, h): (&str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, ratio, score, half) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', {r}, {s}, {h})"
+        )
+    };
+    Case::new("placement_floats")
+        .columns(&["ratio float8", "score real NOT NULL", "half int2"])
+        .props(&["transforms.outbox.table.fields.additional.placement=ratio:envelope,score:envelope,half:envelope,ratio:header:r,score:header:s".to_string()])
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
