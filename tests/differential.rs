@@ -81,6 +81,8 @@ differential_cases! {
     update_under_fatal_stops_both;
     table_altered_mid_stream;
     placement_floats;
+    placement_numerics;
+    placement_numerics_string_converter;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

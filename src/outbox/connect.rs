@@ -80,6 +80,8 @@ pub enum Schema {
         optional: bool,
         name: Option<String>,
         version: Option<i32>,
+        /// Schema parameters in insertion order (a Decimal's `scale` and `connect.decimal.precision`).
+        parameters: Vec<(String, String)>,
     },
     Array {
         items: Box<Schema>,
@@ -98,7 +100,7 @@ pub enum Schema {
 impl Schema {
     /// `Schema.OPTIONAL_<TYPE>_SCHEMA`.
     pub fn optional(ty: Type) -> Schema {
-        Schema::Primitive { ty, optional: true, name: None, version: None }
+        Schema::Primitive { ty, optional: true, name: None, version: None, parameters: Vec::new() }
     }
 
     pub fn is_optional(&self) -> bool {
@@ -131,6 +133,12 @@ pub enum Value {
     /// escape) in the generalised UTF-8 form (`ED A0 80`); JsonConverter writes them as `\uD800`.
     String(Bytes),
     Bytes(Bytes),
+    /// A Connect Decimal: the unscaled value as two's-complement big-endian bytes (what JSON writes,
+    /// in base64) and `BigDecimal.toString` (what `toString` gives).
+    Decimal {
+        unscaled: Bytes,
+        text: String,
+    },
     Array(Vec<Value>),
     Struct(Vec<Value>),
 }
@@ -145,6 +153,7 @@ impl Value {
             Value::Float(_) => "class java.lang.Double",
             Value::String(_) => "class java.lang.String",
             Value::Bytes(_) => "class [B",
+            Value::Decimal { .. } => "class java.math.BigDecimal",
             Value::Array(_) => "class java.util.ArrayList",
             Value::Struct(_) => "class org.apache.kafka.connect.data.Struct",
         }
@@ -167,11 +176,13 @@ pub enum ConvertError {
 
 /// The schema as JsonConverter writes it inside the envelope.
 pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
+    let mut params: &[(String, String)] = &[];
     let (optional, name, version) = match s {
-        Schema::Primitive { ty, optional, name, version } => {
+        Schema::Primitive { ty, optional, name, version, parameters } => {
             out.extend_from_slice(b"{\"type\":\"");
             out.extend_from_slice(ty.json_name().as_bytes());
             out.push(b'"');
+            params = parameters;
             (*optional, name.as_deref(), *version)
         }
         Schema::Array { items, optional } => {
@@ -205,7 +216,23 @@ pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
         out.extend_from_slice(b",\"version\":");
         out.extend_from_slice(v.to_string().as_bytes());
     }
+    write_parameters(out, params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     out.push(b'}');
+}
+
+/// `,"parameters":{...}` as JsonConverter writes a schema's parameters (nothing when there are none).
+pub fn write_parameters<'a>(out: &mut Vec<u8>, params: impl IntoIterator<Item = (&'a str, &'a str)>) {
+    let mut first = true;
+    for (k, v) in params {
+        out.extend_from_slice(if first { b",\"parameters\":{" } else { b"," });
+        first = false;
+        write_string(out, k.as_bytes());
+        out.push(b':');
+        write_string(out, v.as_bytes());
+    }
+    if !first {
+        out.push(b'}');
+    }
 }
 
 /// The value as JsonConverter writes it under schema `s` (`convertToJson`).
@@ -222,7 +249,9 @@ pub fn write_value(out: &mut Vec<u8>, s: &Schema, v: &Value) -> Result<(), Conve
             (Type::Float32, Value::Float(f)) => write_java_float(out, *f as f32),
             (Type::Boolean, Value::Bool(b)) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
             (Type::String, Value::String(text)) => write_string(out, text),
-            (Type::Bytes, Value::Bytes(b)) => json::write_value(out, &FieldValue::Bytes(b.clone())),
+            (Type::Bytes, Value::Bytes(b) | Value::Decimal { unscaled: b, .. }) => {
+                json::write_value(out, &FieldValue::Bytes(b.clone()))
+            }
             _ => return Err(mismatch()),
         },
         (Schema::Array { items, .. }, Value::Array(elems)) => {
@@ -263,7 +292,7 @@ pub fn write_schemaless_value(out: &mut Vec<u8>, v: &Value) -> Result<(), Conver
         Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Float(f) => write_java_double(out, *f),
         Value::String(text) => write_string(out, text),
-        Value::Bytes(b) => json::write_value(out, &FieldValue::Bytes(b.clone())),
+        Value::Bytes(b) | Value::Decimal { unscaled: b, .. } => json::write_value(out, &FieldValue::Bytes(b.clone())),
         Value::Array(elems) => {
             out.push(b'[');
             for (i, e) in elems.iter().enumerate() {

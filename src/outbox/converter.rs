@@ -18,6 +18,7 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             FieldValue::Int(i) => Some(Bytes::from(i.to_string())),
             FieldValue::Float32(f) => Some(Bytes::from(super::connect::java_float_to_string(f64::from(*f), true))),
             FieldValue::Float64(f) => Some(Bytes::from(super::connect::java_float_to_string(*f, false))),
+            FieldValue::Decimal { text, .. } => Some(text.clone()),
         },
         // JsonConverter without schemas: the bare JSON value; a null with a schema is the JSON
         // literal `null`, not a Kafka null.
@@ -30,7 +31,11 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
         Converter::Binary => match value {
             FieldValue::Null => None,
             FieldValue::Bytes(b) | FieldValue::String(b) => Some(b.clone()),
-            FieldValue::Boolean(_) | FieldValue::Int(_) | FieldValue::Float32(_) | FieldValue::Float64(_) => None,
+            FieldValue::Boolean(_)
+            | FieldValue::Int(_)
+            | FieldValue::Float32(_)
+            | FieldValue::Float64(_)
+            | FieldValue::Decimal { .. } => None,
         },
         Converter::Json { schemas: true } => {
             let mut out = Vec::with_capacity(value_len_hint(value) + 96);
@@ -68,6 +73,7 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
             name: None,
             version: None,
             fraction_digits: None,
+            decimal: None,
         },
         value,
     )

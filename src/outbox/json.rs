@@ -116,6 +116,10 @@ pub fn write_schema(out: &mut Vec<u8>, schema: &FieldSchema) {
         out.extend_from_slice(b",\"version\":");
         out.extend_from_slice(v.to_string().as_bytes());
     }
+    if let Some((precision, scale)) = schema.decimal {
+        let (p, s) = (precision.to_string(), scale.to_string());
+        super::connect::write_parameters(out, [("scale", s.as_str()), ("connect.decimal.precision", p.as_str())]);
+    }
     out.push(b'}');
 }
 
@@ -132,6 +136,11 @@ pub fn write_value(out: &mut Vec<u8>, value: &FieldValue) {
         FieldValue::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
         FieldValue::Float32(f) => super::connect::write_java_float(out, *f),
         FieldValue::Float64(f) => super::connect::write_java_double(out, *f),
+        FieldValue::Decimal { unscaled, .. } => {
+            out.push(b'"');
+            base64(out, unscaled);
+            out.push(b'"');
+        }
     }
 }
 

@@ -143,7 +143,7 @@ impl Router {
             let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null).ok_or_else(|| RouteError {
                 what: format!("rows of `{table}`"),
                 problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
-                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, boolean, date, timestamp or timestamptz for this column"
+                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, numeric(p,s), boolean, date, timestamp or timestamptz for this column"
                     .to_string(),
             })?;
             Ok(PlannedColumn { index, name: col.to_string(), schema })
@@ -196,7 +196,7 @@ impl Router {
             let key = find(&self.cfg.field_event_key, "table.field.event.key")?;
             let payload = find(&self.cfg.field_event_payload, "table.field.event.payload")?;
             for (conv, col, which) in [(self.key_converter, &key, "key"), (self.value_converter, &payload, "value")] {
-                if conv == Converter::Binary && col.schema.ty != SchemaType::Bytes {
+                if conv == Converter::Binary && (col.schema.ty != SchemaType::Bytes || col.schema.decimal.is_some()) {
                     return Err(RouteError {
                         what: format!("rows of `{table}`"),
                         problem: format!("{which}.converter is BinaryDataConverter but column `{}` is not bytea (Debezium fails the same way: only BYTES is supported)", col.name),

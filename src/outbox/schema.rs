@@ -42,6 +42,8 @@ pub struct FieldSchema {
     /// Digits of the fraction of seconds Debezium writes for a ZonedTimestamp: the column's precision
     /// (6 when it has none); 0 writes them only when not zero. `None` for other types.
     pub fraction_digits: Option<u8>,
+    /// `(precision, scale)` of a Connect Decimal (a `numeric(p,s)` column), else `None`.
+    pub decimal: Option<(u16, u16)>,
 }
 
 pub mod oid {
@@ -56,6 +58,7 @@ pub mod oid {
     pub const TEXT: Oid = 25;
     pub const FLOAT4: Oid = 700;
     pub const FLOAT8: Oid = 701;
+    pub const NUMERIC: Oid = 1700;
     pub const JSON: Oid = 114;
     pub const XML: Oid = 142;
     pub const BPCHAR: Oid = 1042;
@@ -73,6 +76,7 @@ pub const TIMESTAMP_MICROS: &str = "io.debezium.time.MicroTimestamp";
 pub const TIMESTAMP_NANOS: &str = "io.debezium.time.NanoTimestamp";
 pub const ZONED_TIMESTAMP: &str = "io.debezium.time.ZonedTimestamp";
 pub const DATE_DAYS: &str = "io.debezium.time.Date";
+pub const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 
 /// Debezium's schema for a column of this type (and type modifier: a timestamp's precision), or
 /// `None` for types pgoutbox cannot route yet.
@@ -90,12 +94,31 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool) -> O
                 version: Some(1),
                 name,
                 fraction_digits: Some(digits),
+                decimal: None,
             });
         }
         oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
+        // numeric(p,s) with Debezium's default decimal.handling.mode=precise. A numeric without a
+        // declared precision is a VariableScaleDecimal struct in Debezium, not supported here.
+        oid::NUMERIC if type_modifier >= 4 => {
+            let (precision, scale) = (((type_modifier - 4) >> 16) & 0xFFFF, (type_modifier - 4) & 0xFFFF);
+            // PostgreSQL 15 allows a negative scale (stored as 11 bits); Debezium's handling of it
+            // is not known here: not routed.
+            if scale > 1000 {
+                return None;
+            }
+            return Some(FieldSchema {
+                ty: SchemaType::Bytes,
+                optional,
+                name: Some(DECIMAL),
+                version: Some(1),
+                fraction_digits: None,
+                decimal: Some((precision as u16, scale as u16)),
+            });
+        }
         _ => return schema_for(type_oid, optional),
     };
-    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None })
+    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None, decimal: None })
 }
 
 /// Debezium's schema for a column of this type, or `None` for types pgoutbox cannot route yet.
@@ -114,7 +137,7 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
         oid::XML => (SchemaType::String, Some("io.debezium.data.Xml")),
         _ => return None,
     };
-    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None })
+    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None, decimal: None })
 }
 
 /// A column value, typed by its schema.
@@ -128,6 +151,12 @@ pub enum FieldValue {
     Int(i64),
     Float32(f32),
     Float64(f64),
+    /// A Connect Decimal: the unscaled value as Java's `BigInteger.toByteArray` (two's complement,
+    /// big-endian, minimal) and `BigDecimal.toString`.
+    Decimal {
+        unscaled: Bytes,
+        text: Bytes,
+    },
 }
 
 /// Reads a pgoutput text value as the given schema. `None` when the text is not of the type.
@@ -138,6 +167,11 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
         }
         Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
         Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+        Some(DECIMAL) => {
+            let (_, scale) = schema.decimal?;
+            let (unscaled, text) = decimal(std::str::from_utf8(text).ok()?, scale)?;
+            Some(FieldValue::Decimal { unscaled: Bytes::from(unscaled), text: Bytes::from(text) })
+        }
         // `infinity` and `-infinity` pass as they are, as Debezium writes them.
         Some(ZONED_TIMESTAMP) => {
             let text = std::str::from_utf8(text).ok()?;
@@ -201,6 +235,80 @@ pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
     }
     out.push('Z');
     Some(out)
+}
+
+/// A `numeric(p,s)` as PostgreSQL prints it (`-12.34`, exactly `scale` fraction digits) as Java's
+/// `BigDecimal`: the unscaled value's `BigInteger.toByteArray()` and `toString()` (plain, or
+/// scientific when the adjusted exponent is below -6: `1E-7`, `1.0E-7`). `None` for `NaN` or
+/// anything else that is not such a number.
+pub fn decimal(text: &str, scale: u16) -> Option<(Vec<u8>, String)> {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if int.is_empty()
+        || frac.len() != usize::from(scale)
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let digits: String = format!("{int}{frac}").trim_start_matches('0').to_string();
+    let digits = if digits.is_empty() { "0".to_string() } else { digits };
+    let negative = negative && digits != "0";
+    // The magnitude in base 256, big-endian (schoolbook multiply-add over the decimal digits).
+    let mut magnitude: Vec<u8> = vec![0];
+    for d in digits.bytes() {
+        let mut carry = u32::from(d - b'0');
+        for byte in magnitude.iter_mut().rev() {
+            let v = u32::from(*byte) * 10 + carry;
+            *byte = (v & 0xFF) as u8;
+            carry = v >> 8;
+        }
+        while carry > 0 {
+            magnitude.insert(0, (carry & 0xFF) as u8);
+            carry >>= 8;
+        }
+    }
+    while magnitude.len() > 1 && magnitude[0] == 0 {
+        magnitude.remove(0);
+    }
+    let bytes = if !negative {
+        if magnitude[0] & 0x80 != 0 {
+            magnitude.insert(0, 0);
+        }
+        magnitude
+    } else {
+        // Two's complement of the magnitude, with a sign byte when the top bit would read positive.
+        let mut twos: Vec<u8> = magnitude.iter().map(|b| !b).collect();
+        for byte in twos.iter_mut().rev() {
+            let (v, overflow) = byte.overflowing_add(1);
+            *byte = v;
+            if !overflow {
+                break;
+            }
+        }
+        if twos[0] & 0x80 == 0 {
+            twos.insert(0, 0xFF);
+        }
+        twos
+    };
+    let adjusted = digits.len() as i64 - 1 - i64::from(scale);
+    let sign = if negative { "-" } else { "" };
+    let scale = usize::from(scale);
+    let text = if adjusted >= -6 {
+        if scale == 0 {
+            format!("{sign}{digits}")
+        } else if digits.len() > scale {
+            format!("{sign}{}.{}", &digits[..digits.len() - scale], &digits[digits.len() - scale..])
+        } else {
+            format!("{sign}0.{}{digits}", "0".repeat(scale - digits.len()))
+        }
+    } else {
+        let rest = if digits.len() > 1 { format!(".{}", &digits[1..]) } else { String::new() };
+        format!("{sign}{}{rest}E{adjusted}", &digits[..1])
+    };
+    Some((bytes, text))
 }
 
 /// The proleptic Gregorian date of a day count from 1970-01-01 (Howard Hinnant's civil_from_days).
@@ -379,6 +487,39 @@ mod tests {
         assert_eq!(value(3, "2024-01-01 00:00:00.1+00"), string("2024-01-01T00:00:00.100Z"));
         assert_eq!(value(0, "2024-01-01 00:00:01+00"), string("2024-01-01T00:00:01Z"));
         assert_eq!(value(-1, "infinity"), string("infinity"));
+    }
+
+    #[test]
+    fn numerics_become_java_big_decimals() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        for (text, scale, bytes, java) in [
+            // Seen from Debezium 3.6.3 (base64 BNI=, +w==, AlQL4/8=, AA==).
+            ("12.34", 2, "04d2", "12.34"),
+            ("-0.05", 2, "fb", "-0.05"),
+            ("99999999.99", 2, "02540be3ff", "99999999.99"),
+            ("0.00", 2, "00", "0.00"),
+            // BigInteger.toByteArray at the sign boundaries.
+            ("127", 0, "7f", "127"),
+            ("128", 0, "0080", "128"),
+            ("-128", 0, "80", "-128"),
+            ("-129", 0, "ff7f", "-129"),
+            ("-256", 0, "ff00", "-256"),
+            ("-32768", 0, "8000", "-32768"),
+            ("12345678901234567890123456789", 0, "27e41b3246bec9b16e398115", "12345678901234567890123456789"),
+            // BigDecimal.toString goes scientific below an adjusted exponent of -6.
+            ("0.000001", 6, "01", "0.000001"),
+            ("0.0000001", 7, "01", "1E-7"),
+            ("-0.00000010", 8, "f6", "-1.0E-7"),
+            ("0.00000000", 8, "00", "0E-8"),
+        ] {
+            let (b, t) = decimal(text, scale).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!((hex(&b), t.as_str()), (bytes.to_string(), java), "{text}");
+        }
+        assert_eq!(decimal("NaN", 2), None);
+        assert_eq!(decimal("1.5", 2), None);
+        let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false).unwrap();
+        assert_eq!((schema.name, schema.decimal), (Some(DECIMAL), Some((10, 2))));
+        assert_eq!(schema_for_column(oid::NUMERIC, -1, false), None);
     }
 
     #[test]

@@ -21,7 +21,14 @@ pub fn schema_of(f: &FieldSchema) -> Schema {
         SchemaType::Float32 => Type::Float32,
         SchemaType::Float64 => Type::Float64,
     };
-    Schema::Primitive { ty, optional: f.optional, name: f.name.map(str::to_string), version: f.version }
+    let parameters = match f.decimal {
+        Some((precision, scale)) => vec![
+            ("scale".to_string(), scale.to_string()),
+            ("connect.decimal.precision".to_string(), precision.to_string()),
+        ],
+        None => Vec::new(),
+    };
+    Schema::Primitive { ty, optional: f.optional, name: f.name.map(str::to_string), version: f.version, parameters }
 }
 
 pub fn value_of(v: &FieldValue) -> Value {
@@ -33,6 +40,9 @@ pub fn value_of(v: &FieldValue) -> Value {
         FieldValue::Int(i) => Value::Int(*i),
         FieldValue::Float32(f) => Value::Float(f64::from(*f)),
         FieldValue::Float64(f) => Value::Float(*f),
+        FieldValue::Decimal { unscaled, text } => {
+            Value::Decimal { unscaled: unscaled.clone(), text: String::from_utf8_lossy(text).into_owned() }
+        }
     }
 }
 
@@ -94,6 +104,7 @@ fn to_java_string(v: &Value) -> String {
         Value::Float(f) => connect::java_float_to_string(*f, false),
         Value::String(s) => String::from_utf8_lossy(s).into_owned(),
         Value::Bytes(b) => format!("{b:?}"),
+        Value::Decimal { text, .. } => text.clone(),
         Value::Array(items) => format!("[{}]", items.iter().map(to_java_string).collect::<Vec<_>>().join(", ")),
         Value::Struct(fields) => format!(
             "Struct{{{}}}",

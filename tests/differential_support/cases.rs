@@ -662,3 +662,35 @@ pub fn placement_floats() -> Case {
         .topics(&[ORDER])
         .records(rows.len())
 }
+
+/// numeric(p,s) columns as Connect Decimals (Debezium's default `decimal.handling.mode=precise`): in
+/// the envelope (base64 of the unscaled value, the schema's parameters) and in headers
+/// (`BigDecimal.toString`, scientific below 10^-6).
+fn numerics(name: &'static str, props: Vec<String>) -> Case {
+    let rows = [
+        ("12.34", "0.0000000001"),
+        ("-0.05", "-123.456"),
+        ("99999999.99", "0"),
+        ("0", "1000000000.5"),
+        ("-1.28", "-0.0000001"),
+    ];
+    let row = |(a, f): (&str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, amount, fine) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', {a}, {f})"
+        )
+    };
+    let mut props = props;
+    props.push("transforms.outbox.table.fields.additional.placement=amount:envelope,fine:envelope,amount:header:a,fine:header:f".to_string());
+    with_props(Case::new(name).columns(&["amount numeric(10,2) NOT NULL", "fine numeric(20,10)"]), props)
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
+
+pub fn placement_numerics() -> Case {
+    numerics("placement_numerics", vec![])
+}
+
+pub fn placement_numerics_string_converter() -> Case {
+    numerics("placement_numerics_string_converter", converters(STRING, false, STRING, false))
+}

@@ -31,7 +31,7 @@ fn float(v: f32) -> String {
 }
 
 fn named(ty: Type, optional: bool, name: &str, version: i32) -> Schema {
-    Schema::Primitive { ty, optional, name: Some(name.into()), version: Some(version) }
+    Schema::Primitive { ty, optional, name: Some(name.into()), version: Some(version), parameters: vec![] }
 }
 
 #[test]
@@ -41,7 +41,13 @@ fn schema_json_orders_keys_like_json_converter() {
         r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}"#
     );
     assert_eq!(
-        schema_json(&Schema::Primitive { ty: Type::Float32, optional: false, name: None, version: None }),
+        schema_json(&Schema::Primitive {
+            ty: Type::Float32,
+            optional: false,
+            name: None,
+            version: None,
+            parameters: vec![]
+        }),
         r#"{"type":"float","optional":false}"#
     );
     assert_eq!(schema_json(&Schema::optional(Type::Float64)), r#"{"type":"double","optional":true}"#);
@@ -56,7 +62,10 @@ fn schema_json_writes_envelope_struct() {
         name: Some("dbserver1.public.outbox.Order.Value".into()),
         fields: vec![
             ("payload".into(), named(Type::String, true, "io.debezium.data.Json", 1)),
-            ("eventType".into(), Schema::Primitive { ty: Type::String, optional: false, name: None, version: None }),
+            (
+                "eventType".into(),
+                Schema::Primitive { ty: Type::String, optional: false, name: None, version: None, parameters: vec![] },
+            ),
         ],
         optional: false,
         version: Some(3),
@@ -92,7 +101,8 @@ fn mismatched_values_fail_like_json_converter() {
     let arr = Schema::Array { items: Box::new(Schema::optional(Type::Int32)), optional: true };
     let err = write_value(&mut Vec::new(), &arr, &text("[1]")).unwrap_err();
     assert_eq!(err.to_string(), "Invalid type for ARRAY: class java.lang.String");
-    let required = Schema::Primitive { ty: Type::String, optional: false, name: None, version: None };
+    let required =
+        Schema::Primitive { ty: Type::String, optional: false, name: None, version: None, parameters: vec![] };
     assert_eq!(write_value(&mut Vec::new(), &required, &Value::Null), Err(ConvertError::RequiredNull));
     let s = Schema::Struct {
         name: None,

@@ -14,7 +14,13 @@ use crate::outbox::connect::json_envelope;
 
 /// The payload column's own schema (jsonb), which Debezium keeps when it does not expand.
 fn json_column() -> Schema {
-    Schema::Primitive { ty: Type::String, optional: true, name: Some("io.debezium.data.Json".into()), version: Some(1) }
+    Schema::Primitive {
+        ty: Type::String,
+        optional: true,
+        name: Some("io.debezium.data.Json".into()),
+        version: Some(1),
+        parameters: vec![],
+    }
 }
 
 /// The value bytes JsonConverter writes for `text` after Debezium's expansion, or the error when
@@ -174,7 +180,13 @@ fn envelope_placement_wraps_the_expanded_payload() {
                 ("payload".into(), e.schema),
                 (
                     "eventType".into(),
-                    Schema::Primitive { ty: Type::String, optional: false, name: None, version: None },
+                    Schema::Primitive {
+                        ty: Type::String,
+                        optional: false,
+                        name: None,
+                        version: None,
+                        parameters: vec![],
+                    },
                 ),
             ],
             optional: false,
