@@ -81,6 +81,7 @@ differential_cases! {
     update_under_fatal_stops_both;
     table_altered_mid_stream;
     placement_floats;
+    placement_column_types;
     placement_numerics;
     placement_numerics_string_converter;
 }

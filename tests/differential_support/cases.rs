@@ -694,3 +694,36 @@ pub fn placement_numerics() -> Case {
 pub fn placement_numerics_string_converter() -> Case {
     numerics("placement_numerics_string_converter", converters(STRING, false, STRING, false))
 }
+
+/// The other column types a router reads, in the envelope (JsonConverter with schemas) and in headers:
+/// date, timestamp (micro and milli precision), boolean, uuid, int4, varchar(n), bpchar, xml.
+pub fn placement_column_types() -> Case {
+    let rows = [
+        ("2024-02-29", "2024-02-29 12:34:56.789999", "2024-02-29 12:34:56.789", "true", "7", "x"),
+        ("1969-12-31", "1969-12-31 23:59:59.999999", "1970-01-01 00:00:00", "false", "-2147483648", "ü"),
+        ("0001-01-01", "2262-04-11 23:47:16.854775", "1900-01-01 00:00:00.5", "true", "0", "a b"),
+    ];
+    let row = |(d, ts, ts3, b, i, c): (&str, &str, &str, &str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, d, ts, ts3, flag, n, u, code, ch, doc) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', '{d}', '{ts}', '{ts3}', {b}, {i}, gen_random_uuid(), {}, {}, '<a>{c}</a>')",
+            lit(c),
+            lit(c)
+        )
+    };
+    Case::new("placement_column_types")
+        .columns(&[
+            "d date NOT NULL",
+            "ts timestamp",
+            "ts3 timestamp(3)",
+            "flag boolean",
+            "n int4",
+            "u uuid",
+            "code varchar(8)",
+            "ch char(4)",
+            "doc xml",
+        ])
+        .props(&["transforms.outbox.table.fields.additional.placement=d:envelope,ts:envelope,ts3:envelope,flag:envelope,n:envelope,code:envelope,ch:envelope,doc:envelope,d:header,ts:header,ts3:header,flag:header,n:header,code:header,ch:header,doc:header".to_string()])
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
