@@ -84,6 +84,8 @@ differential_cases! {
     placement_column_types;
     placement_numerics;
     placement_numerics_string_converter;
+    numerics_as_double;
+    numerics_as_string;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

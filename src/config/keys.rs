@@ -37,7 +37,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("slot.stream.params", "not implemented yet"),
     ("publish.via.partition.root", "not implemented yet"),
     ("provide.transaction.metadata", "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction"),
-    ("decimal.handling.mode", "affects numeric columns, which the Event Router does not route"),
     ("time.precision.mode", "pgoutbox maps temporal columns as `adaptive` (the default); this only matters for routed timestamp or date columns"),
     ("binary.handling.mode", "pgoutbox relays bytea as bytes (the default); this only matters for routed bytea columns"),
     ("lsn.flush.mode", "pgoutbox always confirms the acknowledged position (the `connector` behaviour)"),

@@ -188,6 +188,8 @@ pub struct RouterConfig {
     pub json_null_behavior: crate::outbox::expand::JsonNullBehavior,
     /// `topic.prefix`: the envelope struct's schema name starts with it.
     pub topic_prefix: String,
+    /// `decimal.handling.mode` (a connector option): how routed `numeric` columns are written.
+    pub decimal_handling: crate::outbox::DecimalHandling,
 }
 
 /// Connect-style error tolerance: with `errors.tolerance=all`, an event that cannot be published as
@@ -445,6 +447,17 @@ impl Config {
 
         let mut router = parse_router(&mut r)?;
         router.topic_prefix = topic_prefix.clone();
+        router.decimal_handling = match r.str("decimal.handling.mode").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("precise") => crate::outbox::DecimalHandling::Precise,
+            Some("double") => crate::outbox::DecimalHandling::Double,
+            Some("string") => crate::outbox::DecimalHandling::String,
+            Some(other) => {
+                return Err(invalid(
+                    "decimal.handling.mode",
+                    format!("`{other}` is not one of precise, double, string"),
+                ))
+            }
+        };
         let key_converter = parse_converter(&mut r, "key")?;
         let value_converter = parse_converter(&mut r, "value")?;
         if let Some(h) = r.str("header.converter") {
@@ -608,6 +621,7 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
             ],
         )?,
         topic_prefix: String::new(),
+        decimal_handling: Default::default(),
     })
 }
 

@@ -74,6 +74,7 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
             version: None,
             fraction_digits: None,
             decimal: None,
+            decimal_text: false,
         },
         value,
     )

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use router::{ColumnInfo, ContextHeaders, RelationInfo, RouteError, RoutePlan, Router};
+pub use schema::DecimalHandling;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {

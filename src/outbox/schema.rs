@@ -32,6 +32,18 @@ impl SchemaType {
     }
 }
 
+/// `decimal.handling.mode`: how a `numeric` column is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecimalHandling {
+    /// A Connect Decimal (`numeric(p,s)` only; Debezium's VariableScaleDecimal is not supported).
+    #[default]
+    Precise,
+    /// FLOAT64.
+    Double,
+    /// STRING, `BigDecimal.toPlainString`.
+    String,
+}
+
 /// A Connect schema of a column: type, optionality, and Debezium's semantic name and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldSchema {
@@ -44,6 +56,8 @@ pub struct FieldSchema {
     pub fraction_digits: Option<u8>,
     /// `(precision, scale)` of a Connect Decimal (a `numeric(p,s)` column), else `None`.
     pub decimal: Option<(u16, u16)>,
+    /// A `numeric` written as a STRING (`decimal.handling.mode=string`): `BigDecimal.toPlainString`.
+    pub decimal_text: bool,
 }
 
 pub mod oid {
@@ -80,7 +94,24 @@ pub const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 
 /// Debezium's schema for a column of this type (and type modifier: a timestamp's precision), or
 /// `None` for types pgoutbox cannot route yet.
-pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool) -> Option<FieldSchema> {
+pub fn schema_for_column(
+    type_oid: Oid,
+    type_modifier: i32,
+    optional: bool,
+    decimals: DecimalHandling,
+) -> Option<FieldSchema> {
+    if type_oid == oid::NUMERIC && decimals != DecimalHandling::Precise {
+        let ty = if decimals == DecimalHandling::Double { SchemaType::Float64 } else { SchemaType::String };
+        return Some(FieldSchema {
+            ty,
+            optional,
+            name: None,
+            version: None,
+            fraction_digits: None,
+            decimal: None,
+            decimal_text: ty == SchemaType::String,
+        });
+    }
     let (ty, name) = match type_oid {
         // adaptive: timestamp(0..=3) is milliseconds, timestamp(4..=6) and plain timestamp microseconds.
         oid::TIMESTAMP if (0..=3).contains(&type_modifier) => (SchemaType::Int64, Some(TIMESTAMP_MILLIS)),
@@ -95,6 +126,7 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool) -> O
                 name,
                 fraction_digits: Some(digits),
                 decimal: None,
+                decimal_text: false,
             });
         }
         oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
@@ -114,11 +146,20 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool) -> O
                 version: Some(1),
                 fraction_digits: None,
                 decimal: Some((precision as u16, scale as u16)),
+                decimal_text: false,
             });
         }
         _ => return schema_for(type_oid, optional),
     };
-    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None, decimal: None })
+    Some(FieldSchema {
+        ty,
+        optional,
+        version: name.map(|_| 1),
+        name,
+        fraction_digits: None,
+        decimal: None,
+        decimal_text: false,
+    })
 }
 
 /// Debezium's schema for a column of this type, or `None` for types pgoutbox cannot route yet.
@@ -137,7 +178,15 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
         oid::XML => (SchemaType::String, Some("io.debezium.data.Xml")),
         _ => return None,
     };
-    Some(FieldSchema { ty, optional, version: name.map(|_| 1), name, fraction_digits: None, decimal: None })
+    Some(FieldSchema {
+        ty,
+        optional,
+        version: name.map(|_| 1),
+        name,
+        fraction_digits: None,
+        decimal: None,
+        decimal_text: false,
+    })
 }
 
 /// A column value, typed by its schema.
@@ -169,8 +218,22 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
         Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
         Some(DECIMAL) => {
             let (_, scale) = schema.decimal?;
-            let (unscaled, text) = decimal(std::str::from_utf8(text).ok()?, scale)?;
+            let (unscaled, text) = decimal(std::str::from_utf8(text).ok()?, Some(scale))?;
             Some(FieldValue::Decimal { unscaled: Bytes::from(unscaled), text: Bytes::from(text) })
+        }
+        // decimal.handling.mode=string: `toPlainString`, which is PostgreSQL's own text, and the
+        // names of Debezium's special values (seen: NAN).
+        None if schema.decimal_text => {
+            let special: &'static [u8] = match &text[..] {
+                b"NaN" => b"NAN",
+                b"Infinity" => b"POSITIVE_INFINITY",
+                b"-Infinity" => b"NEGATIVE_INFINITY",
+                t => {
+                    decimal(std::str::from_utf8(t).ok()?, None)?;
+                    return Some(FieldValue::String(text.clone()));
+                }
+            };
+            Some(FieldValue::String(Bytes::from_static(special)))
         }
         // `infinity` and `-infinity` pass as they are, as Debezium writes them.
         Some(ZONED_TIMESTAMP) => {
@@ -240,13 +303,15 @@ pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
 /// A `numeric(p,s)` as PostgreSQL prints it (`-12.34`, exactly `scale` fraction digits) as Java's
 /// `BigDecimal`: the unscaled value's `BigInteger.toByteArray()` and `toString()` (plain, or
 /// scientific when the adjusted exponent is below -6: `1E-7`, `1.0E-7`). `None` for `NaN` or
-/// anything else that is not such a number.
-pub fn decimal(text: &str, scale: u16) -> Option<(Vec<u8>, String)> {
+/// anything else that is not such a number. Without `scale`, the text's own number of fraction
+/// digits (a `numeric` without a declared scale).
+pub fn decimal(text: &str, scale: Option<u16>) -> Option<(Vec<u8>, String)> {
     let (negative, body) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
     let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let scale = scale.unwrap_or(frac.len().try_into().ok()?);
     if int.is_empty()
         || frac.len() != usize::from(scale)
         || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
@@ -449,11 +514,17 @@ mod tests {
         assert_eq!(date_days("1970-01-02"), Some(1));
         assert_eq!(date_days("0001-01-01 BC"), Some(days_from_civil(0, 1, 1)));
         assert_eq!(timestamp_micros("nonsense"), None);
-        let ms = schema_for_column(oid::TIMESTAMP, 3, true).unwrap();
+        let ms = schema_for_column(oid::TIMESTAMP, 3, true, DecimalHandling::Precise).unwrap();
         assert_eq!(ms.name, Some(TIMESTAMP_MILLIS));
         assert_eq!(parse_value(&ms, &Bytes::from_static(b"1970-01-01 00:00:01.234")), Some(FieldValue::Int(1234)));
-        assert_eq!(schema_for_column(oid::TIMESTAMP, -1, true).unwrap().name, Some(TIMESTAMP_MICROS));
-        assert_eq!(schema_for_column(oid::TIMESTAMPTZ, -1, true).unwrap().name, Some(ZONED_TIMESTAMP));
+        assert_eq!(
+            schema_for_column(oid::TIMESTAMP, -1, true, DecimalHandling::Precise).unwrap().name,
+            Some(TIMESTAMP_MICROS)
+        );
+        assert_eq!(
+            schema_for_column(oid::TIMESTAMPTZ, -1, true, DecimalHandling::Precise).unwrap().name,
+            Some(ZONED_TIMESTAMP)
+        );
     }
 
     #[test]
@@ -478,7 +549,7 @@ mod tests {
         }
         // The column's precision fixes the digits (6 without one), as Debezium 3.6.3 writes them.
         let value = |typmod: i32, t: &'static str| {
-            let schema = schema_for_column(oid::TIMESTAMPTZ, typmod, true).unwrap();
+            let schema = schema_for_column(oid::TIMESTAMPTZ, typmod, true, DecimalHandling::Precise).unwrap();
             parse_value(&schema, &Bytes::from_static(t.as_bytes()))
         };
         let string = |s: &'static str| Some(FieldValue::String(Bytes::from(s)));
@@ -512,14 +583,15 @@ mod tests {
             ("-0.00000010", 8, "f6", "-1.0E-7"),
             ("0.00000000", 8, "00", "0E-8"),
         ] {
-            let (b, t) = decimal(text, scale).unwrap_or_else(|| panic!("{text}"));
+            let (b, t) = decimal(text, Some(scale)).unwrap_or_else(|| panic!("{text}"));
             assert_eq!((hex(&b), t.as_str()), (bytes.to_string(), java), "{text}");
         }
-        assert_eq!(decimal("NaN", 2), None);
-        assert_eq!(decimal("1.5", 2), None);
-        let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false).unwrap();
+        assert_eq!(decimal("NaN", Some(2)), None);
+        assert_eq!(decimal("1.5", Some(2)), None);
+        assert_eq!(decimal("0.0000000001", None).map(|d| d.1).as_deref(), Some("1E-10"));
+        let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false, DecimalHandling::Precise).unwrap();
         assert_eq!((schema.name, schema.decimal), (Some(DECIMAL), Some((10, 2))));
-        assert_eq!(schema_for_column(oid::NUMERIC, -1, false), None);
+        assert_eq!(schema_for_column(oid::NUMERIC, -1, false, DecimalHandling::Precise), None);
     }
 
     #[test]

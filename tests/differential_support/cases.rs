@@ -727,3 +727,40 @@ pub fn placement_column_types() -> Case {
         .topics(&[ORDER])
         .records(rows.len())
 }
+
+/// `decimal.handling.mode=double|string`: numerics as FLOAT64 or as text, including a `numeric`
+/// without a declared precision (which `precise` cannot route).
+fn numerics_as(name: &'static str, mode: &str) -> Case {
+    let rows = [
+        ("12.34", "0.0000000001"),
+        ("-0.05", "-123.456"),
+        ("99999999.99", "1e20"),
+        ("0", "'NaN'"),
+        ("-1.28", "42"),
+        ("1", "'Infinity'"),
+        ("2", "'-Infinity'"),
+    ];
+    let row = |(a, f): (&str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, amount, raw) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', {a}, {f})"
+        )
+    };
+    Case::new(name)
+        .columns(&["amount numeric(10,2) NOT NULL", "raw numeric"])
+        .props(&[
+            format!("decimal.handling.mode={mode}"),
+            "transforms.outbox.table.fields.additional.placement=amount:envelope,raw:envelope,amount:header:a,raw:header:r"
+                .to_string(),
+        ])
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
+
+pub fn numerics_as_double() -> Case {
+    numerics_as("numerics_as_double", "double")
+}
+
+pub fn numerics_as_string() -> Case {
+    numerics_as("numerics_as_string", "string")
+}
