@@ -86,6 +86,7 @@ differential_cases! {
     placement_numerics_string_converter;
     numerics_as_double;
     numerics_as_string;
+    variable_scale_numerics;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -94,6 +94,8 @@ pub enum Schema {
         fields: Vec<(String, Schema)>,
         optional: bool,
         version: Option<i32>,
+        /// Written after the version (Debezium's VariableScaleDecimal has one).
+        doc: Option<String>,
     },
 }
 
@@ -177,6 +179,7 @@ pub enum ConvertError {
 /// The schema as JsonConverter writes it inside the envelope.
 pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
     let mut params: &[(String, String)] = &[];
+    let mut doc = None;
     let (optional, name, version) = match s {
         Schema::Primitive { ty, optional, name, version, parameters } => {
             out.extend_from_slice(b"{\"type\":\"");
@@ -190,7 +193,8 @@ pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
             write_schema(out, items);
             (*optional, None, None)
         }
-        Schema::Struct { name, fields, optional, version } => {
+        Schema::Struct { name, fields, optional, version, doc: struct_doc } => {
+            doc = struct_doc.as_deref();
             out.extend_from_slice(b"{\"type\":\"struct\",\"fields\":[");
             for (i, (field, schema)) in fields.iter().enumerate() {
                 if i > 0 {
@@ -215,6 +219,10 @@ pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
     if let Some(v) = version {
         out.extend_from_slice(b",\"version\":");
         out.extend_from_slice(v.to_string().as_bytes());
+    }
+    if let Some(doc) = doc {
+        out.extend_from_slice(b",\"doc\":");
+        write_string(out, doc.as_bytes());
     }
     write_parameters(out, params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     out.push(b'}');

@@ -18,7 +18,9 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             FieldValue::Int(i) => Some(Bytes::from(i.to_string())),
             FieldValue::Float32(f) => Some(Bytes::from(super::connect::java_float_to_string(f64::from(*f), true))),
             FieldValue::Float64(f) => Some(Bytes::from(super::connect::java_float_to_string(*f, false))),
-            FieldValue::Decimal { text, .. } => Some(text.clone()),
+            // Debezium's Struct.toString shows the bytes' identity hash here (`[B@1b6d3586`); the
+            // number is more use.
+            FieldValue::Decimal { text, .. } | FieldValue::VariableDecimal { text, .. } => Some(text.clone()),
         },
         // JsonConverter without schemas: the bare JSON value; a null with a schema is the JSON
         // literal `null`, not a Kafka null.
@@ -35,7 +37,8 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             | FieldValue::Int(_)
             | FieldValue::Float32(_)
             | FieldValue::Float64(_)
-            | FieldValue::Decimal { .. } => None,
+            | FieldValue::Decimal { .. }
+            | FieldValue::VariableDecimal { .. } => None,
         },
         Converter::Json { schemas: true } => {
             let mut out = Vec::with_capacity(value_len_hint(value) + 96);

@@ -156,7 +156,13 @@ impl Infer {
             }
             Node::Object(members) => {
                 let fields = self.fields(key, members)?;
-                Ok(Some(Schema::Struct { name: key.map(str::to_string), fields, optional: true, version: None }))
+                Ok(Some(Schema::Struct {
+                    name: key.map(str::to_string),
+                    fields,
+                    optional: true,
+                    version: None,
+                    doc: None,
+                }))
             }
             _ => Ok(self.leaf(node)),
         }
@@ -223,7 +229,7 @@ impl Infer {
         let mut rest = distinct.into_iter();
         let first = rest.next().unwrap_or_default();
         let fields = rest.fold(first, merge);
-        Ok(Schema::Struct { name: key.map(str::to_string), fields, optional, version: None })
+        Ok(Schema::Struct { name: key.map(str::to_string), fields, optional, version: None, doc: None })
     }
 }
 

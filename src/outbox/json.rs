@@ -104,6 +104,9 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
 /// A primitive Connect schema as JsonConverter writes it: `type`, `optional`, then `name` and
 /// `version` when set.
 pub fn write_schema(out: &mut Vec<u8>, schema: &FieldSchema) {
+    if schema.ty == super::schema::SchemaType::VariableDecimal {
+        return super::connect::write_schema(out, &super::value::schema_of(schema));
+    }
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(schema.ty.connect_name().as_bytes());
     out.extend_from_slice(b"\",\"optional\":");
@@ -140,6 +143,11 @@ pub fn write_value(out: &mut Vec<u8>, value: &FieldValue) {
             out.push(b'"');
             base64(out, unscaled);
             out.push(b'"');
+        }
+        FieldValue::VariableDecimal { scale, unscaled, .. } => {
+            out.extend_from_slice(format!("{{\"scale\":{scale},\"value\":\"").as_bytes());
+            base64(out, unscaled);
+            out.extend_from_slice(b"\"}");
         }
     }
 }

@@ -331,7 +331,7 @@ impl Router {
                 None => None,
             };
             let name = format!("{}.{}.Value", cols.envelope_base, String::from_utf8_lossy(route_text));
-            schema = Some(Schema::Struct { name: Some(name), fields, optional: false, version });
+            schema = Some(Schema::Struct { name: Some(name), fields, optional: false, version, doc: None });
             val = CValue::Struct(values);
         }
         value::encode(self.value_converter, schema.as_ref(), &val).map_err(|problem| RouteError {

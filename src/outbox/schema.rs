@@ -15,6 +15,8 @@ pub enum SchemaType {
     Int64,
     Float32,
     Float64,
+    /// Debezium's VariableScaleDecimal: a struct `{scale: int32, value: bytes}`.
+    VariableDecimal,
 }
 
 impl SchemaType {
@@ -28,6 +30,7 @@ impl SchemaType {
             SchemaType::Int64 => "int64",
             SchemaType::Float32 => "float",
             SchemaType::Float64 => "double",
+            SchemaType::VariableDecimal => "struct",
         }
     }
 }
@@ -35,7 +38,8 @@ impl SchemaType {
 /// `decimal.handling.mode`: how a `numeric` column is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DecimalHandling {
-    /// A Connect Decimal (`numeric(p,s)` only; Debezium's VariableScaleDecimal is not supported).
+    /// A Connect Decimal for `numeric(p,s)`; Debezium's VariableScaleDecimal struct for a `numeric`
+    /// without a declared precision.
     #[default]
     Precise,
     /// FLOAT64.
@@ -91,6 +95,7 @@ pub const TIMESTAMP_NANOS: &str = "io.debezium.time.NanoTimestamp";
 pub const ZONED_TIMESTAMP: &str = "io.debezium.time.ZonedTimestamp";
 pub const DATE_DAYS: &str = "io.debezium.time.Date";
 pub const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
+pub const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal";
 
 /// Debezium's schema for a column of this type (and type modifier: a timestamp's precision), or
 /// `None` for types pgoutbox cannot route yet.
@@ -132,7 +137,18 @@ pub fn schema_for_column(
         oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
         // numeric(p,s) with Debezium's default decimal.handling.mode=precise. A numeric without a
         // declared precision is a VariableScaleDecimal struct in Debezium, not supported here.
-        oid::NUMERIC if type_modifier >= 4 => {
+        oid::NUMERIC if type_modifier < 4 => {
+            return Some(FieldSchema {
+                ty: SchemaType::VariableDecimal,
+                optional,
+                name: Some(VARIABLE_SCALE_DECIMAL),
+                version: Some(1),
+                fraction_digits: None,
+                decimal: None,
+                decimal_text: false,
+            });
+        }
+        oid::NUMERIC => {
             let (precision, scale) = (((type_modifier - 4) >> 16) & 0xFFFF, (type_modifier - 4) & 0xFFFF);
             // PostgreSQL 15 allows a negative scale (stored as 11 bits); Debezium's handling of it
             // is not known here: not routed.
@@ -206,6 +222,12 @@ pub enum FieldValue {
         unscaled: Bytes,
         text: Bytes,
     },
+    /// A VariableScaleDecimal: the text's own scale, the unscaled bytes as for `Decimal`.
+    VariableDecimal {
+        scale: i32,
+        unscaled: Bytes,
+        text: Bytes,
+    },
 }
 
 /// Reads a pgoutput text value as the given schema. `None` when the text is not of the type.
@@ -220,6 +242,16 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
             let (_, scale) = schema.decimal?;
             let (unscaled, text) = decimal(std::str::from_utf8(text).ok()?, Some(scale))?;
             Some(FieldValue::Decimal { unscaled: Bytes::from(unscaled), text: Bytes::from(text) })
+        }
+        Some(VARIABLE_SCALE_DECIMAL) => {
+            let text = std::str::from_utf8(text).ok()?;
+            let scale = text.split_once('.').map_or(0, |(_, f)| f.len());
+            let (unscaled, java) = decimal(text, None)?;
+            Some(FieldValue::VariableDecimal {
+                scale: i32::try_from(scale).ok()?,
+                unscaled: Bytes::from(unscaled),
+                text: Bytes::from(java),
+            })
         }
         // decimal.handling.mode=string: `toPlainString`, which is PostgreSQL's own text, and the
         // names of Debezium's special values (seen: NAN).
@@ -460,6 +492,8 @@ pub fn parse_text(ty: SchemaType, text: &Bytes) -> Option<FieldValue> {
             Some(v) => v,
             None => std::str::from_utf8(text).ok()?.parse::<f64>().ok().filter(|v| v.is_finite())?,
         })),
+        // Only through its schema name (parse_value).
+        SchemaType::VariableDecimal => None,
     }
 }
 
@@ -591,7 +625,16 @@ mod tests {
         assert_eq!(decimal("0.0000000001", None).map(|d| d.1).as_deref(), Some("1E-10"));
         let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false, DecimalHandling::Precise).unwrap();
         assert_eq!((schema.name, schema.decimal), (Some(DECIMAL), Some((10, 2))));
-        assert_eq!(schema_for_column(oid::NUMERIC, -1, false, DecimalHandling::Precise), None);
+        let variable = schema_for_column(oid::NUMERIC, -1, false, DecimalHandling::Precise).unwrap();
+        assert_eq!(variable.name, Some(VARIABLE_SCALE_DECIMAL));
+        assert_eq!(
+            parse_value(&variable, &Bytes::from_static(b"-0.050")),
+            Some(FieldValue::VariableDecimal {
+                scale: 3,
+                unscaled: Bytes::from_static(&[0xCE]),
+                text: Bytes::from_static(b"-0.050")
+            })
+        );
     }
 
     #[test]

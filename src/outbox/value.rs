@@ -11,6 +11,17 @@ use super::schema::{FieldSchema, FieldValue, SchemaType};
 use crate::config::Converter;
 
 pub fn schema_of(f: &FieldSchema) -> Schema {
+    if f.ty == SchemaType::VariableDecimal {
+        let required =
+            |ty| Schema::Primitive { ty, optional: false, name: None, version: None, parameters: Vec::new() };
+        return Schema::Struct {
+            name: f.name.map(str::to_string),
+            fields: vec![("scale".into(), required(Type::Int32)), ("value".into(), required(Type::Bytes))],
+            optional: f.optional,
+            version: f.version,
+            doc: Some("Variable scaled decimal".into()),
+        };
+    }
     let ty = match f.ty {
         SchemaType::String => Type::String,
         SchemaType::Bytes => Type::Bytes,
@@ -20,6 +31,7 @@ pub fn schema_of(f: &FieldSchema) -> Schema {
         SchemaType::Int64 => Type::Int64,
         SchemaType::Float32 => Type::Float32,
         SchemaType::Float64 => Type::Float64,
+        SchemaType::VariableDecimal => unreachable!("handled above"),
     };
     let parameters = match f.decimal {
         Some((precision, scale)) => vec![
@@ -40,6 +52,9 @@ pub fn value_of(v: &FieldValue) -> Value {
         FieldValue::Int(i) => Value::Int(*i),
         FieldValue::Float32(f) => Value::Float(f64::from(*f)),
         FieldValue::Float64(f) => Value::Float(*f),
+        FieldValue::VariableDecimal { scale, unscaled, .. } => {
+            Value::Struct(vec![Value::Int(i64::from(*scale)), Value::Bytes(unscaled.clone())])
+        }
         FieldValue::Decimal { unscaled, text } => {
             Value::Decimal { unscaled: unscaled.clone(), text: String::from_utf8_lossy(text).into_owned() }
         }

@@ -764,3 +764,20 @@ pub fn numerics_as_double() -> Case {
 pub fn numerics_as_string() -> Case {
     numerics_as("numerics_as_string", "string")
 }
+
+/// A `numeric` without a declared precision under the default `precise` mode: Debezium's
+/// VariableScaleDecimal struct (`scale`, unscaled `value`).
+pub fn variable_scale_numerics() -> Case {
+    let rows = ["12.34", "-0.05", "0", "1e20", "0.0000000001", "-128"];
+    let row = |v: &str| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, raw) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', {v})"
+        )
+    };
+    Case::new("variable_scale_numerics")
+        .columns(&["raw numeric"])
+        .props(&["transforms.outbox.table.fields.additional.placement=raw:envelope".to_string()])
+        .sql(rows.iter().map(|r| row(r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}

@@ -69,6 +69,7 @@ fn schema_json_writes_envelope_struct() {
         ],
         optional: false,
         version: Some(3),
+        doc: None,
     };
     assert_eq!(
         schema_json(&s),
@@ -109,6 +110,7 @@ fn mismatched_values_fail_like_json_converter() {
         fields: vec![("a".into(), Schema::optional(Type::Int32))],
         optional: true,
         version: None,
+        doc: None,
     };
     assert_eq!(
         write_value(&mut Vec::new(), &s, &Value::Struct(vec![])),

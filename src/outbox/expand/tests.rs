@@ -191,6 +191,7 @@ fn envelope_placement_wraps_the_expanded_payload() {
             ],
             optional: false,
             version: None,
+            doc: None,
         };
         let value = Value::Struct(vec![e.value, Value::String(Bytes::from_static(b"t"))]);
         let mut out = Vec::new();
