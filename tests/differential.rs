@@ -69,6 +69,9 @@ differential_cases! {
     placement_partition;
     bytea_binary_data_converter;
     bytea_kafka_byte_array_converter;
+    bytea_as_base64;
+    bytea_as_base64_url_safe;
+    bytea_as_hex;
     snapshot_initial;
 
     placement_envelope;

@@ -38,7 +38,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("publish.via.partition.root", "not implemented yet"),
     ("provide.transaction.metadata", "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction"),
     ("time.precision.mode", "pgoutbox maps temporal columns as `adaptive` (the default); this only matters for routed timestamp or date columns"),
-    ("binary.handling.mode", "pgoutbox relays bytea as bytes (the default); this only matters for routed bytea columns"),
     ("lsn.flush.mode", "pgoutbox always confirms the acknowledged position (the `connector` behaviour)"),
     ("flush.lsn.source", "pgoutbox always confirms the acknowledged position"),
     ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),

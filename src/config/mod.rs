@@ -188,8 +188,9 @@ pub struct RouterConfig {
     pub json_null_behavior: crate::outbox::expand::JsonNullBehavior,
     /// `topic.prefix`: the envelope struct's schema name starts with it.
     pub topic_prefix: String,
-    /// `decimal.handling.mode` (a connector option): how routed `numeric` columns are written.
-    pub decimal_handling: crate::outbox::DecimalHandling,
+    /// `decimal.handling.mode` and `binary.handling.mode` (connector options): how routed `numeric`
+    /// and `bytea` columns are written.
+    pub type_modes: crate::outbox::TypeModes,
 }
 
 /// Connect-style error tolerance: with `errors.tolerance=all`, an event that cannot be published as
@@ -447,7 +448,7 @@ impl Config {
 
         let mut router = parse_router(&mut r)?;
         router.topic_prefix = topic_prefix.clone();
-        router.decimal_handling = match r.str("decimal.handling.mode").map(str::to_ascii_lowercase).as_deref() {
+        router.type_modes.decimals = match r.str("decimal.handling.mode").map(str::to_ascii_lowercase).as_deref() {
             None | Some("precise") => crate::outbox::DecimalHandling::Precise,
             Some("double") => crate::outbox::DecimalHandling::Double,
             Some("string") => crate::outbox::DecimalHandling::String,
@@ -455,6 +456,18 @@ impl Config {
                 return Err(invalid(
                     "decimal.handling.mode",
                     format!("`{other}` is not one of precise, double, string"),
+                ))
+            }
+        };
+        router.type_modes.binary = match r.str("binary.handling.mode").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("bytes") => crate::outbox::BinaryHandling::Bytes,
+            Some("base64") => crate::outbox::BinaryHandling::Base64,
+            Some("base64-url-safe") => crate::outbox::BinaryHandling::Base64UrlSafe,
+            Some("hex") => crate::outbox::BinaryHandling::Hex,
+            Some(other) => {
+                return Err(invalid(
+                    "binary.handling.mode",
+                    format!("`{other}` is not one of bytes, base64, base64-url-safe, hex"),
                 ))
             }
         };
@@ -621,7 +634,7 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
             ],
         )?,
         topic_prefix: String::new(),
-        decimal_handling: Default::default(),
+        type_modes: Default::default(),
     })
 }
 

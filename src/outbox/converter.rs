@@ -78,6 +78,7 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
             fraction_digits: None,
             decimal: None,
             decimal_text: false,
+            bytea_text: None,
         },
         value,
     )

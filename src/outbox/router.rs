@@ -140,7 +140,7 @@ impl Router {
                 problem: format!("the table has no column `{col}`"),
                 fix: format!("add the column or set transforms.<name>.{option} to the column that holds it"),
             })?;
-            let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null, self.cfg.decimal_handling).ok_or_else(|| RouteError {
+            let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null, self.cfg.type_modes).ok_or_else(|| RouteError {
                 what: format!("rows of `{table}`"),
                 problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
                 fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, numeric(p,s), boolean, date, timestamp or timestamptz for this column"

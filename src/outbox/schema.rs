@@ -48,6 +48,27 @@ pub enum DecimalHandling {
     String,
 }
 
+/// `binary.handling.mode`: how a `bytea` column is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BinaryHandling {
+    /// BYTES.
+    #[default]
+    Bytes,
+    /// STRING: standard base64 with padding.
+    Base64,
+    /// STRING: URL-safe base64 with padding.
+    Base64UrlSafe,
+    /// STRING: hexadecimal digits.
+    Hex,
+}
+
+/// The connector options that decide how column types are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TypeModes {
+    pub decimals: DecimalHandling,
+    pub binary: BinaryHandling,
+}
+
 /// A Connect schema of a column: type, optionality, and Debezium's semantic name and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldSchema {
@@ -62,6 +83,8 @@ pub struct FieldSchema {
     pub decimal: Option<(u16, u16)>,
     /// A `numeric` written as a STRING (`decimal.handling.mode=string`): `BigDecimal.toPlainString`.
     pub decimal_text: bool,
+    /// A `bytea` written as a STRING (`binary.handling.mode` other than `bytes`), in this encoding.
+    pub bytea_text: Option<BinaryHandling>,
 }
 
 pub mod oid {
@@ -99,12 +122,20 @@ pub const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal"
 
 /// Debezium's schema for a column of this type (and type modifier: a timestamp's precision), or
 /// `None` for types pgoutbox cannot route yet.
-pub fn schema_for_column(
-    type_oid: Oid,
-    type_modifier: i32,
-    optional: bool,
-    decimals: DecimalHandling,
-) -> Option<FieldSchema> {
+pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, modes: TypeModes) -> Option<FieldSchema> {
+    if type_oid == oid::BYTEA && modes.binary != BinaryHandling::Bytes {
+        return Some(FieldSchema {
+            ty: SchemaType::String,
+            optional,
+            name: None,
+            version: None,
+            fraction_digits: None,
+            decimal: None,
+            decimal_text: false,
+            bytea_text: Some(modes.binary),
+        });
+    }
+    let decimals = modes.decimals;
     if type_oid == oid::NUMERIC && decimals != DecimalHandling::Precise {
         let ty = if decimals == DecimalHandling::Double { SchemaType::Float64 } else { SchemaType::String };
         return Some(FieldSchema {
@@ -115,6 +146,7 @@ pub fn schema_for_column(
             fraction_digits: None,
             decimal: None,
             decimal_text: ty == SchemaType::String,
+            bytea_text: None,
         });
     }
     let (ty, name) = match type_oid {
@@ -132,6 +164,7 @@ pub fn schema_for_column(
                 fraction_digits: Some(digits),
                 decimal: None,
                 decimal_text: false,
+                bytea_text: None,
             });
         }
         oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
@@ -146,6 +179,7 @@ pub fn schema_for_column(
                 fraction_digits: None,
                 decimal: None,
                 decimal_text: false,
+                bytea_text: None,
             });
         }
         oid::NUMERIC => {
@@ -163,6 +197,7 @@ pub fn schema_for_column(
                 fraction_digits: None,
                 decimal: Some((precision as u16, scale as u16)),
                 decimal_text: false,
+                bytea_text: None,
             });
         }
         _ => return schema_for(type_oid, optional),
@@ -175,6 +210,7 @@ pub fn schema_for_column(
         fraction_digits: None,
         decimal: None,
         decimal_text: false,
+        bytea_text: None,
     })
 }
 
@@ -202,6 +238,7 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
         fraction_digits: None,
         decimal: None,
         decimal_text: false,
+        bytea_text: None,
     })
 }
 
@@ -255,6 +292,29 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
         }
         // decimal.handling.mode=string: `toPlainString`, which is PostgreSQL's own text, and the
         // names of Debezium's special values (seen: NAN).
+        None if schema.bytea_text.is_some() => {
+            let bytes = decode_bytea_hex(text)?;
+            let mut out = Vec::with_capacity(bytes.len() * 2);
+            match schema.bytea_text {
+                Some(BinaryHandling::Hex) => {
+                    for b in &bytes {
+                        out.extend_from_slice(format!("{b:02x}").as_bytes());
+                    }
+                }
+                Some(BinaryHandling::Base64UrlSafe) => {
+                    super::json::base64(&mut out, &bytes);
+                    for c in &mut out {
+                        *c = match *c {
+                            b'+' => b'-',
+                            b'/' => b'_',
+                            c => c,
+                        };
+                    }
+                }
+                _ => super::json::base64(&mut out, &bytes),
+            }
+            Some(FieldValue::String(Bytes::from(out)))
+        }
         None if schema.decimal_text => {
             let special: &'static [u8] = match &text[..] {
                 b"NaN" => b"NAN",
@@ -548,15 +608,15 @@ mod tests {
         assert_eq!(date_days("1970-01-02"), Some(1));
         assert_eq!(date_days("0001-01-01 BC"), Some(days_from_civil(0, 1, 1)));
         assert_eq!(timestamp_micros("nonsense"), None);
-        let ms = schema_for_column(oid::TIMESTAMP, 3, true, DecimalHandling::Precise).unwrap();
+        let ms = schema_for_column(oid::TIMESTAMP, 3, true, TypeModes::default()).unwrap();
         assert_eq!(ms.name, Some(TIMESTAMP_MILLIS));
         assert_eq!(parse_value(&ms, &Bytes::from_static(b"1970-01-01 00:00:01.234")), Some(FieldValue::Int(1234)));
         assert_eq!(
-            schema_for_column(oid::TIMESTAMP, -1, true, DecimalHandling::Precise).unwrap().name,
+            schema_for_column(oid::TIMESTAMP, -1, true, TypeModes::default()).unwrap().name,
             Some(TIMESTAMP_MICROS)
         );
         assert_eq!(
-            schema_for_column(oid::TIMESTAMPTZ, -1, true, DecimalHandling::Precise).unwrap().name,
+            schema_for_column(oid::TIMESTAMPTZ, -1, true, TypeModes::default()).unwrap().name,
             Some(ZONED_TIMESTAMP)
         );
     }
@@ -583,7 +643,7 @@ mod tests {
         }
         // The column's precision fixes the digits (6 without one), as Debezium 3.6.3 writes them.
         let value = |typmod: i32, t: &'static str| {
-            let schema = schema_for_column(oid::TIMESTAMPTZ, typmod, true, DecimalHandling::Precise).unwrap();
+            let schema = schema_for_column(oid::TIMESTAMPTZ, typmod, true, TypeModes::default()).unwrap();
             parse_value(&schema, &Bytes::from_static(t.as_bytes()))
         };
         let string = |s: &'static str| Some(FieldValue::String(Bytes::from(s)));
@@ -623,9 +683,9 @@ mod tests {
         assert_eq!(decimal("NaN", Some(2)), None);
         assert_eq!(decimal("1.5", Some(2)), None);
         assert_eq!(decimal("0.0000000001", None).map(|d| d.1).as_deref(), Some("1E-10"));
-        let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false, DecimalHandling::Precise).unwrap();
+        let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false, TypeModes::default()).unwrap();
         assert_eq!((schema.name, schema.decimal), (Some(DECIMAL), Some((10, 2))));
-        let variable = schema_for_column(oid::NUMERIC, -1, false, DecimalHandling::Precise).unwrap();
+        let variable = schema_for_column(oid::NUMERIC, -1, false, TypeModes::default()).unwrap();
         assert_eq!(variable.name, Some(VARIABLE_SCALE_DECIMAL));
         assert_eq!(
             parse_value(&variable, &Bytes::from_static(b"-0.050")),

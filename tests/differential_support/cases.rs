@@ -781,3 +781,38 @@ pub fn variable_scale_numerics() -> Case {
         .topics(&[ORDER])
         .records(rows.len())
 }
+
+/// `binary.handling.mode` other than `bytes`: a bytea payload (and header) as a STRING, encoded.
+fn bytea_as(name: &'static str, mode: &str) -> Case {
+    let row = |key: &str, expr: &str| {
+        format!("INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, blob) VALUES (gen_random_uuid(), 'Order', {}, 'Created', {expr}, {expr})", lit(key))
+    };
+    Case::new(name)
+        .payload_type("bytea")
+        .columns(&["blob bytea"])
+        .props(&[
+            format!("binary.handling.mode={mode}"),
+            "transforms.outbox.table.fields.additional.placement=blob:header".to_string(),
+        ])
+        .sql([
+            row("b-1", r"'\x00ff10'::bytea"),
+            row("b-2", "''::bytea"),
+            row("b-3", "NULL"),
+            row("b-4", r"'\xfbffbf'::bytea"),
+            row("b-5", "convert_to('héllo', 'UTF8')"),
+        ])
+        .topics(&[ORDER])
+        .records(5)
+}
+
+pub fn bytea_as_base64() -> Case {
+    bytea_as("bytea_as_base64", "base64")
+}
+
+pub fn bytea_as_base64_url_safe() -> Case {
+    bytea_as("bytea_as_base64_url_safe", "base64-url-safe")
+}
+
+pub fn bytea_as_hex() -> Case {
+    bytea_as("bytea_as_hex", "hex")
+}

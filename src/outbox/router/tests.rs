@@ -21,7 +21,7 @@ fn cfg() -> RouterConfig {
         expand_json_payload: false,
         json_null_behavior: crate::outbox::expand::JsonNullBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
-        decimal_handling: Default::default(),
+        type_modes: Default::default(),
     }
 }
 
