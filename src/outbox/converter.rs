@@ -68,20 +68,7 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
         super::json::base64(&mut out, b);
         return Some(Bytes::from(out));
     }
-    encode(
-        Converter::String,
-        &FieldSchema {
-            ty: super::schema::SchemaType::String,
-            optional: true,
-            name: None,
-            version: None,
-            fraction_digits: None,
-            decimal: None,
-            decimal_text: false,
-            bytea_text: None,
-        },
-        value,
-    )
+    encode(Converter::String, &FieldSchema::new(super::schema::SchemaType::String, true, None), value)
 }
 
 #[cfg(test)]

@@ -87,6 +87,22 @@ pub struct FieldSchema {
     pub bytea_text: Option<BinaryHandling>,
 }
 
+impl FieldSchema {
+    /// A schema of this type, named or not (a named one is version 1), without special handling.
+    pub fn new(ty: SchemaType, optional: bool, name: Option<&'static str>) -> FieldSchema {
+        FieldSchema {
+            ty,
+            optional,
+            name,
+            version: name.map(|_| 1),
+            fraction_digits: None,
+            decimal: None,
+            decimal_text: false,
+            bytea_text: None,
+        }
+    }
+}
+
 pub mod oid {
     use crate::pgoutput::Oid;
     pub const BOOL: Oid = 16;
@@ -125,29 +141,14 @@ pub const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal"
 pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, modes: TypeModes) -> Option<FieldSchema> {
     if type_oid == oid::BYTEA && modes.binary != BinaryHandling::Bytes {
         return Some(FieldSchema {
-            ty: SchemaType::String,
-            optional,
-            name: None,
-            version: None,
-            fraction_digits: None,
-            decimal: None,
-            decimal_text: false,
             bytea_text: Some(modes.binary),
+            ..FieldSchema::new(SchemaType::String, optional, None)
         });
     }
     let decimals = modes.decimals;
     if type_oid == oid::NUMERIC && decimals != DecimalHandling::Precise {
         let ty = if decimals == DecimalHandling::Double { SchemaType::Float64 } else { SchemaType::String };
-        return Some(FieldSchema {
-            ty,
-            optional,
-            name: None,
-            version: None,
-            fraction_digits: None,
-            decimal: None,
-            decimal_text: ty == SchemaType::String,
-            bytea_text: None,
-        });
+        return Some(FieldSchema { decimal_text: ty == SchemaType::String, ..FieldSchema::new(ty, optional, None) });
     }
     let (ty, name) = match type_oid {
         // adaptive: timestamp(0..=3) is milliseconds, timestamp(4..=6) and plain timestamp microseconds.
@@ -157,30 +158,15 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
             let digits = if (0..=6).contains(&type_modifier) { type_modifier as u8 } else { 6 };
             let name = Some(ZONED_TIMESTAMP);
             return Some(FieldSchema {
-                ty: SchemaType::String,
-                optional,
-                version: Some(1),
-                name,
                 fraction_digits: Some(digits),
-                decimal: None,
-                decimal_text: false,
-                bytea_text: None,
+                ..FieldSchema::new(SchemaType::String, optional, name)
             });
         }
         oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
-        // numeric(p,s) with Debezium's default decimal.handling.mode=precise. A numeric without a
-        // declared precision is a VariableScaleDecimal struct in Debezium, not supported here.
+        // With Debezium's default decimal.handling.mode=precise: a numeric without a declared
+        // precision is a VariableScaleDecimal struct, numeric(p,s) a Connect Decimal.
         oid::NUMERIC if type_modifier < 4 => {
-            return Some(FieldSchema {
-                ty: SchemaType::VariableDecimal,
-                optional,
-                name: Some(VARIABLE_SCALE_DECIMAL),
-                version: Some(1),
-                fraction_digits: None,
-                decimal: None,
-                decimal_text: false,
-                bytea_text: None,
-            });
+            return Some(FieldSchema::new(SchemaType::VariableDecimal, optional, Some(VARIABLE_SCALE_DECIMAL)));
         }
         oid::NUMERIC => {
             let (precision, scale) = (((type_modifier - 4) >> 16) & 0xFFFF, (type_modifier - 4) & 0xFFFF);
@@ -190,28 +176,13 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
                 return None;
             }
             return Some(FieldSchema {
-                ty: SchemaType::Bytes,
-                optional,
-                name: Some(DECIMAL),
-                version: Some(1),
-                fraction_digits: None,
                 decimal: Some((precision as u16, scale as u16)),
-                decimal_text: false,
-                bytea_text: None,
+                ..FieldSchema::new(SchemaType::Bytes, optional, Some(DECIMAL))
             });
         }
         _ => return schema_for(type_oid, optional),
     };
-    Some(FieldSchema {
-        ty,
-        optional,
-        version: name.map(|_| 1),
-        name,
-        fraction_digits: None,
-        decimal: None,
-        decimal_text: false,
-        bytea_text: None,
-    })
+    Some(FieldSchema::new(ty, optional, name))
 }
 
 /// Debezium's schema for a column of this type, or `None` for types pgoutbox cannot route yet.
@@ -230,16 +201,7 @@ pub fn schema_for(type_oid: Oid, optional: bool) -> Option<FieldSchema> {
         oid::XML => (SchemaType::String, Some("io.debezium.data.Xml")),
         _ => return None,
     };
-    Some(FieldSchema {
-        ty,
-        optional,
-        version: name.map(|_| 1),
-        name,
-        fraction_digits: None,
-        decimal: None,
-        decimal_text: false,
-        bytea_text: None,
-    })
+    Some(FieldSchema::new(ty, optional, name))
 }
 
 /// A column value, typed by its schema.
