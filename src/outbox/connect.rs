@@ -361,48 +361,41 @@ pub use super::json::write_string;
 
 /// `JsonGenerator.writeNumber(double)`.
 pub fn write_java_double(out: &mut Vec<u8>, v: f64) {
-    if !v.is_finite() {
-        return out.extend_from_slice(non_finite(v.is_nan(), v < 0.0));
-    }
-    let a = v.abs();
-    // Rust's `{:e}` is a shortest decimal that reads back as `v`; `{:.Ne}` rounds the exact value
-    // half-even, which picks the closest of that length as Java does (ties to an even digit).
-    let shortest = format!("{a:e}");
-    let p = significant_digits(&shortest).max(2) - 1;
-    let closest = format!("{a:.p$e}");
-    let digits = if closest.parse::<f64>() == Ok(a) { closest } else { shortest };
-    java_format(out, v.is_sign_negative(), &digits);
+    write_java_number(out, v.abs(), v.is_nan(), v.is_sign_negative());
 }
 
 /// `JsonGenerator.writeNumber(float)`: `Float.toString`, the same rules for `f32`.
 pub fn write_java_float(out: &mut Vec<u8>, v: f32) {
-    if !v.is_finite() {
-        return out.extend_from_slice(non_finite(v.is_nan(), v < 0.0));
-    }
-    let a = v.abs();
+    write_java_number(out, v.abs(), v.is_nan(), v.is_sign_negative());
+}
+
+/// Both writers above, for the magnitude `a` of an `f32` or `f64`.
+fn write_java_number<F>(out: &mut Vec<u8>, a: F, nan: bool, negative: bool)
+where
+    F: std::fmt::LowerExp + std::str::FromStr + PartialEq + Copy,
+{
     let shortest = format!("{a:e}");
+    if nan || shortest == "inf" {
+        return out.extend_from_slice(non_finite(nan, negative));
+    }
+    // Rust's `{:e}` is a shortest decimal that reads back as `a`; `{:.Ne}` rounds the exact value
+    // half-even, which picks the closest of that length as Java does (ties to an even digit).
     let p = significant_digits(&shortest).max(2) - 1;
     let closest = format!("{a:.p$e}");
-    let digits = if closest.parse::<f32>() == Ok(a) { closest } else { shortest };
-    java_format(out, v.is_sign_negative(), &digits);
+    let digits = if closest.parse::<F>().ok() == Some(a) { closest } else { shortest };
+    java_format(out, negative, &digits);
 }
 
 /// `Double.toString`, or `Float.toString` when `single`: as JsonGenerator writes the number, but NaN
 /// and the infinities bare (SimpleHeaderConverter, StringConverter, `Struct.toString`).
 pub fn java_float_to_string(v: f64, single: bool) -> String {
-    if v.is_nan() {
-        return "NaN".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
     let mut out = Vec::new();
     if single {
         write_java_float(&mut out, v as f32);
     } else {
         write_java_double(&mut out, v);
     }
-    String::from_utf8(out).unwrap_or_default()
+    String::from_utf8_lossy(&out).trim_matches('"').to_string()
 }
 
 /// Digits of Rust's `d.ddde±x` form, trailing zeros excluded.
