@@ -261,18 +261,11 @@ impl RelayProc {
     /// SIGTERM, then waits (bounded) for the exit.
     pub fn stop(&mut self) -> ExitStatus {
         let mut c = self.child.take().expect("relay running");
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(s)) = c.try_wait() {
-                return s;
-            }
-            if start.elapsed() > Duration::from_secs(45) {
-                let _ = c.kill();
-                panic!("relay did not stop within 45s after SIGTERM; log tail:\n{}", self.log_tail(40));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::support::unsafe_sigterm(c.id());
+        crate::support::wait_exit(&mut c, Duration::from_secs(45)).unwrap_or_else(|| {
+            let _ = c.kill();
+            panic!("relay did not stop within 45s after SIGTERM; log tail:\n{}", self.log_tail(40))
+        })
     }
 
     pub fn log_text(&self) -> String {

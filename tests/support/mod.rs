@@ -332,7 +332,8 @@ impl Drop for Relay {
     }
 }
 
-fn wait_exit(c: &mut Child, deadline: Duration) -> Option<ExitStatus> {
+/// Waits up to `deadline` for `c` to exit.
+pub fn wait_exit(c: &mut Child, deadline: Duration) -> Option<ExitStatus> {
     let start = Instant::now();
     while start.elapsed() < deadline {
         if let Ok(Some(s)) = c.try_wait() {
@@ -343,7 +344,7 @@ fn wait_exit(c: &mut Child, deadline: Duration) -> Option<ExitStatus> {
     None
 }
 
-fn unsafe_sigterm(pid: u32) {
+pub fn unsafe_sigterm(pid: u32) {
     let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
 }
 
