@@ -119,7 +119,7 @@ pub fn write_schema(out: &mut Vec<u8>, schema: &FieldSchema) {
         out.extend_from_slice(b",\"version\":");
         out.extend_from_slice(v.to_string().as_bytes());
     }
-    if let Some((precision, scale)) = schema.decimal {
+    if let super::schema::TextForm::Decimal { precision, scale } = schema.form {
         let (p, s) = (precision.to_string(), scale.to_string());
         super::connect::write_parameters(out, [("scale", s.as_str()), ("connect.decimal.precision", p.as_str())]);
     }

@@ -196,7 +196,9 @@ impl Router {
             let key = find(&self.cfg.field_event_key, "table.field.event.key")?;
             let payload = find(&self.cfg.field_event_payload, "table.field.event.payload")?;
             for (conv, col, which) in [(self.key_converter, &key, "key"), (self.value_converter, &payload, "value")] {
-                if conv == Converter::Binary && (col.schema.ty != SchemaType::Bytes || col.schema.decimal.is_some()) {
+                if conv == Converter::Binary
+                    && (col.schema.ty != SchemaType::Bytes || col.schema.form != schema::TextForm::Plain)
+                {
                     return Err(RouteError {
                         what: format!("rows of `{table}`"),
                         problem: format!("{which}.converter is BinaryDataConverter but column `{}` is not bytea (Debezium fails the same way: only BYTES is supported)", col.name),

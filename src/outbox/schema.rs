@@ -76,30 +76,30 @@ pub struct FieldSchema {
     pub optional: bool,
     pub name: Option<&'static str>,
     pub version: Option<i32>,
-    /// Digits of the fraction of seconds Debezium writes for a ZonedTimestamp: the column's precision
-    /// (6 when it has none); 0 writes them only when not zero. `None` for other types.
-    pub fraction_digits: Option<u8>,
-    /// `(precision, scale)` of a Connect Decimal (a `numeric(p,s)` column), else `None`.
-    pub decimal: Option<(u16, u16)>,
+    /// How the column's text becomes the value, where more than its type and name decide.
+    pub form: TextForm,
+}
+
+/// The conversions of a column's pgoutput text that depend on more than its schema type and name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TextForm {
+    #[default]
+    Plain,
+    /// A ZonedTimestamp with this many fraction digits: the column's precision (6 when it has none);
+    /// 0 writes them only when not zero.
+    Zoned(u8),
+    /// A Connect Decimal (a `numeric(p,s)` column); its schema carries both as parameters.
+    Decimal { precision: u16, scale: u16 },
     /// A `numeric` written as a STRING (`decimal.handling.mode=string`): `BigDecimal.toPlainString`.
-    pub decimal_text: bool,
+    DecimalText,
     /// A `bytea` written as a STRING (`binary.handling.mode` other than `bytes`), in this encoding.
-    pub bytea_text: Option<BinaryHandling>,
+    ByteaText(BinaryHandling),
 }
 
 impl FieldSchema {
     /// A schema of this type, named or not (a named one is version 1), without special handling.
     pub fn new(ty: SchemaType, optional: bool, name: Option<&'static str>) -> FieldSchema {
-        FieldSchema {
-            ty,
-            optional,
-            name,
-            version: name.map(|_| 1),
-            fraction_digits: None,
-            decimal: None,
-            decimal_text: false,
-            bytea_text: None,
-        }
+        FieldSchema { ty, optional, name, version: name.map(|_| 1), form: TextForm::Plain }
     }
 }
 
@@ -141,14 +141,17 @@ pub const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal"
 pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, modes: TypeModes) -> Option<FieldSchema> {
     if type_oid == oid::BYTEA && modes.binary != BinaryHandling::Bytes {
         return Some(FieldSchema {
-            bytea_text: Some(modes.binary),
+            form: TextForm::ByteaText(modes.binary),
             ..FieldSchema::new(SchemaType::String, optional, None)
         });
     }
     let decimals = modes.decimals;
     if type_oid == oid::NUMERIC && decimals != DecimalHandling::Precise {
         let ty = if decimals == DecimalHandling::Double { SchemaType::Float64 } else { SchemaType::String };
-        return Some(FieldSchema { decimal_text: ty == SchemaType::String, ..FieldSchema::new(ty, optional, None) });
+        return Some(FieldSchema {
+            form: if ty == SchemaType::String { TextForm::DecimalText } else { TextForm::Plain },
+            ..FieldSchema::new(ty, optional, None)
+        });
     }
     let (ty, name) = match type_oid {
         // adaptive: timestamp(0..=3) is milliseconds, timestamp(4..=6) and plain timestamp microseconds.
@@ -158,7 +161,7 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
             let digits = if (0..=6).contains(&type_modifier) { type_modifier as u8 } else { 6 };
             let name = Some(ZONED_TIMESTAMP);
             return Some(FieldSchema {
-                fraction_digits: Some(digits),
+                form: TextForm::Zoned(digits),
                 ..FieldSchema::new(SchemaType::String, optional, name)
             });
         }
@@ -176,7 +179,7 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
                 return None;
             }
             return Some(FieldSchema {
-                decimal: Some((precision as u16, scale as u16)),
+                form: TextForm::Decimal { precision: precision as u16, scale: scale as u16 },
                 ..FieldSchema::new(SchemaType::Bytes, optional, Some(DECIMAL))
             });
         }
@@ -231,53 +234,21 @@ pub enum FieldValue {
 
 /// Reads a pgoutput text value as the given schema. `None` when the text is not of the type.
 pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
-    match schema.name {
-        Some(TIMESTAMP_MILLIS) => {
-            timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us.div_euclid(1000)))
+    match schema.form {
+        // `infinity` and `-infinity` pass as they are, as Debezium writes them.
+        TextForm::Zoned(digits) => {
+            let text = std::str::from_utf8(text).ok()?;
+            Some(FieldValue::String(
+                zoned_timestamp(text, digits).map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from),
+            ))
         }
-        Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
-        Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
-        Some(DECIMAL) => {
-            let (_, scale) = schema.decimal?;
+        TextForm::Decimal { scale, .. } => {
             let (unscaled, text) = decimal(std::str::from_utf8(text).ok()?, Some(scale))?;
             Some(FieldValue::Decimal { unscaled: Bytes::from(unscaled), text: Bytes::from(text) })
         }
-        Some(VARIABLE_SCALE_DECIMAL) => {
-            let text = std::str::from_utf8(text).ok()?;
-            let scale = text.split_once('.').map_or(0, |(_, f)| f.len());
-            let (unscaled, java) = decimal(text, None)?;
-            Some(FieldValue::VariableDecimal {
-                scale: i32::try_from(scale).ok()?,
-                unscaled: Bytes::from(unscaled),
-                text: Bytes::from(java),
-            })
-        }
         // decimal.handling.mode=string: `toPlainString`, which is PostgreSQL's own text, and the
-        // names of Debezium's special values (seen: NAN).
-        None if schema.bytea_text.is_some() => {
-            let bytes = decode_bytea_hex(text)?;
-            let mut out = Vec::with_capacity(bytes.len() * 2);
-            match schema.bytea_text {
-                Some(BinaryHandling::Hex) => {
-                    for b in &bytes {
-                        out.extend_from_slice(format!("{b:02x}").as_bytes());
-                    }
-                }
-                Some(BinaryHandling::Base64UrlSafe) => {
-                    super::json::base64(&mut out, &bytes);
-                    for c in &mut out {
-                        *c = match *c {
-                            b'+' => b'-',
-                            b'/' => b'_',
-                            c => c,
-                        };
-                    }
-                }
-                _ => super::json::base64(&mut out, &bytes),
-            }
-            Some(FieldValue::String(Bytes::from(out)))
-        }
-        None if schema.decimal_text => {
+        // names of Debezium's special values.
+        TextForm::DecimalText => {
             let special: &'static [u8] = match &text[..] {
                 b"NaN" => b"NAN",
                 b"Infinity" => b"POSITIVE_INFINITY",
@@ -289,15 +260,47 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
             };
             Some(FieldValue::String(Bytes::from_static(special)))
         }
-        // `infinity` and `-infinity` pass as they are, as Debezium writes them.
-        Some(ZONED_TIMESTAMP) => {
-            let text = std::str::from_utf8(text).ok()?;
-            let digits = schema.fraction_digits.unwrap_or(0);
-            Some(FieldValue::String(
-                zoned_timestamp(text, digits).map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from),
-            ))
+        TextForm::ByteaText(encoding) => {
+            let bytes = decode_bytea_hex(text)?;
+            let mut out = Vec::with_capacity(bytes.len() * 2);
+            match encoding {
+                BinaryHandling::Hex => {
+                    for b in &bytes {
+                        out.extend_from_slice(format!("{b:02x}").as_bytes());
+                    }
+                }
+                BinaryHandling::Base64UrlSafe => {
+                    super::json::base64(&mut out, &bytes);
+                    for c in &mut out {
+                        *c = match *c {
+                            b'+' => b'-',
+                            b'/' => b'_',
+                            c => c,
+                        };
+                    }
+                }
+                BinaryHandling::Base64 | BinaryHandling::Bytes => super::json::base64(&mut out, &bytes),
+            }
+            Some(FieldValue::String(Bytes::from(out)))
         }
-        _ => parse_text(schema.ty, text),
+        TextForm::Plain => match schema.name {
+            Some(TIMESTAMP_MILLIS) => {
+                timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us.div_euclid(1000)))
+            }
+            Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+            Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+            Some(VARIABLE_SCALE_DECIMAL) => {
+                let text = std::str::from_utf8(text).ok()?;
+                let scale = text.split_once('.').map_or(0, |(_, f)| f.len());
+                let (unscaled, java) = decimal(text, None)?;
+                Some(FieldValue::VariableDecimal {
+                    scale: i32::try_from(scale).ok()?,
+                    unscaled: Bytes::from(unscaled),
+                    text: Bytes::from(java),
+                })
+            }
+            _ => parse_text(schema.ty, text),
+        },
     }
 }
 
@@ -646,7 +649,7 @@ mod tests {
         assert_eq!(decimal("1.5", Some(2)), None);
         assert_eq!(decimal("0.0000000001", None).map(|d| d.1).as_deref(), Some("1E-10"));
         let schema = schema_for_column(oid::NUMERIC, ((10 << 16) | 2) + 4, false, TypeModes::default()).unwrap();
-        assert_eq!((schema.name, schema.decimal), (Some(DECIMAL), Some((10, 2))));
+        assert_eq!((schema.name, schema.form), (Some(DECIMAL), TextForm::Decimal { precision: 10, scale: 2 }));
         let variable = schema_for_column(oid::NUMERIC, -1, false, TypeModes::default()).unwrap();
         assert_eq!(variable.name, Some(VARIABLE_SCALE_DECIMAL));
         assert_eq!(

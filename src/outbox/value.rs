@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::connect::{self, Schema, Type, Value};
 use super::expand::{expand_json_payload, ExpandError, JsonNullBehavior};
-use super::schema::{FieldSchema, FieldValue, SchemaType};
+use super::schema::{FieldSchema, FieldValue, SchemaType, TextForm};
 use crate::config::Converter;
 
 pub fn schema_of(f: &FieldSchema) -> Schema {
@@ -33,12 +33,12 @@ pub fn schema_of(f: &FieldSchema) -> Schema {
         SchemaType::Float64 => Type::Float64,
         SchemaType::VariableDecimal => unreachable!("handled above"),
     };
-    let parameters = match f.decimal {
-        Some((precision, scale)) => vec![
+    let parameters = match f.form {
+        TextForm::Decimal { precision, scale } => vec![
             ("scale".to_string(), scale.to_string()),
             ("connect.decimal.precision".to_string(), precision.to_string()),
         ],
-        None => Vec::new(),
+        _ => Vec::new(),
     };
     Schema::Primitive { ty, optional: f.optional, name: f.name.map(str::to_string), version: f.version, parameters }
 }
