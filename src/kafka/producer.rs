@@ -129,6 +129,9 @@ pub struct Producer {
     _wake_tx: pipe::Sender,
 }
 
+/// The longest the sink goes without serving librdkafka's event queue.
+const SERVE_AT_LEAST_EVERY: Duration = Duration::from_millis(100);
+
 /// Bytes of records librdkafka may hold before `send` says QueueFull (the memory bound of the sink).
 const QUEUE_MAX_KBYTES: &str = "16384";
 const QUEUE_MAX_MESSAGES: &str = "100000";
@@ -190,9 +193,14 @@ impl Producer {
         self.inner.send(record)
     }
 
-    /// Resolves when librdkafka has events to serve (possibly spuriously).
+    /// Resolves when librdkafka has events to serve, and at least every `SERVE_AT_LEAST_EVERY` in
+    /// any case (as the polling thread of rdkafka's ThreadedProducer did), so that a wake-up
+    /// librdkafka does not write can delay reports but never stall them.
     pub async fn ready(&self) -> io::Result<()> {
-        self.wake.readable().await
+        match tokio::time::timeout(SERVE_AT_LEAST_EVERY, self.wake.readable()).await {
+            Ok(ready) => ready,
+            Err(_) => Ok(()),
+        }
     }
 
     /// Serves every event librdkafka has queued, on this thread, and moves the resulting reports
@@ -202,9 +210,14 @@ impl Producer {
         // once per period between two serves) or is served by the loop below.
         let mut buf = [0u8; 64];
         while matches!(self.wake.try_read(&mut buf), Ok(n) if n > 0) {}
-        // SAFETY: the queue handle is valid while `self` lives.
-        while unsafe { rdkafka::bindings::rd_kafka_queue_length(self.queue.0) } > 0 {
+        // Poll at least once: a poll marks the queue served, which re-arms librdkafka's wake-up
+        // write even when the queue turns out to be empty.
+        loop {
             self.inner.poll(Duration::ZERO);
+            // SAFETY: the queue handle is valid while `self` lives.
+            if unsafe { rdkafka::bindings::rd_kafka_queue_length(self.queue.0) } == 0 {
+                break;
+            }
         }
         out.append(&mut self.inner.context().acks.lock().unwrap_or_else(|e| e.into_inner()));
     }

@@ -122,7 +122,19 @@ impl Sink {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.checkpoint.drained() {
             match tokio::time::timeout_at(deadline, self.producer.ready()).await {
-                Ok(ready) => self.serve(ready)?,
+                Ok(ready) => match self.serve(ready) {
+                    // Stopping anyway: a delivery that failed for a passing reason (the broker went
+                    // away) is like one not acknowledged in time. The position stays before it and
+                    // the event is published again on restart.
+                    Err(RelayError::KafkaTransient(reason)) => {
+                        tracing::warn!(
+                            unacknowledged = self.checkpoint.in_flight(),
+                            "stopped waiting for acknowledgements after a delivery failed ({reason}); those events will be published again on restart"
+                        );
+                        break;
+                    }
+                    other => other?,
+                },
                 Err(_) => {
                     tracing::warn!(
                         unacknowledged = self.checkpoint.in_flight(),
