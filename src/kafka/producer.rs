@@ -138,6 +138,7 @@ const QUEUE_MAX_MESSAGES: &str = "100000";
 
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
+    c.set_log_level(librdkafka_log_level());
     c.set("bootstrap.servers", &cfg.bootstrap_servers)
         .set("client.id", "pgoutbox")
         .set("enable.idempotence", "true")
@@ -161,6 +162,22 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
         c.set(k, v);
     }
     c
+}
+
+/// The most verbose librdkafka level the log filter lets through (`RUST_LOG=librdkafka=debug` with
+/// `producer.override.debug=...` shows librdkafka's debug contexts). rdkafka takes it from the `log`
+/// crate, which pgoutbox does not use, so without this librdkafka logged errors only.
+fn librdkafka_log_level() -> RDKafkaLogLevel {
+    use tracing::Level;
+    if tracing::enabled!(target: "librdkafka", Level::DEBUG) {
+        RDKafkaLogLevel::Debug
+    } else if tracing::enabled!(target: "librdkafka", Level::INFO) {
+        RDKafkaLogLevel::Info
+    } else if tracing::enabled!(target: "librdkafka", Level::WARN) {
+        RDKafkaLogLevel::Warning
+    } else {
+        RDKafkaLogLevel::Error
+    }
 }
 
 impl Producer {
