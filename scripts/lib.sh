@@ -173,11 +173,13 @@ for _ in range(100):
 PY
 }
 
+# broker_stop DIR [term|kill]: kill crashes it at once (SIGKILL), as a lost machine would.
 broker_stop() {
-    local dir=$1 pid
+    local dir=$1 signal=TERM pid
+    [ "${2:-term}" = kill ] && signal=KILL
     [ -f "$dir/broker.pid" ] || return 0
     pid=$(cat "$dir/broker.pid")
-    kill "$pid" 2>/dev/null || true
+    kill -s "$signal" "$pid" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$dir/broker.pid"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start and stop throwaway PostgreSQL and broker instances (used by the benchmark and fault tests).
 #   services.sh pg-start DIR PORT          services.sh pg-stop DIR [fast|immediate]
-#   services.sh broker-start DIR PORT [memory|sqlite]    services.sh broker-stop DIR
+#   services.sh broker-start DIR PORT [memory|sqlite]    services.sh broker-stop DIR [term|kill]
 #   services.sh free-port
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -173,7 +173,7 @@ async fn broker_restarted_under_load_loses_nothing() {
         let mut recoveries = Vec::new();
         for _ in 0..2 {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            broker.stop();
+            broker.crash();
             let down = Instant::now();
             tokio::time::sleep(Duration::from_secs(3)).await;
             assert!(relay.running(), "the relay exited while the broker was down; log tail:\n{}", relay.log_tail(30));
@@ -186,7 +186,7 @@ async fn broker_restarted_under_load_loses_nothing() {
         // Stopped (SIGTERM) while the broker is down, with deliveries outstanding: it must exit 0
         // within the graceful timeout, having confirmed only what was acknowledged.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        broker.stop();
+        broker.crash();
         tokio::time::sleep(Duration::from_secs(1)).await;
         let stopping = Instant::now();
         let status = relay.stop();
