@@ -76,6 +76,7 @@ fn prometheus(m: &Metrics) -> String {
          # TYPE pgoutbox_received_lsn gauge\npgoutbox_received_lsn {}\n\
          # TYPE pgoutbox_streaming gauge\npgoutbox_streaming {}\n\
          # TYPE pgoutbox_sessions_total counter\npgoutbox_sessions_total {}\n\
+         # HELP pgoutbox_unacknowledged_wait_seconds how long sent events have waited with no acknowledgement arriving\n# TYPE pgoutbox_unacknowledged_wait_seconds gauge\npgoutbox_unacknowledged_wait_seconds {}\n\
          # TYPE pgoutbox_commit_to_ack_seconds summary\n\
          pgoutbox_commit_to_ack_seconds{{quantile=\"0.5\"}} {}\npgoutbox_commit_to_ack_seconds{{quantile=\"0.99\"}} {}\n\
          pgoutbox_commit_to_ack_seconds{{quantile=\"0.999\"}} {}\npgoutbox_commit_to_ack_seconds_sum {}\npgoutbox_commit_to_ack_seconds_count {}\n",
@@ -86,10 +87,44 @@ fn prometheus(m: &Metrics) -> String {
         g(&m.received_lsn),
         u8::from(m.streaming.load(std::sync::atomic::Ordering::Relaxed)),
         g(&m.sessions),
+        g(&m.unacknowledged_wait_ms) as f64 / 1e3,
         secs(t.p50_us),
         secs(t.p99_us),
         secs(t.p999_us),
         secs(t.sum_us),
         t.count
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    fn sample(text: &str, name: &str) -> String {
+        let line = text
+            .lines()
+            .find(|l| l.split(' ').next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+        line[name.len() + 1..].to_string()
+    }
+
+    #[test]
+    fn metrics_carry_the_counters_and_the_unacknowledged_wait() {
+        let m = Metrics::default();
+        m.events_acked.store(42, Ordering::Relaxed);
+        m.confirmed_lsn.store(0x1_0000_0010, Ordering::Relaxed);
+        m.streaming.store(true, Ordering::Relaxed);
+        m.unacknowledged_wait_ms.store(31_500, Ordering::Relaxed);
+        let (status, _, text) = respond("/metrics", &m);
+        assert_eq!(status, "200 OK");
+        assert_eq!(sample(&text, "pgoutbox_events_acked_total"), "42");
+        assert_eq!(sample(&text, "pgoutbox_confirmed_lsn"), "4294967312");
+        assert_eq!(sample(&text, "pgoutbox_confirmed_lsn_text{lsn=\"1/10\"}"), "1");
+        assert_eq!(sample(&text, "pgoutbox_streaming"), "1");
+        assert_eq!(sample(&text, "pgoutbox_unacknowledged_wait_seconds"), "31.5");
+        assert_eq!(respond("/health", &m).0, "200 OK");
+        m.streaming.store(false, Ordering::Relaxed);
+        assert_eq!(respond("/health", &m).0, "503 Service Unavailable");
+    }
 }

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub received_lsn: AtomicU64,
     pub streaming: AtomicBool,
     pub sessions: AtomicU64,
+    /// How long sent events have waited with no acknowledgement arriving (0 when none wait).
+    pub unacknowledged_wait_ms: AtomicU64,
     latency: Mutex<Latencies>,
 }
 

@@ -19,6 +19,7 @@ mod reader;
 mod session;
 mod sink;
 mod snapshot;
+mod stall;
 
 use std::time::Duration;
 

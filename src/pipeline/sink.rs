@@ -3,12 +3,13 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::stall::{Stall, StallWatch, WARN_AFTER};
 use super::{Checkpoint, Item};
 use crate::config::KafkaConfig;
 use crate::error::RelayError;
@@ -37,6 +38,8 @@ pub struct Sink {
     dead_letters: std::collections::HashMap<u64, u64>,
     /// Reports taken from the producer, reused between wake-ups.
     acks: Vec<Ack>,
+    /// Warns while sent events get no acknowledgement at all.
+    stall: StallWatch,
 }
 
 impl Sink {
@@ -60,6 +63,7 @@ impl Sink {
             connector: String::new(),
             dead_letters: Default::default(),
             acks: Vec::new(),
+            stall: StallWatch::new(WARN_AFTER),
         }
     }
 
@@ -176,6 +180,7 @@ impl Sink {
         ready.map_err(|e| RelayError::KafkaTransient(format!("waiting for delivery reports: {e}")))?;
         let mut acks = std::mem::take(&mut self.acks);
         self.producer.serve(&mut acks);
+        self.watch_progress(!acks.is_empty());
         let mut result = Ok(());
         for ack in acks.drain(..) {
             if result.is_ok() {
@@ -184,6 +189,24 @@ impl Sink {
         }
         self.acks = acks;
         result
+    }
+
+    /// Says so when sent events have waited `WARN_AFTER` without a single acknowledgement (librdkafka
+    /// retries them silently, for as long as it takes), and when acknowledgements resume.
+    fn watch_progress(&mut self, progressed: bool) {
+        let now = Instant::now();
+        match self.stall.observe(now, progressed, !self.checkpoint.drained()) {
+            Some(Stall::Stalled(waited)) => tracing::warn!(
+                unacknowledged = self.checkpoint.in_flight(),
+                "no acknowledgement from Kafka for {}s; the events are retried until the broker takes them, and the confirmed position stays before them. Check the broker; RUST_LOG=info,librdkafka=debug with producer.override.debug=broker,msg,eos shows the producer's side",
+                waited.as_secs()
+            ),
+            Some(Stall::Resumed(after)) => {
+                tracing::info!("acknowledgements from Kafka resumed after {}s without any", after.as_secs())
+            }
+            None => {}
+        }
+        self.metrics.unacknowledged_wait_ms.store(self.stall.waited(now).as_millis() as u64, Ordering::Relaxed);
     }
 
     fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {
