@@ -90,6 +90,12 @@ differential_cases! {
     numerics_as_double;
     numerics_as_string;
     variable_scale_numerics;
+    temporal_adaptive;
+    temporal_connect;
+    temporal_connect_string_converter;
+    temporal_microseconds;
+    temporal_nanoseconds;
+    temporal_adaptive_time_microseconds;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

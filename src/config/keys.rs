@@ -36,8 +36,10 @@ const KNOWN: &[(&str, &str)] = &[
     ("heartbeat.topics.prefix", "topic.heartbeat.prefix is set and takes precedence"),
     ("slot.stream.params", "not implemented yet"),
     ("publish.via.partition.root", "not implemented yet"),
-    ("provide.transaction.metadata", "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction"),
-    ("time.precision.mode", "pgoutbox maps temporal columns as `adaptive` (the default); this only matters for routed timestamp or date columns"),
+    (
+        "provide.transaction.metadata",
+        "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction",
+    ),
     ("lsn.flush.mode", "pgoutbox always confirms the acknowledged position (the `connector` behaviour)"),
     ("flush.lsn.source", "pgoutbox always confirms the acknowledged position"),
     ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),

@@ -471,6 +471,20 @@ impl Config {
                 ))
             }
         };
+        router.type_modes.temporal = match r.str("time.precision.mode").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("adaptive") => crate::outbox::TemporalPrecision::Adaptive,
+            Some("adaptive_time_microseconds") => crate::outbox::TemporalPrecision::AdaptiveTimeMicroseconds,
+            Some("microseconds") => crate::outbox::TemporalPrecision::Microseconds,
+            Some("nanoseconds") => crate::outbox::TemporalPrecision::Nanoseconds,
+            Some("connect") => crate::outbox::TemporalPrecision::Connect,
+            Some("isostring") => crate::outbox::TemporalPrecision::IsoString,
+            Some(other) => {
+                return Err(invalid(
+                    "time.precision.mode",
+                    format!("`{other}` is not one of adaptive, adaptive_time_microseconds, microseconds, nanoseconds, connect, isostring"),
+                ))
+            }
+        };
         let key_converter = parse_converter(&mut r, "key")?;
         let value_converter = parse_converter(&mut r, "value")?;
         if let Some(h) = r.str("header.converter") {

@@ -107,6 +107,9 @@ fn config_malformed_values_name_the_key() {
     assert_eq!(err_key(&["status.update.interval.ms=soon"]), "status.update.interval.ms");
     assert_eq!(err_key(&["status.update.interval.ms=0"]), "status.update.interval.ms");
     assert_eq!(err_key(&["skipped.operations=x"]), "skipped.operations");
+    assert_eq!(err_key(&["time.precision.mode=millis"]), "time.precision.mode");
+    assert_eq!(err_key(&["decimal.handling.mode=exact"]), "decimal.handling.mode");
+    assert_eq!(err_key(&["binary.handling.mode=base32"]), "binary.handling.mode");
     assert_eq!(err_key(&["table.include.list=public.(outbox"]), "table.include.list");
     assert_eq!(err_key(&["transforms.outbox.route.topic.regex=(unclosed"]), "transforms.outbox.route.topic.regex");
     assert_eq!(
@@ -255,4 +258,16 @@ fn config_refuses_what_it_cannot_honour() {
         with(&["pgoutbox.commit.lsn.header=TRUE"]).unwrap().commit_lsn_header.as_deref(),
         Some("__pgoutbox.commit_lsn")
     );
+}
+
+#[test]
+fn config_time_precision_mode_is_read_like_debezium() {
+    use crate::outbox::TemporalPrecision as M;
+    let mode = |v: &str| with(&[&format!("time.precision.mode={v}")]).unwrap().router.type_modes.temporal;
+    assert_eq!(with(&[]).unwrap().router.type_modes.temporal, M::Adaptive);
+    assert_eq!(mode("connect"), M::Connect);
+    assert_eq!(mode("ADAPTIVE_TIME_MICROSECONDS"), M::AdaptiveTimeMicroseconds);
+    assert_eq!(mode("microseconds"), M::Microseconds);
+    assert_eq!(mode("nanoseconds"), M::Nanoseconds);
+    assert_eq!(mode("isostring"), M::IsoString);
 }

@@ -141,6 +141,12 @@ pub enum Value {
         unscaled: Bytes,
         text: String,
     },
+    /// A `java.util.Date` (Connect's Timestamp, Time and Date logical types): the instant in
+    /// milliseconds, and the number JsonConverter writes for it.
+    JavaDate {
+        millis: i64,
+        number: i64,
+    },
     Array(Vec<Value>),
     Struct(Vec<Value>),
 }
@@ -156,6 +162,7 @@ impl Value {
             Value::String(_) => "class java.lang.String",
             Value::Bytes(_) => "class [B",
             Value::Decimal { .. } => "class java.math.BigDecimal",
+            Value::JavaDate { .. } => "class java.util.Date",
             Value::Array(_) => "class java.util.ArrayList",
             Value::Struct(_) => "class org.apache.kafka.connect.data.Struct",
         }
@@ -250,7 +257,10 @@ pub fn write_value(out: &mut Vec<u8>, s: &Schema, v: &Value) -> Result<(), Conve
         (_, Value::Null) if s.is_optional() => out.extend_from_slice(b"null"),
         (_, Value::Null) => return Err(ConvertError::RequiredNull),
         (Schema::Primitive { ty, .. }, _) => match (ty, v) {
-            (Type::Int8 | Type::Int16 | Type::Int32 | Type::Int64, Value::Int(i)) => {
+            (
+                Type::Int8 | Type::Int16 | Type::Int32 | Type::Int64,
+                Value::Int(i) | Value::JavaDate { number: i, .. },
+            ) => {
                 out.extend_from_slice(i.to_string().as_bytes());
             }
             (Type::Float64, Value::Float(f)) => write_java_double(out, *f),
@@ -297,7 +307,7 @@ pub fn write_schemaless_value(out: &mut Vec<u8>, v: &Value) -> Result<(), Conver
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Value::Int(i) | Value::JavaDate { number: i, .. } => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Float(f) => write_java_double(out, *f),
         Value::String(text) => write_string(out, text),
         Value::Bytes(b) | Value::Decimal { unscaled: b, .. } => json::write_value(out, &FieldValue::Bytes(b.clone())),

@@ -21,6 +21,7 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             // Debezium's Struct.toString shows the bytes' identity hash here (`[B@1b6d3586`); the
             // number is more use.
             FieldValue::Decimal { text, .. } | FieldValue::VariableDecimal { text, .. } => Some(text.clone()),
+            FieldValue::JavaDate { millis, .. } => Some(Bytes::from(super::schema::java_date_to_string(*millis))),
         },
         // JsonConverter without schemas: the bare JSON value; a null with a schema is the JSON
         // literal `null`, not a Kafka null.
@@ -38,7 +39,8 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             | FieldValue::Float32(_)
             | FieldValue::Float64(_)
             | FieldValue::Decimal { .. }
-            | FieldValue::VariableDecimal { .. } => None,
+            | FieldValue::VariableDecimal { .. }
+            | FieldValue::JavaDate { .. } => None,
         },
         Converter::Json { schemas: true } => {
             let mut out = Vec::with_capacity(value_len_hint(value) + 96);
@@ -67,6 +69,9 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
         let mut out = Vec::new();
         super::json::base64(&mut out, b);
         return Some(Bytes::from(out));
+    }
+    if let FieldValue::JavaDate { millis, .. } = value {
+        return Some(Bytes::from(super::schema::java_date_values_string(*millis)));
     }
     encode(Converter::String, &FieldSchema::new(super::schema::SchemaType::String, true, None), value)
 }

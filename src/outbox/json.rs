@@ -136,7 +136,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &FieldValue) {
             out.push(b'"');
         }
         FieldValue::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        FieldValue::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        FieldValue::Int(i) | FieldValue::JavaDate { number: i, .. } => out.extend_from_slice(i.to_string().as_bytes()),
         FieldValue::Float32(f) => super::connect::write_java_float(out, *f),
         FieldValue::Float64(f) => super::connect::write_java_double(out, *f),
         FieldValue::Decimal { unscaled, .. } => {

@@ -62,11 +62,32 @@ pub enum BinaryHandling {
     Hex,
 }
 
+/// `time.precision.mode`: how `date`, `time` and `timestamp` columns are written (Debezium's
+/// TemporalPrecisionMode; `timestamptz` is a ZonedTimestamp string in every mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TemporalPrecision {
+    /// The column's precision decides: `timestamp(0..=3)` Timestamp (ms), else MicroTimestamp;
+    /// `time(0..=3)` Time (ms), else MicroTime; `date` Date (days).
+    #[default]
+    Adaptive,
+    /// As `adaptive`, but `time` is always MicroTime.
+    AdaptiveTimeMicroseconds,
+    /// MicroTimestamp and MicroTime whatever the precision.
+    Microseconds,
+    /// NanoTimestamp and NanoTime whatever the precision.
+    Nanoseconds,
+    /// Kafka Connect's logical types (Timestamp, Time, Date), milliseconds: finer digits are cut.
+    Connect,
+    /// ISO-8601 strings (IsoDate, IsoTime, IsoTimestamp): not routed by pgoutbox yet.
+    IsoString,
+}
+
 /// The connector options that decide how column types are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TypeModes {
     pub decimals: DecimalHandling,
     pub binary: BinaryHandling,
+    pub temporal: TemporalPrecision,
 }
 
 /// A Connect schema of a column: type, optionality, and Debezium's semantic name and version.
@@ -123,6 +144,7 @@ pub mod oid {
     pub const UUID: Oid = 2950;
     pub const JSONB: Oid = 3802;
     pub const DATE: Oid = 1082;
+    pub const TIME: Oid = 1083;
     pub const TIMESTAMP: Oid = 1114;
     pub const TIMESTAMPTZ: Oid = 1184;
 }
@@ -133,6 +155,13 @@ pub const TIMESTAMP_MICROS: &str = "io.debezium.time.MicroTimestamp";
 pub const TIMESTAMP_NANOS: &str = "io.debezium.time.NanoTimestamp";
 pub const ZONED_TIMESTAMP: &str = "io.debezium.time.ZonedTimestamp";
 pub const DATE_DAYS: &str = "io.debezium.time.Date";
+pub const TIME_MILLIS: &str = "io.debezium.time.Time";
+pub const TIME_MICROS: &str = "io.debezium.time.MicroTime";
+pub const TIME_NANOS: &str = "io.debezium.time.NanoTime";
+/// Kafka Connect's logical types (time.precision.mode=connect), `java.util.Date` values in Java.
+pub const CONNECT_TIMESTAMP: &str = "org.apache.kafka.connect.data.Timestamp";
+pub const CONNECT_TIME: &str = "org.apache.kafka.connect.data.Time";
+pub const CONNECT_DATE: &str = "org.apache.kafka.connect.data.Date";
 pub const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 pub const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal";
 
@@ -153,23 +182,19 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
             ..FieldSchema::new(ty, optional, None)
         });
     }
-    let (ty, name) = match type_oid {
-        // adaptive: timestamp(0..=3) is milliseconds, timestamp(4..=6) and plain timestamp microseconds.
-        oid::TIMESTAMP if (0..=3).contains(&type_modifier) => (SchemaType::Int64, Some(TIMESTAMP_MILLIS)),
-        oid::TIMESTAMP => (SchemaType::Int64, Some(TIMESTAMP_MICROS)),
+    match type_oid {
+        oid::DATE | oid::TIME | oid::TIMESTAMP => temporal_schema(type_oid, type_modifier, optional, modes.temporal),
         oid::TIMESTAMPTZ => {
             let digits = if (0..=6).contains(&type_modifier) { type_modifier as u8 } else { 6 };
-            let name = Some(ZONED_TIMESTAMP);
-            return Some(FieldSchema {
+            Some(FieldSchema {
                 form: TextForm::Zoned(digits),
-                ..FieldSchema::new(SchemaType::String, optional, name)
-            });
+                ..FieldSchema::new(SchemaType::String, optional, Some(ZONED_TIMESTAMP))
+            })
         }
-        oid::DATE => (SchemaType::Int32, Some(DATE_DAYS)),
         // With Debezium's default decimal.handling.mode=precise: a numeric without a declared
         // precision is a VariableScaleDecimal struct, numeric(p,s) a Connect Decimal.
         oid::NUMERIC if type_modifier < 4 => {
-            return Some(FieldSchema::new(SchemaType::VariableDecimal, optional, Some(VARIABLE_SCALE_DECIMAL)));
+            Some(FieldSchema::new(SchemaType::VariableDecimal, optional, Some(VARIABLE_SCALE_DECIMAL)))
         }
         oid::NUMERIC => {
             let (precision, scale) = (((type_modifier - 4) >> 16) & 0xFFFF, (type_modifier - 4) & 0xFFFF);
@@ -178,14 +203,34 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
             if scale > 1000 {
                 return None;
             }
-            return Some(FieldSchema {
+            Some(FieldSchema {
                 form: TextForm::Decimal { precision: precision as u16, scale: scale as u16 },
                 ..FieldSchema::new(SchemaType::Bytes, optional, Some(DECIMAL))
-            });
+            })
         }
-        _ => return schema_for(type_oid, optional),
+        _ => schema_for(type_oid, optional),
+    }
+}
+
+/// A `date`, `time` or `timestamp` column's schema under `time.precision.mode` (the type modifier
+/// is the column's precision, -1 without one: 6).
+fn temporal_schema(type_oid: Oid, type_modifier: i32, optional: bool, mode: TemporalPrecision) -> Option<FieldSchema> {
+    use TemporalPrecision as M;
+    let millis = (0..=3).contains(&type_modifier);
+    let (ty, name) = match (type_oid, mode) {
+        (_, M::IsoString) => return None,
+        (oid::DATE, M::Connect) => (SchemaType::Int32, CONNECT_DATE),
+        (oid::DATE, _) => (SchemaType::Int32, DATE_DAYS),
+        (oid::TIME, M::Adaptive) if millis => (SchemaType::Int32, TIME_MILLIS),
+        (oid::TIME, M::Adaptive | M::AdaptiveTimeMicroseconds | M::Microseconds) => (SchemaType::Int64, TIME_MICROS),
+        (oid::TIME, M::Nanoseconds) => (SchemaType::Int64, TIME_NANOS),
+        (oid::TIME, M::Connect) => (SchemaType::Int32, CONNECT_TIME),
+        (_, M::Adaptive | M::AdaptiveTimeMicroseconds) if millis => (SchemaType::Int64, TIMESTAMP_MILLIS),
+        (_, M::Adaptive | M::AdaptiveTimeMicroseconds | M::Microseconds) => (SchemaType::Int64, TIMESTAMP_MICROS),
+        (_, M::Nanoseconds) => (SchemaType::Int64, TIMESTAMP_NANOS),
+        (_, M::Connect) => (SchemaType::Int64, CONNECT_TIMESTAMP),
     };
-    Some(FieldSchema::new(ty, optional, name))
+    Some(FieldSchema::new(ty, optional, Some(name)))
 }
 
 /// Debezium's schema for a column of this type, or `None` for types pgoutbox cannot route yet.
@@ -218,6 +263,13 @@ pub enum FieldValue {
     Int(i64),
     Float32(f32),
     Float64(f64),
+    /// A `java.util.Date` (time.precision.mode=connect): the instant in milliseconds since the epoch
+    /// (past midnight for a Time), and the number JsonConverter writes for its logical type (days
+    /// for a Date, milliseconds otherwise).
+    JavaDate {
+        millis: i64,
+        number: i64,
+    },
     /// A Connect Decimal: the unscaled value as Java's `BigInteger.toByteArray` (two's complement,
     /// big-endian, minimal) and `BigDecimal.toString`.
     Decimal {
@@ -288,7 +340,25 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
                 timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us.div_euclid(1000)))
             }
             Some(TIMESTAMP_MICROS) => timestamp_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+            Some(TIMESTAMP_NANOS) => timestamp_micros(std::str::from_utf8(text).ok()?)
+                .and_then(|us| us.checked_mul(1000))
+                .map(FieldValue::Int),
             Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+            Some(TIME_MILLIS) => time_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us / 1000)),
+            Some(TIME_MICROS) => time_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+            Some(TIME_NANOS) => time_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us * 1000)),
+            // java.util.Date values: the instant in milliseconds (floored, as Instant.toEpochMilli),
+            // and the number JsonConverter writes for the logical type.
+            Some(CONNECT_TIMESTAMP) => timestamp_micros(std::str::from_utf8(text).ok()?).map(|us| {
+                let millis = us.div_euclid(1000);
+                FieldValue::JavaDate { millis, number: millis }
+            }),
+            Some(CONNECT_TIME) => time_micros(std::str::from_utf8(text).ok()?).map(|us| {
+                let millis = us / 1000;
+                FieldValue::JavaDate { millis, number: millis }
+            }),
+            Some(CONNECT_DATE) => date_days(std::str::from_utf8(text).ok()?)
+                .map(|days| FieldValue::JavaDate { millis: days * 86_400_000, number: days }),
             Some(VARIABLE_SCALE_DECIMAL) => {
                 let text = std::str::from_utf8(text).ok()?;
                 let scale = text.split_once('.').map_or(0, |(_, f)| f.len());
@@ -496,6 +566,70 @@ pub fn timestamp_micros(text: &str) -> Option<i64> {
     Some(((days * 24 + h) * 60 + mi) * 60_000_000 + s * 1_000_000 + micros)
 }
 
+const MILLIS_PER_DAY: i64 = 86_400_000;
+
+/// `Values.convertToString` of a `java.util.Date` (SimpleHeaderConverter): Kafka picks the layout by
+/// the value, not the schema: under a day since the epoch (so every instant before 1970 too) the
+/// time of day, `HH:mm:ss.SSS'Z'`; a whole number of days `yyyy-MM-dd`; otherwise
+/// `yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`; all in UTC.
+pub fn java_date_values_string(millis: i64) -> String {
+    let (days, ms) = (millis.div_euclid(MILLIS_PER_DAY), millis.rem_euclid(MILLIS_PER_DAY));
+    let time = format!("{:02}:{:02}:{:02}.{:03}Z", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    if millis < MILLIS_PER_DAY {
+        return time;
+    }
+    let (y, m, d) = civil_from_days(days);
+    if ms == 0 {
+        format!("{y:04}-{m:02}-{d:02}")
+    } else {
+        format!("{y:04}-{m:02}-{d:02}T{time}")
+    }
+}
+
+/// `java.util.Date.toString()` in a JVM whose time zone is UTC (Connect's `Struct.toString`):
+/// `EEE MMM dd HH:mm:ss zzz yyyy`, Julian calendar before 1582-10-15 as `java.util.Date` does.
+pub fn java_date_to_string(millis: i64) -> String {
+    const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const GREGORIAN_CUTOVER_DAYS: i64 = -141_427; // 1582-10-15
+    let (days, ms) = (millis.div_euclid(MILLIS_PER_DAY), millis.rem_euclid(MILLIS_PER_DAY));
+    let (y, m, d) = if days >= GREGORIAN_CUTOVER_DAYS { civil_from_days(days) } else { julian_from_days(days) };
+    format!(
+        "{} {} {d:02} {:02}:{:02}:{:02} UTC {y}",
+        WEEKDAYS[(days + 4).rem_euclid(7) as usize],
+        MONTHS[(m - 1) as usize],
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60
+    )
+}
+
+/// (year, month, day) in the Julian calendar of a day counted from 1970-01-01.
+fn julian_from_days(days: i64) -> (i64, i64, i64) {
+    let c = days + 2_440_588 + 32_082; // Julian day number, shifted to March-based years from -4800
+    let d = (4 * c + 3).div_euclid(1461);
+    let e = c - (1461 * d).div_euclid(4);
+    let m = (5 * e + 2).div_euclid(153);
+    (d - 4800 + m / 10, m + 3 - 12 * (m / 10), e - (153 * m + 2).div_euclid(5) + 1)
+}
+
+/// A `time` as PostgreSQL prints it (`HH:MM:SS[.ffffff]`, up to `24:00:00`): microseconds past
+/// midnight.
+pub fn time_micros(text: &str) -> Option<i64> {
+    let (hms, frac) = text.split_once('.').unwrap_or((text, ""));
+    let mut t = hms.splitn(3, ':');
+    let mut part = || -> Option<i64> {
+        let p = t.next()?;
+        (p.len() == 2 && p.bytes().all(|b| b.is_ascii_digit())).then(|| p.parse().ok())?
+    };
+    let (h, mi, s) = (part()?, part()?, part()?);
+    if frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let micros: i64 = if frac.is_empty() { 0 } else { format!("{frac:0<6}").parse().ok()? };
+    Some((h * 3600 + mi * 60 + s) * 1_000_000 + micros)
+}
+
 /// Reads a pgoutput text value as the given schema type. `None` when the text is not of the type.
 pub fn parse_text(ty: SchemaType, text: &Bytes) -> Option<FieldValue> {
     match ty {
@@ -681,5 +815,97 @@ mod tests {
         );
         assert_eq!(parse_text(SchemaType::Bytes, &b("\\x0")), None);
         assert_eq!(parse_text(SchemaType::Int32, &b("x")), None);
+    }
+
+    fn temporal(type_oid: Oid, modifier: i32, mode: TemporalPrecision) -> (SchemaType, &'static str) {
+        let modes = TypeModes { temporal: mode, ..TypeModes::default() };
+        let s = schema_for_column(type_oid, modifier, true, modes).unwrap();
+        (s.ty, s.name.unwrap())
+    }
+
+    /// The schemas Debezium 3.6's TemporalPrecisionMode builders give (printed from its jars).
+    #[test]
+    fn temporal_schemas_follow_time_precision_mode() {
+        use TemporalPrecision as M;
+        let (i32_, i64_) = (SchemaType::Int32, SchemaType::Int64);
+        for (oid, modifier, mode, expected) in [
+            (oid::DATE, -1, M::Adaptive, (i32_, DATE_DAYS)),
+            (oid::DATE, -1, M::Nanoseconds, (i32_, DATE_DAYS)),
+            (oid::DATE, -1, M::Connect, (i32_, CONNECT_DATE)),
+            (oid::TIME, 3, M::Adaptive, (i32_, TIME_MILLIS)),
+            (oid::TIME, -1, M::Adaptive, (i64_, TIME_MICROS)),
+            (oid::TIME, 0, M::AdaptiveTimeMicroseconds, (i64_, TIME_MICROS)),
+            (oid::TIME, 0, M::Microseconds, (i64_, TIME_MICROS)),
+            (oid::TIME, 6, M::Nanoseconds, (i64_, TIME_NANOS)),
+            (oid::TIME, 6, M::Connect, (i32_, CONNECT_TIME)),
+            (oid::TIMESTAMP, 0, M::Adaptive, (i64_, TIMESTAMP_MILLIS)),
+            (oid::TIMESTAMP, 3, M::AdaptiveTimeMicroseconds, (i64_, TIMESTAMP_MILLIS)),
+            (oid::TIMESTAMP, 4, M::Adaptive, (i64_, TIMESTAMP_MICROS)),
+            (oid::TIMESTAMP, 0, M::Microseconds, (i64_, TIMESTAMP_MICROS)),
+            (oid::TIMESTAMP, 0, M::Nanoseconds, (i64_, TIMESTAMP_NANOS)),
+            (oid::TIMESTAMP, 3, M::Connect, (i64_, CONNECT_TIMESTAMP)),
+            (oid::TIMESTAMPTZ, 3, M::Connect, (SchemaType::String, ZONED_TIMESTAMP)),
+        ] {
+            assert_eq!(temporal(oid, modifier, mode), expected, "oid {oid}({modifier}) under {mode:?}");
+        }
+        let iso = TypeModes { temporal: M::IsoString, ..TypeModes::default() };
+        assert_eq!(schema_for_column(oid::TIMESTAMP, -1, true, iso), None);
+    }
+
+    #[test]
+    fn temporal_values_in_every_unit() {
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let v = |oid: Oid, modifier: i32, mode: TemporalPrecision, text: &'static str| {
+            let modes = TypeModes { temporal: mode, ..TypeModes::default() };
+            parse_value(&schema_for_column(oid, modifier, true, modes).unwrap(), &b(text)).unwrap()
+        };
+        use FieldValue::{Int, JavaDate};
+        use TemporalPrecision as M;
+        assert_eq!(v(oid::TIME, 3, M::Adaptive, "12:34:56.789"), Int(45_296_789));
+        assert_eq!(v(oid::TIME, -1, M::Adaptive, "12:34:56.789012"), Int(45_296_789_012));
+        assert_eq!(v(oid::TIME, -1, M::Nanoseconds, "00:00:00.000001"), Int(1_000));
+        assert_eq!(v(oid::TIME, -1, M::Microseconds, "24:00:00"), Int(86_400_000_000));
+        assert_eq!(
+            v(oid::TIME, -1, M::Connect, "12:34:56.789999"),
+            JavaDate { millis: 45_296_789, number: 45_296_789 }
+        );
+        assert_eq!(v(oid::TIMESTAMP, -1, M::Nanoseconds, "1970-01-01 00:00:01.000002"), Int(1_000_002_000));
+        // Before 1970 the milliseconds are floored, as Instant.toEpochMilli does.
+        assert_eq!(v(oid::TIMESTAMP, -1, M::Connect, "1969-12-31 23:59:59.9995"), JavaDate { millis: -1, number: -1 });
+        assert_eq!(v(oid::DATE, -1, M::Connect, "1970-01-03"), JavaDate { millis: 172_800_000, number: 2 });
+        assert_eq!(time_micros("1:00:00"), None);
+        assert_eq!(time_micros("01:00"), None);
+        assert_eq!(time_micros("01:00:00.1234567"), None);
+    }
+
+    /// Expected strings printed by Kafka 4.3's `Values.convertToString` and JDK 17's
+    /// `java.util.Date.toString` (TZ=UTC).
+    #[test]
+    fn java_dates_print_as_kafka_and_the_jdk_do() {
+        for (millis, values) in [
+            (1_709_210_096_789, "2024-02-29T12:34:56.789Z"),
+            (-1, "23:59:59.999Z"),
+            (0, "00:00:00.000Z"),
+            (86_400_000, "1970-01-02"),
+            (-62_135_596_800_000, "00:00:00.000Z"),
+            (1_709_164_800_000, "2024-02-29"),
+            (43_200_000, "12:00:00.000Z"),
+            (-86_400_000, "00:00:00.000Z"),
+        ] {
+            assert_eq!(java_date_values_string(millis), values, "{millis}");
+        }
+        for (millis, text) in [
+            (1_709_210_096_789, "Thu Feb 29 12:34:56 UTC 2024"),
+            (0, "Thu Jan 01 00:00:00 UTC 1970"),
+            (-1, "Wed Dec 31 23:59:59 UTC 1969"),
+            (-62_135_596_800_000, "Mon Jan 03 00:00:00 UTC 1"),
+            (-12_219_292_800_000, "Fri Oct 15 00:00:00 UTC 1582"),
+            (-12_219_292_800_001, "Thu Oct 04 23:59:59 UTC 1582"),
+            (-2_208_988_800_000, "Mon Jan 01 00:00:00 UTC 1900"),
+            (253_402_300_799_999, "Fri Dec 31 23:59:59 UTC 9999"),
+            (86_399_999, "Thu Jan 01 23:59:59 UTC 1970"),
+        ] {
+            assert_eq!(java_date_to_string(millis), text, "{millis}");
+        }
     }
 }

@@ -50,6 +50,7 @@ pub fn value_of(v: &FieldValue) -> Value {
         FieldValue::Bytes(b) => Value::Bytes(b.clone()),
         FieldValue::Boolean(b) => Value::Bool(*b),
         FieldValue::Int(i) => Value::Int(*i),
+        FieldValue::JavaDate { millis, number } => Value::JavaDate { millis: *millis, number: *number },
         FieldValue::Float32(f) => Value::Float(f64::from(*f)),
         FieldValue::Float64(f) => Value::Float(*f),
         FieldValue::VariableDecimal { scale, unscaled, .. } => {
@@ -120,6 +121,7 @@ fn to_java_string(v: &Value) -> String {
         Value::String(s) => String::from_utf8_lossy(s).into_owned(),
         Value::Bytes(b) => format!("{b:?}"),
         Value::Decimal { text, .. } => text.clone(),
+        Value::JavaDate { millis, .. } => super::schema::java_date_to_string(*millis),
         Value::Array(items) => format!("[{}]", items.iter().map(to_java_string).collect::<Vec<_>>().join(", ")),
         Value::Struct(fields) => format!(
             "Struct{{{}}}",

@@ -816,3 +816,64 @@ pub fn bytea_as_base64_url_safe() -> Case {
 pub fn bytea_as_hex() -> Case {
     bytea_as("bytea_as_hex", "hex")
 }
+
+/// `date`, `time` and `timestamp` columns under a `time.precision.mode`, in the envelope and in
+/// headers: instants before 1970, at midnight and on whole days (Kafka's `Values.convertToString`
+/// picks its layout by the value), and a date before the Gregorian cutover (`java.util.Date.toString`
+/// of the StringConverter turns Julian there).
+fn temporal(name: &'static str, mode: &str, mut props: Vec<String>) -> Case {
+    let rows = [
+        ("2024-02-29", "12:34:56.789012", "12:34:56.789", "2024-02-29 12:34:56.789999", "2024-02-29 12:34:56.789"),
+        ("1969-12-31", "00:00:00", "23:59:59.999", "1969-12-31 23:59:59.999999", "1970-01-01 00:00:00"),
+        ("1970-01-02", "23:59:59.999999", "00:00:00.001", "2024-02-29 00:00:00", "1970-01-02 00:00:00"),
+        ("0001-01-01", "00:00:00.000001", "12:00:00", "1900-01-01 00:00:00.5", "1677-09-22 00:00:00"),
+    ];
+    let row = |(d, t, t3, ts, ts3): (&str, &str, &str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, d, t, t3, ts, ts3) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', '{d}', '{t}', '{t3}', '{ts}', '{ts3}')"
+        )
+    };
+    props.push(format!("time.precision.mode={mode}"));
+    props.push("transforms.outbox.table.fields.additional.placement=d:envelope,t:envelope,t3:envelope,ts:envelope,ts3:envelope,d:header,t:header,t3:header,ts:header,ts3:header".to_string());
+    with_props(
+        Case::new(name).columns(&[
+            "d date NOT NULL",
+            "t time",
+            "t3 time(3)",
+            "ts timestamp",
+            "ts3 timestamp(3) NOT NULL",
+        ]),
+        props,
+    )
+    .sql(rows.iter().map(|r| row(*r)))
+    .topics(&[ORDER])
+    .records(rows.len())
+}
+
+/// `time` columns (Time and MicroTime) beside the date and timestamp ones already covered.
+pub fn temporal_adaptive() -> Case {
+    temporal("temporal_adaptive", "adaptive", vec![])
+}
+
+/// Kafka Connect's Timestamp, Time and Date: milliseconds in JSON, `Values` layouts in headers.
+pub fn temporal_connect() -> Case {
+    temporal("temporal_connect", "connect", vec![])
+}
+
+/// The same through StringConverter: the envelope is `Struct.toString`, so `java.util.Date.toString`.
+pub fn temporal_connect_string_converter() -> Case {
+    temporal("temporal_connect_string_converter", "connect", converters(STRING, false, STRING, false))
+}
+
+pub fn temporal_microseconds() -> Case {
+    temporal("temporal_microseconds", "microseconds", vec![])
+}
+
+/// NanoTimestamp and NanoTime (the timestamps stay within a signed 64-bit count of nanoseconds).
+pub fn temporal_nanoseconds() -> Case {
+    temporal("temporal_nanoseconds", "nanoseconds", vec![])
+}
+
+pub fn temporal_adaptive_time_microseconds() -> Case {
+    temporal("temporal_adaptive_time_microseconds", "adaptive_time_microseconds", vec![])
+}
