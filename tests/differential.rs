@@ -96,6 +96,7 @@ differential_cases! {
     temporal_microseconds;
     temporal_nanoseconds;
     temporal_adaptive_time_microseconds;
+    temporal_isostring;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

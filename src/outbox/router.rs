@@ -140,21 +140,11 @@ impl Router {
                 problem: format!("the table has no column `{col}`"),
                 fix: format!("add the column or set transforms.<name>.{option} to the column that holds it"),
             })?;
-            let temporal = [schema::oid::DATE, schema::oid::TIME, schema::oid::TIMESTAMP].contains(&c.type_oid);
-            let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null, self.cfg.type_modes).ok_or_else(|| {
-                if temporal && self.cfg.type_modes.temporal == schema::TemporalPrecision::IsoString {
-                    return RouteError {
-                        what: format!("rows of `{table}`"),
-                        problem: format!("column `{col}` is a date, time or timestamp, and pgoutbox cannot write time.precision.mode=isostring yet"),
-                        fix: "set time.precision.mode to adaptive, adaptive_time_microseconds, microseconds, nanoseconds or connect, or route a timestamptz column".to_string(),
-                    };
-                }
-                RouteError {
-                    what: format!("rows of `{table}`"),
-                    problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
-                    fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, numeric(p,s), boolean, date, time, timestamp or timestamptz for this column"
-                        .to_string(),
-                }
+            let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null, self.cfg.type_modes).ok_or_else(|| RouteError {
+                what: format!("rows of `{table}`"),
+                problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
+                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, numeric(p,s), boolean, date, time, timestamp or timestamptz for this column"
+                    .to_string(),
             })?;
             Ok(PlannedColumn { index, name: col.to_string(), schema })
         };

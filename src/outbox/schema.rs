@@ -78,7 +78,7 @@ pub enum TemporalPrecision {
     Nanoseconds,
     /// Kafka Connect's logical types (Timestamp, Time, Date), milliseconds: finer digits are cut.
     Connect,
-    /// ISO-8601 strings (IsoDate, IsoTime, IsoTimestamp): not routed by pgoutbox yet.
+    /// ISO-8601 strings with a `Z` (IsoDate, IsoTime, IsoTimestamp).
     IsoString,
 }
 
@@ -115,6 +115,8 @@ pub enum TextForm {
     DecimalText,
     /// A `bytea` written as a STRING (`binary.handling.mode` other than `bytes`), in this encoding.
     ByteaText(BinaryHandling),
+    /// A `date`, `time` or `timestamp` written as an ISO-8601 STRING (`time.precision.mode=isostring`).
+    IsoText,
 }
 
 impl FieldSchema {
@@ -162,6 +164,9 @@ pub const TIME_NANOS: &str = "io.debezium.time.NanoTime";
 pub const CONNECT_TIMESTAMP: &str = "org.apache.kafka.connect.data.Timestamp";
 pub const CONNECT_TIME: &str = "org.apache.kafka.connect.data.Time";
 pub const CONNECT_DATE: &str = "org.apache.kafka.connect.data.Date";
+pub const ISO_DATE: &str = "io.debezium.time.IsoDate";
+pub const ISO_TIME: &str = "io.debezium.time.IsoTime";
+pub const ISO_TIMESTAMP: &str = "io.debezium.time.IsoTimestamp";
 pub const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 pub const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal";
 
@@ -218,7 +223,17 @@ fn temporal_schema(type_oid: Oid, type_modifier: i32, optional: bool, mode: Temp
     use TemporalPrecision as M;
     let millis = (0..=3).contains(&type_modifier);
     let (ty, name) = match (type_oid, mode) {
-        (_, M::IsoString) => return None,
+        (_, M::IsoString) => {
+            let name = match type_oid {
+                oid::DATE => ISO_DATE,
+                oid::TIME => ISO_TIME,
+                _ => ISO_TIMESTAMP,
+            };
+            return Some(FieldSchema {
+                form: TextForm::IsoText,
+                ..FieldSchema::new(SchemaType::String, optional, Some(name))
+            });
+        }
         (oid::DATE, M::Connect) => (SchemaType::Int32, CONNECT_DATE),
         (oid::DATE, _) => (SchemaType::Int32, DATE_DAYS),
         (oid::TIME, M::Adaptive) if millis => (SchemaType::Int32, TIME_MILLIS),
@@ -334,6 +349,10 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
                 BinaryHandling::Base64 | BinaryHandling::Bytes => super::json::base64(&mut out, &bytes),
             }
             Some(FieldValue::String(Bytes::from(out)))
+        }
+        TextForm::IsoText => {
+            let text = std::str::from_utf8(text).ok()?;
+            iso_text(schema.name?, text).map(|s| FieldValue::String(Bytes::from(s)))
         }
         TextForm::Plain => match schema.name {
             Some(TIMESTAMP_MILLIS) => {
@@ -613,6 +632,41 @@ fn julian_from_days(days: i64) -> (i64, i64, i64) {
     (d - 4800 + m / 10, m + 3 - 12 * (m / 10), e - (153 * m + 2).div_euclid(5) + 1)
 }
 
+/// `time.precision.mode=isostring`: PostgreSQL's text of a date, time or timestamp as Debezium's
+/// IsoDate, IsoTime or IsoTimestamp string.
+fn iso_text(name: &str, text: &str) -> Option<String> {
+    // The fraction without trailing zeros, none when zero; a `Z` after every form (DateTimeFormatters
+    // of Debezium 3.6, checked against its IsoDate/IsoTime/IsoTimestamp.toIsoString).
+    let fraction = |us: i64| match us % 1_000_000 {
+        0 => String::new(),
+        f => format!(".{f:06}").trim_end_matches('0').to_string(),
+    };
+    match name {
+        ISO_DATE => {
+            let (y, m, d) = civil_from_days(date_days(text)?);
+            Some(format!("{y:04}-{m:02}-{d:02}Z"))
+        }
+        ISO_TIME => {
+            let us = time_micros(text)?;
+            let s = us / 1_000_000;
+            Some(format!("{:02}:{:02}:{:02}{}Z", s / 3600, s / 60 % 60, s % 60, fraction(us)))
+        }
+        _ => {
+            let us = timestamp_micros(text)?;
+            let (days, us_of_day) = (us.div_euclid(86_400_000_000), us.rem_euclid(86_400_000_000));
+            let (y, m, d) = civil_from_days(days);
+            let s = us_of_day / 1_000_000;
+            Some(format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{}Z",
+                s / 3600,
+                s / 60 % 60,
+                s % 60,
+                fraction(us_of_day)
+            ))
+        }
+    }
+}
+
 /// A `time` as PostgreSQL prints it (`HH:MM:SS[.ffffff]`, up to `24:00:00`): microseconds past
 /// midnight.
 pub fn time_micros(text: &str) -> Option<i64> {
@@ -848,8 +902,9 @@ mod tests {
         ] {
             assert_eq!(temporal(oid, modifier, mode), expected, "oid {oid}({modifier}) under {mode:?}");
         }
-        let iso = TypeModes { temporal: M::IsoString, ..TypeModes::default() };
-        assert_eq!(schema_for_column(oid::TIMESTAMP, -1, true, iso), None);
+        for (oid, name) in [(oid::DATE, ISO_DATE), (oid::TIME, ISO_TIME), (oid::TIMESTAMP, ISO_TIMESTAMP)] {
+            assert_eq!(temporal(oid, 3, M::IsoString), (SchemaType::String, name));
+        }
     }
 
     #[test]
@@ -873,6 +928,17 @@ mod tests {
         // Before 1970 the milliseconds are floored, as Instant.toEpochMilli does.
         assert_eq!(v(oid::TIMESTAMP, -1, M::Connect, "1969-12-31 23:59:59.9995"), JavaDate { millis: -1, number: -1 });
         assert_eq!(v(oid::DATE, -1, M::Connect, "1970-01-03"), JavaDate { millis: 172_800_000, number: 2 });
+        // Printed by Debezium 3.6.3's IsoDate/IsoTime/IsoTimestamp.toIsoString.
+        let iso = |oid: Oid, text: &'static str| match v(oid, -1, M::IsoString, text) {
+            FieldValue::String(s) => String::from_utf8(s.to_vec()).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(iso(oid::DATE, "0001-01-01"), "0001-01-01Z");
+        assert_eq!(iso(oid::TIME, "23:59:59.999"), "23:59:59.999Z");
+        assert_eq!(iso(oid::TIME, "00:00:00"), "00:00:00Z");
+        assert_eq!(iso(oid::TIME, "00:00:00.000001"), "00:00:00.000001Z");
+        assert_eq!(iso(oid::TIMESTAMP, "1900-01-01 00:00:00.5"), "1900-01-01T00:00:00.5Z");
+        assert_eq!(iso(oid::TIMESTAMP, "1969-12-31 23:59:59.999999"), "1969-12-31T23:59:59.999999Z");
         assert_eq!(time_micros("1:00:00"), None);
         assert_eq!(time_micros("01:00"), None);
         assert_eq!(time_micros("01:00:00.1234567"), None);

@@ -877,3 +877,8 @@ pub fn temporal_nanoseconds() -> Case {
 pub fn temporal_adaptive_time_microseconds() -> Case {
     temporal("temporal_adaptive_time_microseconds", "adaptive_time_microseconds", vec![])
 }
+
+/// IsoDate, IsoTime and IsoTimestamp strings.
+pub fn temporal_isostring() -> Case {
+    temporal("temporal_isostring", "isostring", vec![])
+}
