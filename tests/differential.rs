@@ -97,6 +97,7 @@ differential_cases! {
     temporal_nanoseconds;
     temporal_adaptive_time_microseconds;
     temporal_isostring;
+    placement_timetz;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

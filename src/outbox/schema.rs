@@ -109,6 +109,8 @@ pub enum TextForm {
     /// A ZonedTimestamp with this many fraction digits: the column's precision (6 when it has none);
     /// 0 writes them only when not zero.
     Zoned(u8),
+    /// A ZonedTime (a `timetz`).
+    ZonedTime,
     /// A Connect Decimal (a `numeric(p,s)` column); its schema carries both as parameters.
     Decimal { precision: u16, scale: u16 },
     /// A `numeric` written as a STRING (`decimal.handling.mode=string`): `BigDecimal.toPlainString`.
@@ -149,6 +151,7 @@ pub mod oid {
     pub const TIME: Oid = 1083;
     pub const TIMESTAMP: Oid = 1114;
     pub const TIMESTAMPTZ: Oid = 1184;
+    pub const TIMETZ: Oid = 1266;
 }
 
 /// Debezium's semantic names for temporal columns (time.precision.mode=adaptive).
@@ -156,6 +159,7 @@ pub const TIMESTAMP_MILLIS: &str = "io.debezium.time.Timestamp";
 pub const TIMESTAMP_MICROS: &str = "io.debezium.time.MicroTimestamp";
 pub const TIMESTAMP_NANOS: &str = "io.debezium.time.NanoTimestamp";
 pub const ZONED_TIMESTAMP: &str = "io.debezium.time.ZonedTimestamp";
+pub const ZONED_TIME: &str = "io.debezium.time.ZonedTime";
 pub const DATE_DAYS: &str = "io.debezium.time.Date";
 pub const TIME_MILLIS: &str = "io.debezium.time.Time";
 pub const TIME_MICROS: &str = "io.debezium.time.MicroTime";
@@ -196,6 +200,10 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
                 ..FieldSchema::new(SchemaType::String, optional, Some(ZONED_TIMESTAMP))
             })
         }
+        oid::TIMETZ => Some(FieldSchema {
+            form: TextForm::ZonedTime,
+            ..FieldSchema::new(SchemaType::String, optional, Some(ZONED_TIME))
+        }),
         // With Debezium's default decimal.handling.mode=precise: a numeric without a declared
         // precision is a VariableScaleDecimal struct, numeric(p,s) a Connect Decimal.
         oid::NUMERIC if type_modifier < 4 => {
@@ -309,6 +317,7 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
                 zoned_timestamp(text, digits).map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from),
             ))
         }
+        TextForm::ZonedTime => zoned_time(std::str::from_utf8(text).ok()?).map(|s| FieldValue::String(Bytes::from(s))),
         TextForm::Decimal { scale, .. } => {
             let (unscaled, text) = decimal(std::str::from_utf8(text).ok()?, Some(scale))?;
             Some(FieldValue::Decimal { unscaled: Bytes::from(unscaled), text: Bytes::from(text) })
@@ -405,8 +414,44 @@ pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
         None => (text, ""),
     };
     let (date, rest) = text.split_once(' ')?;
-    let at = rest.rfind(['+', '-'])?;
-    let (time, offset) = rest.split_at(at);
+    let (time, offset_secs) = split_offset(rest)?;
+    let local = timestamp_micros(&format!("{date} {time}{bc}"))?;
+    let utc = local - offset_secs * 1_000_000;
+    let days = utc.div_euclid(86_400_000_000);
+    let of_day = utc.rem_euclid(86_400_000_000);
+    let (y, m, d) = civil_from_days(days);
+    // java.time's ISO_LOCAL_DATE: four digits within 0..=9999, a sign beyond.
+    let mut out = if (0..=9999).contains(&y) {
+        format!("{y:04}")
+    } else if y < 0 {
+        format!("-{:04}", -y)
+    } else {
+        format!("+{y}")
+    };
+    let secs = of_day / 1_000_000;
+    out.push_str(&format!("-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60));
+    push_fraction(&mut out, of_day, digits);
+    out.push('Z');
+    Some(out)
+}
+
+/// A `timetz` as PostgreSQL prints it (`HH:MM:SS[.ffffff]±HH[:MM[:SS]]`) as Debezium 3.6's
+/// ZonedTime: the time in UTC (wrapping around midnight), the fraction without trailing zeros
+/// whatever the column's precision (unlike ZonedTimestamp), and `Z`.
+pub fn zoned_time(text: &str) -> Option<String> {
+    let (time, offset_secs) = split_offset(text)?;
+    let of_day = (time_micros(time)? - offset_secs * 1_000_000).rem_euclid(86_400_000_000);
+    let secs = of_day / 1_000_000;
+    let mut out = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    push_fraction(&mut out, of_day, 0);
+    out.push('Z');
+    Some(out)
+}
+
+/// Splits `time±HH[:MM[:SS]]` into the time and the offset in seconds (east positive).
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    let at = text.rfind(['+', '-'])?;
+    let (time, offset) = text.split_at(at);
     let sign: i64 = if offset.starts_with('-') { -1 } else { 1 };
     let mut parts = offset[1..].split(':');
     let mut offset_secs = 0i64;
@@ -421,29 +466,17 @@ pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
     if parts.next().is_some() {
         return None;
     }
-    let local = timestamp_micros(&format!("{date} {time}{bc}"))?;
-    let utc = local - sign * offset_secs * 1_000_000;
-    let days = utc.div_euclid(86_400_000_000);
-    let of_day = utc.rem_euclid(86_400_000_000);
-    let (y, m, d) = civil_from_days(days);
-    // java.time's ISO_LOCAL_DATE: four digits within 0..=9999, a sign beyond.
-    let mut out = if (0..=9999).contains(&y) {
-        format!("{y:04}")
-    } else if y < 0 {
-        format!("-{:04}", -y)
-    } else {
-        format!("+{y}")
-    };
-    let secs = of_day / 1_000_000;
-    out.push_str(&format!("-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60));
-    let micros = format!(".{:06}", of_day % 1_000_000);
+    Some((time, sign * offset_secs))
+}
+
+/// The fraction of a second of `micros`: `digits` digits, or with 0 only the digits up to the last
+/// non-zero one (none when zero). PostgreSQL has already rounded the value to the column's precision.
+fn push_fraction(out: &mut String, micros: i64, digits: u8) {
+    let fraction = format!(".{:06}", micros.rem_euclid(1_000_000));
     match digits {
-        0 => out.push_str(micros.trim_end_matches('0').trim_end_matches('.')),
-        // PostgreSQL has already rounded the value to the column's precision.
-        d => out.push_str(&micros[..=usize::from(d.min(6))]),
+        0 => out.push_str(fraction.trim_end_matches('0').trim_end_matches('.')),
+        d => out.push_str(&fraction[..=usize::from(d.min(6))]),
     }
-    out.push('Z');
-    Some(out)
 }
 
 /// A `numeric(p,s)` as PostgreSQL prints it (`-12.34`, exactly `scale` fraction digits) as Java's
@@ -939,6 +972,12 @@ mod tests {
         assert_eq!(iso(oid::TIME, "00:00:00.000001"), "00:00:00.000001Z");
         assert_eq!(iso(oid::TIMESTAMP, "1900-01-01 00:00:00.5"), "1900-01-01T00:00:00.5Z");
         assert_eq!(iso(oid::TIMESTAMP, "1969-12-31 23:59:59.999999"), "1969-12-31T23:59:59.999999Z");
+        // ZonedTime, as Debezium 3.6.3 wrote these (differential case placement_timetz).
+        assert_eq!(zoned_time("23:30:00-01").as_deref(), Some("00:30:00Z"));
+        assert_eq!(zoned_time("00:15:00.5+05:30").as_deref(), Some("18:45:00.5Z"));
+        assert_eq!(zoned_time("12:34:56.789012+02").as_deref(), Some("10:34:56.789012Z"));
+        assert_eq!(zoned_time("23:59:59-12").as_deref(), Some("11:59:59Z"));
+        assert_eq!(zoned_time("12:00:00"), None);
         assert_eq!(time_micros("1:00:00"), None);
         assert_eq!(time_micros("01:00"), None);
         assert_eq!(time_micros("01:00:00.1234567"), None);

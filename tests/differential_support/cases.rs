@@ -882,3 +882,24 @@ pub fn temporal_adaptive_time_microseconds() -> Case {
 pub fn temporal_isostring() -> Case {
     temporal("temporal_isostring", "isostring", vec![])
 }
+
+/// `timetz` columns (Debezium's ZonedTime, a string) of each precision, with offsets that carry the
+/// time across midnight.
+pub fn placement_timetz() -> Case {
+    let rows = [
+        ("12:34:56.789012+02", "12:34:56.789+02", "12:34:56+02"),
+        ("23:30:00-01", "00:15:00.5+05:30", "00:00:00+00"),
+        ("00:00:00.000001+00", "23:59:59.999-00:30", "23:59:59-12"),
+    ];
+    let row = |(tz, tz3, tz0): (&str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, tz, tz3, tz0) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', '{tz}', '{tz3}', '{tz0}')"
+        )
+    };
+    Case::new("placement_timetz")
+        .columns(&["tz timetz NOT NULL", "tz3 timetz(3)", "tz0 timetz(0)"])
+        .props(&["transforms.outbox.table.fields.additional.placement=tz:envelope,tz3:envelope,tz0:envelope,tz:header,tz3:header,tz0:header".to_string()])
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
