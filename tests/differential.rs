@@ -98,6 +98,8 @@ differential_cases! {
     temporal_adaptive_time_microseconds;
     temporal_isostring;
     placement_timetz;
+    intervals_numeric;
+    intervals_string;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

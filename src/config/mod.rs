@@ -485,6 +485,13 @@ impl Config {
                 ))
             }
         };
+        router.type_modes.intervals = match r.str("interval.handling.mode").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("numeric") => crate::outbox::IntervalHandling::Numeric,
+            Some("string") => crate::outbox::IntervalHandling::String,
+            Some(other) => {
+                return Err(invalid("interval.handling.mode", format!("`{other}` is not one of numeric, string")))
+            }
+        };
         let key_converter = parse_converter(&mut r, "key")?;
         let value_converter = parse_converter(&mut r, "value")?;
         if let Some(h) = r.str("header.converter") {

@@ -110,6 +110,7 @@ fn config_malformed_values_name_the_key() {
     assert_eq!(err_key(&["time.precision.mode=millis"]), "time.precision.mode");
     assert_eq!(err_key(&["decimal.handling.mode=exact"]), "decimal.handling.mode");
     assert_eq!(err_key(&["binary.handling.mode=base32"]), "binary.handling.mode");
+    assert_eq!(err_key(&["interval.handling.mode=iso"]), "interval.handling.mode");
     assert_eq!(err_key(&["table.include.list=public.(outbox"]), "table.include.list");
     assert_eq!(err_key(&["transforms.outbox.route.topic.regex=(unclosed"]), "transforms.outbox.route.topic.regex");
     assert_eq!(
@@ -270,4 +271,7 @@ fn config_time_precision_mode_is_read_like_debezium() {
     assert_eq!(mode("microseconds"), M::Microseconds);
     assert_eq!(mode("nanoseconds"), M::Nanoseconds);
     assert_eq!(mode("isostring"), M::IsoString);
+    let intervals = |v: &str| with(&[&format!("interval.handling.mode={v}")]).unwrap().router.type_modes.intervals;
+    assert_eq!(with(&[]).unwrap().router.type_modes.intervals, crate::outbox::IntervalHandling::Numeric);
+    assert_eq!(intervals("STRING"), crate::outbox::IntervalHandling::String);
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use router::{ColumnInfo, ContextHeaders, RelationInfo, RouteError, RoutePlan, Router};
-pub use schema::{BinaryHandling, DecimalHandling, TemporalPrecision, TypeModes};
+pub use schema::{BinaryHandling, DecimalHandling, IntervalHandling, TemporalPrecision, TypeModes};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {

@@ -82,12 +82,23 @@ pub enum TemporalPrecision {
     IsoString,
 }
 
+/// `interval.handling.mode`: how an `interval` column is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntervalHandling {
+    /// MicroDuration: INT64 microseconds, a month counted as 30.4375 days.
+    #[default]
+    Numeric,
+    /// Interval: an ISO-8601 duration STRING, `P1Y2M3DT4H5M6.78S`.
+    String,
+}
+
 /// The connector options that decide how column types are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TypeModes {
     pub decimals: DecimalHandling,
     pub binary: BinaryHandling,
     pub temporal: TemporalPrecision,
+    pub intervals: IntervalHandling,
 }
 
 /// A Connect schema of a column: type, optionality, and Debezium's semantic name and version.
@@ -119,6 +130,8 @@ pub enum TextForm {
     ByteaText(BinaryHandling),
     /// A `date`, `time` or `timestamp` written as an ISO-8601 STRING (`time.precision.mode=isostring`).
     IsoText,
+    /// An `interval` written as an ISO-8601 duration STRING (`interval.handling.mode=string`).
+    IntervalText,
 }
 
 impl FieldSchema {
@@ -152,6 +165,7 @@ pub mod oid {
     pub const TIMESTAMP: Oid = 1114;
     pub const TIMESTAMPTZ: Oid = 1184;
     pub const TIMETZ: Oid = 1266;
+    pub const INTERVAL: Oid = 1186;
 }
 
 /// Debezium's semantic names for temporal columns (time.precision.mode=adaptive).
@@ -160,6 +174,8 @@ pub const TIMESTAMP_MICROS: &str = "io.debezium.time.MicroTimestamp";
 pub const TIMESTAMP_NANOS: &str = "io.debezium.time.NanoTimestamp";
 pub const ZONED_TIMESTAMP: &str = "io.debezium.time.ZonedTimestamp";
 pub const ZONED_TIME: &str = "io.debezium.time.ZonedTime";
+pub const MICRO_DURATION: &str = "io.debezium.time.MicroDuration";
+pub const INTERVAL_TEXT: &str = "io.debezium.time.Interval";
 pub const DATE_DAYS: &str = "io.debezium.time.Date";
 pub const TIME_MILLIS: &str = "io.debezium.time.Time";
 pub const TIME_MICROS: &str = "io.debezium.time.MicroTime";
@@ -200,6 +216,13 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
                 ..FieldSchema::new(SchemaType::String, optional, Some(ZONED_TIMESTAMP))
             })
         }
+        oid::INTERVAL => Some(match modes.intervals {
+            IntervalHandling::Numeric => FieldSchema::new(SchemaType::Int64, optional, Some(MICRO_DURATION)),
+            IntervalHandling::String => FieldSchema {
+                form: TextForm::IntervalText,
+                ..FieldSchema::new(SchemaType::String, optional, Some(INTERVAL_TEXT))
+            },
+        }),
         oid::TIMETZ => Some(FieldSchema {
             form: TextForm::ZonedTime,
             ..FieldSchema::new(SchemaType::String, optional, Some(ZONED_TIME))
@@ -359,6 +382,9 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
             }
             Some(FieldValue::String(Bytes::from(out)))
         }
+        TextForm::IntervalText => {
+            interval(std::str::from_utf8(text).ok()?).map(|i| FieldValue::String(Bytes::from(i.iso())))
+        }
         TextForm::IsoText => {
             let text = std::str::from_utf8(text).ok()?;
             iso_text(schema.name?, text).map(|s| FieldValue::String(Bytes::from(s)))
@@ -372,6 +398,7 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
                 .and_then(|us| us.checked_mul(1000))
                 .map(FieldValue::Int),
             Some(DATE_DAYS) => date_days(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
+            Some(MICRO_DURATION) => interval(std::str::from_utf8(text).ok()?).map(|i| FieldValue::Int(i.micros())),
             Some(TIME_MILLIS) => time_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us / 1000)),
             Some(TIME_MICROS) => time_micros(std::str::from_utf8(text).ok()?).map(FieldValue::Int),
             Some(TIME_NANOS) => time_micros(std::str::from_utf8(text).ok()?).map(|us| FieldValue::Int(us * 1000)),
@@ -700,6 +727,73 @@ fn iso_text(name: &str, text: &str) -> Option<String> {
     }
 }
 
+/// An `interval` as pgjdbc's PGInterval holds it, which is what Debezium converts from.
+#[derive(Debug, PartialEq)]
+pub struct Interval {
+    years: i32,
+    months: i32,
+    days: i32,
+    hours: i32,
+    minutes: i32,
+    /// PGInterval's `getSeconds()`: whole seconds plus microseconds / 1e6, in floating point.
+    seconds: f64,
+}
+
+/// An `interval` in PostgreSQL's default output style (`1 year 2 mons -3 days +04:05:06.78`), read
+/// as PGInterval reads it: a signed time applies its sign to hours, minutes and seconds; the seconds
+/// are split into whole seconds and rounded microseconds.
+pub fn interval(text: &str) -> Option<Interval> {
+    let mut i = Interval { years: 0, months: 0, days: 0, hours: 0, minutes: 0, seconds: 0.0 };
+    let mut tokens = text.split_ascii_whitespace();
+    while let Some(t) = tokens.next() {
+        if t.contains(':') {
+            let (sign, hms) = match t.as_bytes()[0] {
+                b'-' => (-1, &t[1..]),
+                b'+' => (1, &t[1..]),
+                _ => (1, t),
+            };
+            let mut parts = hms.splitn(3, ':');
+            let (h, m, s) = (parts.next()?, parts.next()?, parts.next().unwrap_or("0"));
+            let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+            if !(digits(h) && digits(m) && digits(s)) {
+                return None;
+            }
+            i.hours = sign * h.parse::<i32>().ok()?;
+            i.minutes = sign * m.parse::<i32>().ok()?;
+            let secs = f64::from(sign) * s.parse::<f64>().ok()?;
+            let whole = secs.trunc();
+            let micros = ((secs - whole) * 1e6).round();
+            i.seconds = whole + micros / 1e6;
+        } else {
+            let n: i32 = t.parse().ok()?;
+            match tokens.next()? {
+                "year" | "years" => i.years = n,
+                "mon" | "mons" => i.months = n,
+                "day" | "days" => i.days = n,
+                _ => return None,
+            }
+        }
+    }
+    Some(i)
+}
+
+impl Interval {
+    /// Debezium's MicroDuration.durationMicros with 30.4375 days a month, in its order of double
+    /// operations, truncated (and saturated) to a long as Java's `(long)` does.
+    pub fn micros(&self) -> i64 {
+        let days = f64::from(self.years.wrapping_mul(12).wrapping_add(self.months)) * 30.4375 + f64::from(self.days);
+        let seconds = ((days * 24.0 + f64::from(self.hours)) * 60.0 + f64::from(self.minutes)) * 60.0 + self.seconds;
+        (seconds * 1_000_000.0 + 0.0) as i64
+    }
+
+    /// Debezium's Interval.toIsoString: `P{y}Y{m}M{d}DT{h}H{m}M{s}S`, the seconds as
+    /// `BigDecimal.valueOf(double)` without trailing zeros, in plain notation.
+    pub fn iso(&self) -> String {
+        let seconds = if self.seconds == 0.0 { "0".to_string() } else { format!("{}", self.seconds) };
+        format!("P{}Y{}M{}DT{}H{}M{}S", self.years, self.months, self.days, self.hours, self.minutes, seconds)
+    }
+}
+
 /// A `time` as PostgreSQL prints it (`HH:MM:SS[.ffffff]`, up to `24:00:00`): microseconds past
 /// midnight.
 pub fn time_micros(text: &str) -> Option<i64> {
@@ -1012,5 +1106,34 @@ mod tests {
         ] {
             assert_eq!(java_date_to_string(millis), text, "{millis}");
         }
+    }
+
+    /// Expected: pgjdbc 42.7.13's PGInterval fed to Debezium 3.6.3's MicroDuration.durationMicros
+    /// (30.4375 days a month) and Interval.toIsoString, as PostgresValueConverter calls them; the
+    /// texts are PostgreSQL 15's output of the intervals.
+    #[test]
+    fn intervals_as_debezium_converts_them() {
+        for (text, micros, iso) in [
+            ("1 year 2 mons 3 days 04:05:06.78", 37_091_106_780_000, "P1Y2M3DT4H5M6.78S"),
+            ("-1 days +02:03:00", -79_020_000_000, "P0Y0M-1DT2H3M0S"),
+            ("00:00:00.000001", 1, "P0Y0M0DT0H0M0.000001S"),
+            ("-00:00:01.5", -1_500_000, "P0Y0M0DT0H0M-1.5S"),
+            ("10 mons", 26_298_000_000_000, "P0Y10M0DT0H0M0S"),
+            ("00:00:00", 0, "P0Y0M0DT0H0M0S"),
+            ("-178000000 years", i64::MIN, "P-178000000Y0M0DT0H0M0S"),
+            ("3 days -00:00:00.000001", 259_199_999_999, "P0Y0M3DT0H0M-0.000001S"),
+            ("1 mon 00:00:00.5", 2_629_800_500_000, "P0Y1M0DT0H0M0.5S"),
+            ("-1 years -2 mons -3 days -04:05:06.789012", -37_091_106_789_012, "P-1Y-2M-3DT-4H-5M-6.789012S"),
+            ("00:00:06", 6_000_000, "P0Y0M0DT0H0M6S"),
+            ("1 day 100:00:00", 446_400_000_000, "P0Y0M1DT100H0M0S"),
+            ("-1 days -00:00:00.5", -86_400_500_000, "P0Y0M-1DT0H0M-0.5S"),
+            ("2 years 00:00:00.1", 63_115_200_100_000, "P2Y0M0DT0H0M0.1S"),
+            ("12345678 days 11:11:11.111111", 1_066_666_619_471_111_040, "P0Y0M12345678DT11H11M11.111111S"),
+        ] {
+            let i = interval(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!((i.micros(), i.iso().as_str()), (micros, iso), "{text}");
+        }
+        assert_eq!(interval("1 fortnight"), None);
+        assert_eq!(interval("1:x:00"), None);
     }
 }

@@ -903,3 +903,37 @@ pub fn placement_timetz() -> Case {
         .topics(&[ORDER])
         .records(rows.len())
 }
+
+/// `interval` columns under `interval.handling.mode` (MicroDuration in floating point, or the ISO
+/// duration string): mixed signs, fractions, large values.
+fn intervals(name: &'static str, mode: &str) -> Case {
+    let rows = [
+        ("1 year 2 months 3 days 04:05:06.78", "-00:00:01.5"),
+        ("-1 days +02:03:00", "12345678 days 11:11:11.111111"),
+        ("00:00:00.000001", "-1 year -2 mons -3 days -04:05:06.789012"),
+        ("0", "1 day 100:00:00"),
+    ];
+    let row = |(a, b): (&str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, span, span2) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', '{a}', '{b}')"
+        )
+    };
+    Case::new(name)
+        .columns(&["span interval NOT NULL", "span2 interval"])
+        .props(&[
+            format!("interval.handling.mode={mode}"),
+            "transforms.outbox.table.fields.additional.placement=span:envelope,span2:envelope,span:header,span2:header"
+                .to_string(),
+        ])
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
+
+pub fn intervals_numeric() -> Case {
+    intervals("intervals_numeric", "numeric")
+}
+
+pub fn intervals_string() -> Case {
+    intervals("intervals_string", "string")
+}
