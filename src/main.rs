@@ -64,7 +64,7 @@ enum Command {
     },
 }
 
-fn load(config: &PathBuf, set: &[String]) -> Result<Config, pgoutbox::config::ConfigError> {
+fn load(config: &std::path::Path, set: &[String]) -> Result<Config, pgoutbox::config::ConfigError> {
     let mut raw = RawConfig::load(config)?;
     for s in set {
         raw.set(s)?;

@@ -49,10 +49,10 @@ async fn unroutable_row_stops_the_relay_before_it_and_again_after_restart() {
     );
     // With errors.tolerance=all the bad row goes to the dead-letter topic and good-2 follows.
     let dlq = format!("dlq_{}", o.slot);
-    create_topics(&o.env.broker, &[dlq.clone()], 1).await;
+    create_topics(&o.env.broker, std::slice::from_ref(&dlq), 1).await;
     let cfg = o.config(&["errors.tolerance=all", &format!("errors.deadletterqueue.topic.name={dlq}")]);
     let mut relay = Relay::start(&cfg);
-    let letters = consume(&o.env.broker, &[dlq.clone()], 1, Duration::from_secs(30));
+    let letters = consume(&o.env.broker, std::slice::from_ref(&dlq), 1, Duration::from_secs(30));
     assert_eq!(letters.len(), 1, "log:\n{}", relay.log_text());
     let value = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
     assert!(value.contains(bad_id), "{value}");
@@ -80,7 +80,7 @@ async fn record_too_large_for_the_producer_is_named_and_not_skipped() {
     assert!(log.contains("outbox.event.") && log.contains("larger"), "names the topic and the fix:\n{log}");
     // Tolerated: the dead letter stands for it and the relay goes on.
     let dlq = format!("dlq_{}", o.slot);
-    create_topics(&o.env.broker, &[dlq.clone()], 1).await;
+    create_topics(&o.env.broker, std::slice::from_ref(&dlq), 1).await;
     let mut relay = Relay::start(&o.config(&[
         "producer.override.message.max.bytes=10000",
         "errors.tolerance=all",

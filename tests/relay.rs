@@ -78,7 +78,7 @@ async fn relay_publishes_10k_events_exactly_once_in_commit_order() {
         assert_eq!(String::from_utf8_lossy(r.value.as_deref().unwrap()), value);
         let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names.last(), Some(&"id"));
-        assert_eq!(r.partition, java_partition(&key.as_bytes(), 3), "murmur2 partition of {key}");
+        assert_eq!(r.partition, java_partition(key.as_bytes(), 3), "murmur2 partition of {key}");
     }
     let seq_of: HashMap<String, i64> = rows.iter().map(|r| (r.id.clone(), r.seq)).collect();
     assert_eq!(order_violations(&records, &seq_of), Vec::<String>::new());
@@ -308,7 +308,7 @@ async fn relay_heartbeats_and_runs_the_action_query() {
     let hb_table = format!("hb_{}", o.table);
     sql.batch_execute(&format!("CREATE TABLE public.{hb_table} (id int PRIMARY KEY, ts timestamptz)")).await.unwrap();
     let topic = format!("__debezium-heartbeat.hb{}", o.slot);
-    create_topics(&o.env.broker, &[topic.clone()], 1).await;
+    create_topics(&o.env.broker, std::slice::from_ref(&topic), 1).await;
     let cfg = o.config(&[
         "heartbeat.interval.ms=300",
         &format!("heartbeat.action.query=INSERT INTO public.{hb_table} VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET ts = now()"),
@@ -316,7 +316,7 @@ async fn relay_heartbeats_and_runs_the_action_query() {
         "key.converter.schemas.enable=false",
     ]);
     let mut relay = Relay::start_streaming(&cfg);
-    let records = consume(&o.env.broker, &[topic.clone()], 2, Duration::from_secs(30));
+    let records = consume(&o.env.broker, std::slice::from_ref(&topic), 2, Duration::from_secs(30));
     assert!(records.len() >= 2, "log:\n{}", relay.log_text());
     let key = format!(r#"{{"serverName":"hb{}"}}"#, o.slot);
     assert_eq!(records[0].key.as_deref(), Some(key.as_bytes()));

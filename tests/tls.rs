@@ -23,7 +23,7 @@ fn tls_config(o: &Outbox, extra: &[&str]) -> String {
 
 async fn relays_one_event(o: &Outbox, extra: &[&str]) {
     o.create_topics(&["Order"], 1).await;
-    let cfg = tls_config(&o, extra);
+    let cfg = tls_config(o, extra);
     let mut relay = Relay::start(&cfg);
     relay.wait_for_log("streaming", Duration::from_secs(30));
     o.env.sql().await.batch_execute(&o.insert_sql("Order", "a", Some("{}"))).await.unwrap();

@@ -538,7 +538,7 @@ impl Config {
             .map(str::to_string)
             .unwrap_or_else(|| format!("{heartbeat_prefix}.{topic_prefix}"));
         let action_query = r.str("heartbeat.action.query").map(str::to_string);
-        let heartbeat = (!heartbeat_interval.is_zero()).then(|| Heartbeat {
+        let heartbeat = (!heartbeat_interval.is_zero()).then_some(Heartbeat {
             interval: heartbeat_interval,
             topic: heartbeat_topic,
             action_query,

@@ -5,6 +5,7 @@
 //!   `verify-ca`, as libpq does);
 //! - `verify-ca`: the chain must lead to `database.sslrootcert`; `verify-full`: and the certificate
 //!   must name `database.hostname`.
+//!
 //! `database.sslcert` / `database.sslkey` present a client certificate (`cert` authentication).
 
 use std::sync::Arc;

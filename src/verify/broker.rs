@@ -238,7 +238,7 @@ pub fn read(
                     m.headers().and_then(|h| h.iter().filter(|h| h.key == name).last()).and_then(|h| h.value)
                 };
                 let id = header("id");
-                let commit_lsn = cmp.commit_lsn_header().and_then(|n| header(n));
+                let commit_lsn = cmp.commit_lsn_header().and_then(header);
                 cmp.observe(&ObservedRecord {
                     topic: m.topic(),
                     partition: m.partition(),

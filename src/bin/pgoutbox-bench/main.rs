@@ -8,6 +8,7 @@
 //! - the broker ceiling: a plain rdkafka producer sending the very same records with the same settings;
 //! - Debezium 3.6 (embedded engine + Event Router, Connect converters and producer defaults);
 //! - pgoutbox at steady state: a fixed insert rate, commit-to-ack latency from its /latency endpoint.
+//!
 //! Each relay gets a fresh broker. CPU seconds and peak RSS come from /proc.
 
 mod env;
