@@ -100,6 +100,9 @@ differential_cases! {
     placement_timetz;
     intervals_numeric;
     intervals_string;
+    schema_version_envelope;
+    expand_json_payload_null_optional_bytes;
+    additional_missing_ignored;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -937,3 +937,43 @@ pub fn intervals_numeric() -> Case {
 pub fn intervals_string() -> Case {
     intervals("intervals_string", "string")
 }
+
+/// `table.field.event.schema.version`: the envelope struct's schema carries the row's version.
+pub fn schema_version_envelope() -> Case {
+    let row = |i: usize, v: &str| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, ver) VALUES (gen_random_uuid(), 'Order', 'k-{i}', 'Created', '{{\"i\": {i}}}', {v})"
+        )
+    };
+    let versions = ["1", "7", "2147483647"];
+    Case::new("schema_version_envelope")
+        .columns(&["ver integer NOT NULL"])
+        .router(&["table.field.event.schema.version=ver"])
+        .props(&["transforms.outbox.table.fields.additional.placement=type:envelope:eventType".to_string()])
+        .sql(versions.iter().enumerate().map(|(i, v)| row(i, v)))
+        .topics(&[ORDER])
+        .records(versions.len())
+}
+
+/// Expansion with `table.json.payload.null.behavior=optional_bytes`: JSON nulls (top level, nested,
+/// in arrays) get an optional BYTES schema instead of being left out.
+pub fn expand_json_payload_null_optional_bytes() -> Case {
+    let payloads = [r#"{"a": null, "b": 1}"#, r#"{"n": {"x": null, "y": "z"}}"#, r#"{"e": [], "k": null}"#];
+    with_props(
+        Case::new("expand_json_payload_null_optional_bytes")
+            .router(&["table.expand.json.payload=true", "table.json.payload.null.behavior=optional_bytes"]),
+        converters(JSON, false, JSON, true),
+    )
+    .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
+    .topics(&[ORDER])
+    .records(payloads.len())
+}
+
+/// `table.field.additional.missing=ignore`: a placed column the table lacks is skipped, the others
+/// are placed.
+pub fn additional_missing_ignored() -> Case {
+    with_props(
+        placement("additional_missing_ignored", "type:header:eventType,nosuchcolumn:header,part:envelope"),
+        vec!["transforms.outbox.table.field.additional.missing=ignore".to_string()],
+    )
+}
