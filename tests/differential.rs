@@ -103,6 +103,8 @@ differential_cases! {
     schema_version_envelope;
     expand_json_payload_null_optional_bytes;
     additional_missing_ignored;
+    placement_arrays;
+    placement_arrays_string_converter;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

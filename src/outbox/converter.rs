@@ -22,6 +22,16 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             // number is more use.
             FieldValue::Decimal { text, .. } | FieldValue::VariableDecimal { text, .. } => Some(text.clone()),
             FieldValue::JavaDate { millis, .. } => Some(Bytes::from(super::schema::java_date_to_string(*millis))),
+            // List.toString: `[a, b c, null]`.
+            FieldValue::Array(items) => {
+                let text: Vec<String> = items
+                    .iter()
+                    .map(|i| {
+                        encode(converter, schema, i).map_or("null".into(), |b| String::from_utf8_lossy(&b).into_owned())
+                    })
+                    .collect();
+                Some(Bytes::from(format!("[{}]", text.join(", "))))
+            }
         },
         // JsonConverter without schemas: the bare JSON value; a null with a schema is the JSON
         // literal `null`, not a Kafka null.
@@ -40,7 +50,8 @@ pub fn encode(converter: Converter, schema: &FieldSchema, value: &FieldValue) ->
             | FieldValue::Float64(_)
             | FieldValue::Decimal { .. }
             | FieldValue::VariableDecimal { .. }
-            | FieldValue::JavaDate { .. } => None,
+            | FieldValue::JavaDate { .. }
+            | FieldValue::Array(_) => None,
         },
         Converter::Json { schemas: true } => {
             let mut out = Vec::with_capacity(value_len_hint(value) + 96);
@@ -72,6 +83,32 @@ pub fn header_value(value: &FieldValue) -> Option<Bytes> {
     }
     if let FieldValue::JavaDate { millis, .. } = value {
         return Some(Bytes::from(super::schema::java_date_values_string(*millis)));
+    }
+    if let FieldValue::Array(items) = value {
+        // Values.convertToString of a list: `["a","b c",null,1]`, strings quoted and escaped.
+        let mut out = String::from("[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            match item {
+                FieldValue::Null => out.push_str("null"),
+                FieldValue::String(s) => {
+                    out.push('"');
+                    for c in String::from_utf8_lossy(s).chars() {
+                        if c == '"' || c == '\\' {
+                            out.push('\\');
+                        }
+                        out.push(c);
+                    }
+                    out.push('"');
+                }
+                other => out
+                    .push_str(&header_value(other).map_or(String::new(), |b| String::from_utf8_lossy(&b).into_owned())),
+            }
+        }
+        out.push(']');
+        return Some(Bytes::from(out));
     }
     encode(Converter::String, &FieldSchema::new(super::schema::SchemaType::String, true, None), value)
 }
@@ -145,5 +182,24 @@ mod header_tests {
         assert_eq!(header_value(&FieldValue::Bytes(Bytes::from_static(b"hi"))).as_deref(), Some(&b"aGk="[..]));
         assert_eq!(header_value(&FieldValue::Int(5)).as_deref(), Some(&b"5"[..]));
         assert_eq!(header_value(&FieldValue::Null), None);
+    }
+
+    /// An array column as the whole value (StringConverter: `List.toString`; JsonConverter with its
+    /// schema) and in a header (`Values.convertToString`); the envelope and header forms are also
+    /// compared with Debezium (differential case placement_arrays*).
+    #[test]
+    fn arrays_as_value_and_header() {
+        use crate::outbox::schema::{schema_for_column, TypeModes};
+        let schema = schema_for_column(1009 /* text[] */, -1, true, TypeModes::default()).unwrap();
+        let s = |t: &'static str| FieldValue::String(Bytes::from_static(t.as_bytes()));
+        let v = FieldValue::Array(vec![s("a"), FieldValue::Null, s("q\"x")]);
+        let text = |b: Option<Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+        assert_eq!(text(encode(Converter::String, &schema, &v)), "[a, null, q\"x]");
+        assert_eq!(text(header_value(&v)), r#"["a",null,"q\"x"]"#);
+        assert_eq!(
+            text(encode(Converter::Json { schemas: true }, &schema, &v)),
+            r#"{"schema":{"type":"array","items":{"type":"string","optional":true},"optional":true},"payload":["a",null,"q\"x"]}"#
+        );
+        assert_eq!(encode(Converter::Binary, &schema, &v), None);
     }
 }

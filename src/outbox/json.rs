@@ -104,7 +104,7 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
 /// A primitive Connect schema as JsonConverter writes it: `type`, `optional`, then `name` and
 /// `version` when set.
 pub fn write_schema(out: &mut Vec<u8>, schema: &FieldSchema) {
-    if schema.ty == super::schema::SchemaType::VariableDecimal {
+    if matches!(schema.ty, super::schema::SchemaType::VariableDecimal | super::schema::SchemaType::Array) {
         return super::connect::write_schema(out, &super::value::schema_of(schema));
     }
     out.extend_from_slice(b"{\"type\":\"");
@@ -128,6 +128,16 @@ pub fn write_schema(out: &mut Vec<u8>, schema: &FieldSchema) {
 
 pub fn write_value(out: &mut Vec<u8>, value: &FieldValue) {
     match value {
+        FieldValue::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
         FieldValue::Null => out.extend_from_slice(b"null"),
         FieldValue::String(s) => write_string(out, s),
         FieldValue::Bytes(b) => {

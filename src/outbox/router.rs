@@ -143,7 +143,7 @@ impl Router {
             let schema = schema_for_column(c.type_oid, c.type_modifier, !c.not_null, self.cfg.type_modes).ok_or_else(|| RouteError {
                 what: format!("rows of `{table}`"),
                 problem: format!("column `{col}` has a type (oid {}) pgoutbox cannot route yet", c.type_oid),
-                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, numeric(p,s), boolean, date, time, timetz, timestamp, timestamptz or interval for this column"
+                fix: "use text, varchar, uuid, jsonb, json, bytea, an integer or floating-point type, numeric(p,s), boolean, date, time, timetz, timestamp, timestamptz, interval, or a one-dimensional array of text, varchar, bpchar, uuid, boolean, an integer or floating-point type for this column"
                     .to_string(),
             })?;
             Ok(PlannedColumn { index, name: col.to_string(), schema })

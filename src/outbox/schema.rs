@@ -17,6 +17,8 @@ pub enum SchemaType {
     Float64,
     /// Debezium's VariableScaleDecimal: a struct `{scale: int32, value: bytes}`.
     VariableDecimal,
+    /// An ARRAY of optional elements, their type in `TextForm::Array`.
+    Array,
 }
 
 impl SchemaType {
@@ -31,6 +33,7 @@ impl SchemaType {
             SchemaType::Float32 => "float",
             SchemaType::Float64 => "double",
             SchemaType::VariableDecimal => "struct",
+            SchemaType::Array => "array",
         }
     }
 }
@@ -132,6 +135,8 @@ pub enum TextForm {
     IsoText,
     /// An `interval` written as an ISO-8601 duration STRING (`interval.handling.mode=string`).
     IntervalText,
+    /// A one-dimensional array column: its elements' type and semantic name (elements are optional).
+    Array { elem: SchemaType, elem_name: Option<&'static str> },
 }
 
 impl FieldSchema {
@@ -214,6 +219,13 @@ pub fn schema_for_column(type_oid: Oid, type_modifier: i32, optional: bool, mode
             Some(FieldSchema {
                 form: TextForm::Zoned(digits),
                 ..FieldSchema::new(SchemaType::String, optional, Some(ZONED_TIMESTAMP))
+            })
+        }
+        _ if array_element(type_oid).is_some() => {
+            let e = schema_for(array_element(type_oid)?, true)?;
+            Some(FieldSchema {
+                form: TextForm::Array { elem: e.ty, elem_name: e.name },
+                ..FieldSchema::new(SchemaType::Array, optional, None)
             })
         }
         oid::INTERVAL => Some(match modes.intervals {
@@ -309,6 +321,8 @@ pub enum FieldValue {
     Int(i64),
     Float32(f32),
     Float64(f64),
+    /// An array's elements.
+    Array(Vec<FieldValue>),
     /// A `java.util.Date` (time.precision.mode=connect): the instant in milliseconds since the epoch
     /// (past midnight for a Time), and the number JsonConverter writes for its logical type (days
     /// for a Date, milliseconds otherwise).
@@ -381,6 +395,17 @@ pub fn parse_value(schema: &FieldSchema, text: &Bytes) -> Option<FieldValue> {
                 BinaryHandling::Base64 | BinaryHandling::Bytes => super::json::base64(&mut out, &bytes),
             }
             Some(FieldValue::String(Bytes::from(out)))
+        }
+        TextForm::Array { elem, .. } => {
+            let items = pg_array(std::str::from_utf8(text).ok()?)?;
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(match item {
+                    None => FieldValue::Null,
+                    Some(t) => parse_text(elem, &Bytes::from(t))?,
+                });
+            }
+            Some(FieldValue::Array(out))
         }
         TextForm::IntervalText => {
             interval(std::str::from_utf8(text).ok()?).map(|i| FieldValue::String(Bytes::from(i.iso())))
@@ -727,6 +752,66 @@ fn iso_text(name: &str, text: &str) -> Option<String> {
     }
 }
 
+/// The element type of the one-dimensional array types pgoutbox routes.
+fn array_element(type_oid: Oid) -> Option<Oid> {
+    Some(match type_oid {
+        1000 => oid::BOOL,
+        1005 => oid::INT2,
+        1007 => oid::INT4,
+        1016 => oid::INT8,
+        1009 => oid::TEXT,
+        1015 => oid::VARCHAR,
+        1014 => oid::BPCHAR,
+        1021 => oid::FLOAT4,
+        1022 => oid::FLOAT8,
+        2951 => oid::UUID,
+        _ => return None,
+    })
+}
+
+/// A one-dimensional array literal as PostgreSQL prints it (`{a,"b c",NULL,"q\"x"}`): the elements,
+/// `None` for an unquoted NULL. `None` for anything else (nested arrays, explicit bounds).
+pub fn pg_array(text: &str) -> Option<Vec<Option<String>>> {
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+    let mut items = Vec::new();
+    if inner.is_empty() {
+        return Some(items);
+    }
+    let mut chars = inner.chars().peekable();
+    loop {
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            let mut s = String::new();
+            loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => s.push(chars.next()?),
+                    c => s.push(c),
+                }
+            }
+            items.push(Some(s));
+        } else {
+            let mut s = String::new();
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                if c == '{' || c == '"' || c == '\\' {
+                    return None;
+                }
+                s.push(c);
+                chars.next();
+            }
+            items.push(if s == "NULL" { None } else { Some(s) });
+        }
+        match chars.next() {
+            None => return Some(items),
+            Some(',') => {}
+            Some(_) => return None,
+        }
+    }
+}
+
 /// An `interval` as pgjdbc's PGInterval holds it, which is what Debezium converts from.
 #[derive(Debug, PartialEq)]
 pub struct Interval {
@@ -833,7 +918,7 @@ pub fn parse_text(ty: SchemaType, text: &Bytes) -> Option<FieldValue> {
             None => std::str::from_utf8(text).ok()?.parse::<f64>().ok().filter(|v| v.is_finite())?,
         })),
         // Only through its schema name (parse_value).
-        SchemaType::VariableDecimal => None,
+        SchemaType::VariableDecimal | SchemaType::Array => None,
     }
 }
 
@@ -1135,5 +1220,19 @@ mod tests {
         }
         assert_eq!(interval("1 fortnight"), None);
         assert_eq!(interval("1:x:00"), None);
+    }
+
+    #[test]
+    fn array_literals_as_postgresql_prints_them() {
+        let some = |v: &[Option<&str>]| Some(v.iter().map(|o| o.map(str::to_string)).collect::<Vec<_>>());
+        assert_eq!(pg_array("{}"), some(&[]));
+        assert_eq!(
+            pg_array(r#"{a,"b c",NULL,"NULL","q\"x","back\\slash",""}"#),
+            some(&[Some("a"), Some("b c"), None, Some("NULL"), Some("q\"x"), Some("back\\slash"), Some("")])
+        );
+        assert_eq!(pg_array("{1,-2}"), some(&[Some("1"), Some("-2")]));
+        assert_eq!(pg_array("{{1,2},{3,4}}"), None);
+        assert_eq!(pg_array("[0:1]={1,2}"), None);
+        assert_eq!(pg_array(r#"{"unterminated}"#), None);
     }
 }

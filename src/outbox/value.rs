@@ -22,6 +22,10 @@ pub fn schema_of(f: &FieldSchema) -> Schema {
             doc: Some("Variable scaled decimal".into()),
         };
     }
+    if let (SchemaType::Array, TextForm::Array { elem, elem_name }) = (f.ty, f.form) {
+        let items = schema_of(&FieldSchema::new(elem, true, elem_name));
+        return Schema::Array { items: Box::new(items), optional: f.optional };
+    }
     let ty = match f.ty {
         SchemaType::String => Type::String,
         SchemaType::Bytes => Type::Bytes,
@@ -31,7 +35,7 @@ pub fn schema_of(f: &FieldSchema) -> Schema {
         SchemaType::Int64 => Type::Int64,
         SchemaType::Float32 => Type::Float32,
         SchemaType::Float64 => Type::Float64,
-        SchemaType::VariableDecimal => unreachable!("handled above"),
+        SchemaType::VariableDecimal | SchemaType::Array => unreachable!("handled above"),
     };
     let parameters = match f.form {
         TextForm::Decimal { precision, scale } => vec![
@@ -51,6 +55,7 @@ pub fn value_of(v: &FieldValue) -> Value {
         FieldValue::Boolean(b) => Value::Bool(*b),
         FieldValue::Int(i) => Value::Int(*i),
         FieldValue::JavaDate { millis, number } => Value::JavaDate { millis: *millis, number: *number },
+        FieldValue::Array(items) => Value::Array(items.iter().map(value_of).collect()),
         FieldValue::Float32(f) => Value::Float(f64::from(*f)),
         FieldValue::Float64(f) => Value::Float(*f),
         FieldValue::VariableDecimal { scale, unscaled, .. } => {

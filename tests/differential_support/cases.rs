@@ -977,3 +977,36 @@ pub fn additional_missing_ignored() -> Case {
         vec!["transforms.outbox.table.field.additional.missing=ignore".to_string()],
     )
 }
+
+/// One-dimensional array columns (Connect ARRAY of optional elements) in the envelope and in headers:
+/// quoting, NULL elements, the string "NULL", empty arrays.
+fn arrays(name: &'static str, props: Vec<String>) -> Case {
+    let rows = [
+        (r#"{a,"b c",NULL,"q\"x","","NULL","back\\slash"}"#, "{1,-2,NULL}", "{t,f}", "{1.5,-0.25,NULL}"),
+        ("{}", "{2147483647}", "{NULL}", "{}"),
+        ("{ü,\"{x}\",\"a,b\"}", "{}", "{}", "{1e+20,0.001}"),
+    ];
+    let row = |(t, n, b, f): (&str, &str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, tags, nums, flags, ratios) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', {}, '{n}', '{b}', '{f}')",
+            lit(t)
+        )
+    };
+    let mut props = props;
+    props.push("transforms.outbox.table.fields.additional.placement=tags:envelope,nums:envelope,flags:envelope,ratios:envelope,tags:header,nums:header,flags:header,ratios:header".to_string());
+    with_props(
+        Case::new(name).columns(&["tags text[] NOT NULL", "nums int4[]", "flags boolean[]", "ratios float8[]"]),
+        props,
+    )
+    .sql(rows.iter().map(|r| row(*r)))
+    .topics(&[ORDER])
+    .records(rows.len())
+}
+
+pub fn placement_arrays() -> Case {
+    arrays("placement_arrays", vec![])
+}
+
+pub fn placement_arrays_string_converter() -> Case {
+    arrays("placement_arrays_string_converter", converters(STRING, false, STRING, false))
+}
