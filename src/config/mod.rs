@@ -448,50 +448,31 @@ impl Config {
 
         let mut router = parse_router(&mut r)?;
         router.topic_prefix = topic_prefix.clone();
-        router.type_modes.decimals = match r.str("decimal.handling.mode").map(str::to_ascii_lowercase).as_deref() {
-            None | Some("precise") => crate::outbox::DecimalHandling::Precise,
-            Some("double") => crate::outbox::DecimalHandling::Double,
-            Some("string") => crate::outbox::DecimalHandling::String,
-            Some(other) => {
-                return Err(invalid(
-                    "decimal.handling.mode",
-                    format!("`{other}` is not one of precise, double, string"),
-                ))
-            }
-        };
-        router.type_modes.binary = match r.str("binary.handling.mode").map(str::to_ascii_lowercase).as_deref() {
-            None | Some("bytes") => crate::outbox::BinaryHandling::Bytes,
-            Some("base64") => crate::outbox::BinaryHandling::Base64,
-            Some("base64-url-safe") => crate::outbox::BinaryHandling::Base64UrlSafe,
-            Some("hex") => crate::outbox::BinaryHandling::Hex,
-            Some(other) => {
-                return Err(invalid(
-                    "binary.handling.mode",
-                    format!("`{other}` is not one of bytes, base64, base64-url-safe, hex"),
-                ))
-            }
-        };
-        router.type_modes.temporal = match r.str("time.precision.mode").map(str::to_ascii_lowercase).as_deref() {
-            None | Some("adaptive") => crate::outbox::TemporalPrecision::Adaptive,
-            Some("adaptive_time_microseconds") => crate::outbox::TemporalPrecision::AdaptiveTimeMicroseconds,
-            Some("microseconds") => crate::outbox::TemporalPrecision::Microseconds,
-            Some("nanoseconds") => crate::outbox::TemporalPrecision::Nanoseconds,
-            Some("connect") => crate::outbox::TemporalPrecision::Connect,
-            Some("isostring") => crate::outbox::TemporalPrecision::IsoString,
-            Some(other) => {
-                return Err(invalid(
-                    "time.precision.mode",
-                    format!("`{other}` is not one of adaptive, adaptive_time_microseconds, microseconds, nanoseconds, connect, isostring"),
-                ))
-            }
-        };
-        router.type_modes.intervals = match r.str("interval.handling.mode").map(str::to_ascii_lowercase).as_deref() {
-            None | Some("numeric") => crate::outbox::IntervalHandling::Numeric,
-            Some("string") => crate::outbox::IntervalHandling::String,
-            Some(other) => {
-                return Err(invalid("interval.handling.mode", format!("`{other}` is not one of numeric, string")))
-            }
-        };
+        use crate::outbox::{BinaryHandling as B, DecimalHandling as D, IntervalHandling as I, TemporalPrecision as T};
+        router.type_modes.decimals = r.choice(
+            "decimal.handling.mode",
+            D::Precise,
+            &[("precise", D::Precise), ("double", D::Double), ("string", D::String)],
+        )?;
+        router.type_modes.binary = r.choice(
+            "binary.handling.mode",
+            B::Bytes,
+            &[("bytes", B::Bytes), ("base64", B::Base64), ("base64-url-safe", B::Base64UrlSafe), ("hex", B::Hex)],
+        )?;
+        router.type_modes.temporal = r.choice(
+            "time.precision.mode",
+            T::Adaptive,
+            &[
+                ("adaptive", T::Adaptive),
+                ("adaptive_time_microseconds", T::AdaptiveTimeMicroseconds),
+                ("microseconds", T::Microseconds),
+                ("nanoseconds", T::Nanoseconds),
+                ("connect", T::Connect),
+                ("isostring", T::IsoString),
+            ],
+        )?;
+        router.type_modes.intervals =
+            r.choice("interval.handling.mode", I::Numeric, &[("numeric", I::Numeric), ("string", I::String)])?;
         let key_converter = parse_converter(&mut r, "key")?;
         let value_converter = parse_converter(&mut r, "value")?;
         if let Some(h) = r.str("header.converter") {
