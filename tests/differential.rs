@@ -105,6 +105,9 @@ differential_cases! {
     additional_missing_ignored;
     placement_arrays;
     placement_arrays_string_converter;
+    header_converter_json;
+    header_converter_json_schemas_off;
+    header_converter_string;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

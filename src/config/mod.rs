@@ -188,9 +188,11 @@ pub struct RouterConfig {
     pub json_null_behavior: crate::outbox::expand::JsonNullBehavior,
     /// `topic.prefix`: the envelope struct's schema name starts with it.
     pub topic_prefix: String,
-    /// `decimal.handling.mode` and `binary.handling.mode` (connector options): how routed `numeric`
-    /// and `bytea` columns are written.
+    /// `decimal.handling.mode`, `binary.handling.mode`, `time.precision.mode` and
+    /// `interval.handling.mode` (connector options): how routed columns of those types are written.
     pub type_modes: crate::outbox::TypeModes,
+    /// `header.converter`: `None` for Connect's default SimpleHeaderConverter.
+    pub header_converter: Option<Converter>,
 }
 
 /// Connect-style error tolerance: with `errors.tolerance=all`, an event that cannot be published as
@@ -475,11 +477,16 @@ impl Config {
             r.choice("interval.handling.mode", I::Numeric, &[("numeric", I::Numeric), ("string", I::String)])?;
         let key_converter = parse_converter(&mut r, "key")?;
         let value_converter = parse_converter(&mut r, "value")?;
-        if let Some(h) = r.str("header.converter") {
-            if h != "org.apache.kafka.connect.storage.SimpleHeaderConverter" {
-                return Err(invalid("header.converter", format!("`{h}` is not supported; only org.apache.kafka.connect.storage.SimpleHeaderConverter (Connect's default)")));
+        router.header_converter = match r.str("header.converter").map(str::to_string).as_deref() {
+            None | Some("org.apache.kafka.connect.storage.SimpleHeaderConverter") => None,
+            Some("org.apache.kafka.connect.json.JsonConverter") => {
+                Some(Converter::Json { schemas: r.bool_or("header.converter.schemas.enable", true)? })
             }
-        }
+            Some("org.apache.kafka.connect.storage.StringConverter") => Some(Converter::String),
+            Some(h) => {
+                return Err(invalid("header.converter", format!("`{h}` is not supported; use org.apache.kafka.connect.storage.SimpleHeaderConverter (Connect's default), org.apache.kafka.connect.json.JsonConverter or org.apache.kafka.connect.storage.StringConverter")));
+            }
+        };
         let extended_headers = r.bool_or("extended.headers.enabled", true)?;
         let bootstrap_servers = r.required("bootstrap.servers", "the Kafka brokers, host:port[,host:port]")?;
         let (producer_overrides, producer_ignored) = producer::collect(&raw.entries)?;
@@ -637,6 +644,7 @@ fn parse_router(r: &mut Reader<'_>) -> Result<RouterConfig, ConfigError> {
         )?,
         topic_prefix: String::new(),
         type_modes: Default::default(),
+        header_converter: None,
     })
 }
 

@@ -271,6 +271,20 @@ fn config_time_precision_mode_is_read_like_debezium() {
     assert_eq!(mode("microseconds"), M::Microseconds);
     assert_eq!(mode("nanoseconds"), M::Nanoseconds);
     assert_eq!(mode("isostring"), M::IsoString);
+    let header = |extra: &[&str]| with(extra).unwrap().router.header_converter;
+    assert_eq!(header(&[]), None);
+    assert_eq!(header(&["header.converter=org.apache.kafka.connect.storage.SimpleHeaderConverter"]), None);
+    assert_eq!(
+        header(&["header.converter=org.apache.kafka.connect.json.JsonConverter"]),
+        Some(Converter::Json { schemas: true })
+    );
+    assert_eq!(
+        header(&[
+            "header.converter=org.apache.kafka.connect.json.JsonConverter",
+            "header.converter.schemas.enable=false"
+        ]),
+        Some(Converter::Json { schemas: false })
+    );
     let intervals = |v: &str| with(&[&format!("interval.handling.mode={v}")]).unwrap().router.type_modes.intervals;
     assert_eq!(with(&[]).unwrap().router.type_modes.intervals, crate::outbox::IntervalHandling::Numeric);
     assert_eq!(intervals("STRING"), crate::outbox::IntervalHandling::String);

@@ -118,7 +118,18 @@ impl Router {
                     ("__debezium.context.runId", c.run_id),
                 ]
                 .into_iter()
-                .map(|(n, v)| Header { name: Arc::from(n), value: Some(v.into()) })
+                .map(|(n, v)| {
+                    // Debezium adds them as Connect headers with a required STRING schema.
+                    let v = FieldValue::String(bytes::Bytes::from(v));
+                    Header {
+                        name: Arc::from(n),
+                        value: header_bytes(
+                            cfg.header_converter,
+                            &FieldSchema::new(SchemaType::String, false, None),
+                            &v,
+                        ),
+                    }
+                })
                 .collect()
             })
             .unwrap_or_default();
@@ -266,12 +277,19 @@ impl Router {
         };
         let mut headers = Vec::with_capacity(self.leading_headers.len() + 1 + cols.additional.len());
         headers.extend(self.leading_headers.iter().cloned());
-        headers.push(Header { name: self.id_header.clone(), value: id_text.clone() });
+        let id_header = match self.cfg.header_converter {
+            None => id_text.clone(),
+            converter => header_bytes(converter, &cols.id.schema, &id),
+        };
+        headers.push(Header { name: self.id_header.clone(), value: id_header });
         let mut partition = None;
         for (col, placement, alias) in &cols.additional {
             let v = column_value(table, row, col, Some(&event))?;
             match placement {
-                Placement::Header => headers.push(Header { name: alias.clone(), value: header_value(&v) }),
+                Placement::Header => headers.push(Header {
+                    name: alias.clone(),
+                    value: header_bytes(self.cfg.header_converter, &col.schema, &v),
+                }),
                 Placement::Partition => {
                     partition = match v {
                         FieldValue::Int(p) => Some(p as i32),
@@ -362,6 +380,15 @@ impl Router {
         let t: Arc<str> = Arc::from(t);
         self.topics.insert(route_value.to_string(), t.clone());
         Ok(t)
+    }
+}
+
+/// A header's bytes under `header.converter`: SimpleHeaderConverter's `Values.convertToString`, or
+/// another converter's `fromConnectHeader` (which is its `fromConnectData`) with the column's schema.
+fn header_bytes(converter: Option<Converter>, schema: &FieldSchema, v: &FieldValue) -> Option<bytes::Bytes> {
+    match converter {
+        None => header_value(v),
+        Some(c) => encode(c, schema, v),
     }
 }
 

@@ -1010,3 +1010,38 @@ pub fn placement_arrays() -> Case {
 pub fn placement_arrays_string_converter() -> Case {
     arrays("placement_arrays_string_converter", converters(STRING, false, STRING, false))
 }
+
+/// `header.converter`: JsonConverter (with and without schemas) and StringConverter write every
+/// header (the id, placed columns of several types, the context headers) through `fromConnectHeader`.
+fn header_converter(name: &'static str, props: &[&str]) -> Case {
+    let rows = [("7", "2024-02-29 12:34:56.789", "note \"quoted\""), ("-1", "1969-12-31 23:59:59", "ü")];
+    let row = |(n, ts, t): (&str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, n, ts, note) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', {n}, '{ts}', {})",
+            lit(t)
+        )
+    };
+    let mut props: Vec<String> = props.iter().map(|p| p.to_string()).collect();
+    props.push("transforms.outbox.table.fields.additional.placement=type:header:eventType,n:header,ts:header,note:header,aggregateid:header".to_string());
+    Case::new(name)
+        .columns(&["n integer NOT NULL", "ts timestamp(3)", "note text"])
+        .props(&props)
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
+
+pub fn header_converter_json() -> Case {
+    header_converter("header_converter_json", &["header.converter=org.apache.kafka.connect.json.JsonConverter"])
+}
+
+pub fn header_converter_json_schemas_off() -> Case {
+    header_converter(
+        "header_converter_json_schemas_off",
+        &["header.converter=org.apache.kafka.connect.json.JsonConverter", "header.converter.schemas.enable=false"],
+    )
+}
+
+pub fn header_converter_string() -> Case {
+    header_converter("header_converter_string", &["header.converter=org.apache.kafka.connect.storage.StringConverter"])
+}

@@ -20,8 +20,8 @@ pub const LEGITIMATE_DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         "value of header __debezium.context.runId",
-        "a UUIDv7 minted per connector run; the header's name and position are compared, and both values \
-         must be UUIDv7-shaped",
+        "a UUIDv7 minted per connector run; the header's name and position are compared, both values \
+         must hold a UUIDv7, and what a header converter writes around it must be identical",
     ),
     (
         "partition of a record whose key is NULL",
@@ -156,9 +156,15 @@ pub fn diff_records(d: &ConsumedRecord, p: &ConsumedRecord, checks: Checks) -> V
     }
     for ((name, dv), (_, pv)) in d.headers.iter().zip(&p.headers) {
         if name == RUN_ID_HEADER {
-            for (side, v) in [("Debezium", dv), ("pgoutbox", pv)] {
-                if !v.as_deref().is_some_and(is_uuid_v7) {
-                    out.push(format!("  header {name}: {side}'s value {} is not a UUIDv7", show(v.as_deref())));
+            let (ds, ps) = (dv.as_deref().and_then(around_uuid_v7), pv.as_deref().and_then(around_uuid_v7));
+            for (side, v, split) in [("Debezium", dv, ds), ("pgoutbox", pv, ps)] {
+                if split.is_none() {
+                    out.push(format!("  header {name}: {side}'s value {} holds no UUIDv7", show(v.as_deref())));
+                }
+            }
+            if let (Some(d), Some(p)) = (ds, ps) {
+                if d != p {
+                    out.push(format!("  header {name}: around the run id Debezium wrote {d:?}, pgoutbox {p:?}"));
                 }
             }
         } else if dv != pv {
@@ -166,6 +172,14 @@ pub fn diff_records(d: &ConsumedRecord, p: &ConsumedRecord, checks: Checks) -> V
         }
     }
     out
+}
+
+/// What stands before and after the one UUIDv7 in `v` (a header converter's wrapping, e.g. JSON with
+/// a schema), or `None` unless exactly one is there.
+pub fn around_uuid_v7(v: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut found = (0..v.len().saturating_sub(35)).filter(|&i| is_uuid_v7(&v[i..i + 36]));
+    let i = found.next()?;
+    found.next().is_none().then(|| (&v[..i], &v[i + 36..]))
 }
 
 /// `xxxxxxxx-xxxx-7xxx-[89ab]xxx-xxxxxxxxxxxx` in lower-case hex, as Java's UUID.toString() writes it.
@@ -287,5 +301,17 @@ mod tests {
         let problems = compare(&d, &p, false);
         assert_eq!(problems.len(), 2, "{problems:#?}");
         assert!(is_uuid_v7(RUN_A.as_bytes()) && !is_uuid_v7(b"4d47e190-0402-4048-bc2c-89dd54343cdc"));
+    }
+
+    /// Under a JSON header converter the run id is wrapped; the wrapping must match.
+    #[test]
+    fn compare_run_ids_inside_a_header_converter_wrapping() {
+        let json = |id: &str, optional: bool| {
+            format!("{{\"schema\":{{\"type\":\"string\",\"optional\":{optional}}},\"payload\":\"{id}\"}}")
+        };
+        let d = vec![rec(0, 0, Some("k"), "v1", &json(RUN_A, false))];
+        assert_eq!(compare(&d, &[rec(0, 0, Some("k"), "v1", &json(RUN_B, false))], false), Vec::<String>::new());
+        assert_eq!(compare(&d, &[rec(0, 0, Some("k"), "v1", &json(RUN_B, true))], false).len(), 1);
+        assert_eq!(around_uuid_v7(format!("{RUN_A}{RUN_B}").as_bytes()), None);
     }
 }

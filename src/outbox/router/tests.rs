@@ -22,6 +22,7 @@ fn cfg() -> RouterConfig {
         json_null_behavior: crate::outbox::expand::JsonNullBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
         type_modes: Default::default(),
+        header_converter: None,
     }
 }
 
