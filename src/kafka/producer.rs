@@ -20,8 +20,9 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
@@ -124,6 +125,10 @@ pub type Record<'a> = BaseRecord<'a, [u8], [u8], usize>;
 /// serves its last reports) before the pipe librdkafka writes to.
 pub struct Producer {
     queue: MainQueue,
+    /// When [`serve`](Self::serve) last ran, in nanoseconds since `epoch`: `ready` resolves at the
+    /// latest `SERVE_AT_LEAST_EVERY` after it, however often the caller's loop goes round.
+    served_at: AtomicU64,
+    epoch: Instant,
     inner: BaseProducer<ReportingContext>,
     wake: pipe::Receiver,
     _wake_tx: pipe::Sender,
@@ -200,7 +205,7 @@ impl Producer {
                 BYTE.len(),
             )
         };
-        Ok(Producer { queue, inner, wake, _wake_tx: wake_tx })
+        Ok(Producer { queue, served_at: AtomicU64::new(0), epoch: Instant::now(), inner, wake, _wake_tx: wake_tx })
     }
 
     /// Queues a record; librdkafka copies headers, key and value. A refused record comes back with
@@ -214,7 +219,8 @@ impl Producer {
     /// any case (as the polling thread of rdkafka's ThreadedProducer did), so that a wake-up
     /// librdkafka does not write can delay reports but never stall them.
     pub async fn ready(&self) -> io::Result<()> {
-        match tokio::time::timeout(SERVE_AT_LEAST_EVERY, self.wake.readable()).await {
+        let served = self.epoch + Duration::from_nanos(self.served_at.load(Ordering::Relaxed));
+        match tokio::time::timeout_at((served + SERVE_AT_LEAST_EVERY).into(), self.wake.readable()).await {
             Ok(ready) => ready,
             Err(_) => Ok(()),
         }
@@ -237,6 +243,7 @@ impl Producer {
             }
         }
         out.append(&mut self.inner.context().acks.lock().unwrap_or_else(|e| e.into_inner()));
+        self.served_at.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 

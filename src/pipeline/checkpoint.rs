@@ -137,6 +137,11 @@ impl Checkpoint {
     }
 
     /// Events handed to the producer and not yet acknowledged.
+    /// The first event not yet acknowledged: it moves only when the oldest waiting event is.
+    pub fn acked_below(&self) -> u64 {
+        self.acked_below
+    }
+
     pub fn in_flight(&self) -> u64 {
         self.next_seq - self.acked_below - self.acked_ahead.iter().filter(|&&a| a).count() as u64
     }

@@ -180,7 +180,7 @@ impl Sink {
         ready.map_err(|e| RelayError::KafkaTransient(format!("waiting for delivery reports: {e}")))?;
         let mut acks = std::mem::take(&mut self.acks);
         self.producer.serve(&mut acks);
-        self.watch_progress(!acks.is_empty());
+        let oldest = self.checkpoint.acked_below();
         let mut result = Ok(());
         for ack in acks.drain(..) {
             if result.is_ok() {
@@ -188,21 +188,23 @@ impl Sink {
             }
         }
         self.acks = acks;
+        self.watch_progress(self.checkpoint.acked_below() != oldest);
         result
     }
 
-    /// Says so when sent events have waited `WARN_AFTER` without a single acknowledgement (librdkafka
-    /// retries them silently, for as long as it takes), and when acknowledgements resume.
+    /// Says so when the oldest unacknowledged event has waited `WARN_AFTER` (librdkafka retries it
+    /// silently, for as long as it takes; one stuck partition is enough to hold the position), and
+    /// when it is acknowledged.
     fn watch_progress(&mut self, progressed: bool) {
         let now = Instant::now();
         match self.stall.observe(now, progressed, !self.checkpoint.drained()) {
             Some(Stall::Stalled(waited)) => tracing::warn!(
                 unacknowledged = self.checkpoint.in_flight(),
-                "no acknowledgement from Kafka for {}s; the events are retried until the broker takes them, and the confirmed position stays before them. Check the broker; RUST_LOG=info,librdkafka=debug with producer.override.debug=broker,msg,eos shows the producer's side",
+                "the oldest event sent to Kafka has waited {}s for an acknowledgement; it is retried until the broker takes it, and the confirmed position stays before it. Check the broker (and the leader of its partition); RUST_LOG=info,librdkafka=debug with producer.override.debug=broker,msg,eos shows the producer's side",
                 waited.as_secs()
             ),
             Some(Stall::Resumed(after)) => {
-                tracing::info!("acknowledgements from Kafka resumed after {}s without any", after.as_secs())
+                tracing::info!("acknowledgements from Kafka resumed; the oldest event waited {}s", after.as_secs())
             }
             None => {}
         }

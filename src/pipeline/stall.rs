@@ -1,8 +1,10 @@
 //! Notices deliveries that stop making progress. librdkafka retries a delivery for as long as it
 //! takes (`message.timeout.ms=0`, so nothing is ever dropped), and it does so silently: a broker
 //! that accepts connections but never acknowledges (a full disk, a broken storage engine, a lost
-//! partition leader) would leave the relay stuck without a word. The sink reports what it sees here
-//! after every serve; this says when to warn, and when to say that acknowledgements resumed.
+//! partition leader) would leave the relay stuck without a word. The sink reports after every serve
+//! whether the oldest unacknowledged event was acknowledged (progress of other partitions does not
+//! move the confirmed position, so it does not count); this says when to warn, and when to say that
+//! it moved again.
 
 use std::time::{Duration, Instant};
 
