@@ -195,7 +195,8 @@ impl Router {
                     continue;
                 }
                 let c = find(&a.column, "table.fields.additional.placement")?;
-                if a.placement == Placement::Partition && c.schema.ty != SchemaType::Int32 {
+                if a.placement == Placement::Partition && (c.schema.ty != SchemaType::Int32 || is_java_date(&c.schema))
+                {
                     return Err(RouteError {
                         what: format!("rows of `{table}`"),
                         problem: format!("partition column `{}` is not an integer (int4) column", a.column),
@@ -227,7 +228,16 @@ impl Router {
                 // Only the envelope struct carries a schema version: without one Debezium never reads it.
                 schema_version: match &self.cfg.field_event_schema_version {
                     Some(col) if self.cfg.additional.iter().any(|a| a.placement == Placement::Envelope) => {
-                        Some(find(col, "table.field.event.schema.version")?)
+                        let c = find(col, "table.field.event.schema.version")?;
+                        // Debezium reads it with getInt32, which a java.util.Date value fails.
+                        if is_java_date(&c.schema) {
+                            return Err(RouteError {
+                                what: format!("rows of `{table}`"),
+                                problem: format!("schema version column `{col}` is a {} under time.precision.mode=connect, not an integer", c.schema.name.unwrap_or_default()),
+                                fix: "use an integer column for table.field.event.schema.version".to_string(),
+                            });
+                        }
+                        Some(c)
                     }
                     _ => None,
                 },
@@ -381,6 +391,12 @@ impl Router {
         self.topics.insert(route_value.to_string(), t.clone());
         Ok(t)
     }
+}
+
+/// A Connect Date/Time/Timestamp column (time.precision.mode=connect): an INT32 or INT64 schema whose
+/// Java value is a `java.util.Date`, which Debezium's `getInt32` cannot read.
+fn is_java_date(s: &FieldSchema) -> bool {
+    matches!(s.name, Some(schema::CONNECT_DATE | schema::CONNECT_TIME | schema::CONNECT_TIMESTAMP))
 }
 
 /// A header's bytes under `header.converter`: SimpleHeaderConverter's `Values.convertToString`, or

@@ -468,23 +468,27 @@ pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
     let (date, rest) = text.split_once(' ')?;
     let (time, offset_secs) = split_offset(rest)?;
     let local = timestamp_micros(&format!("{date} {time}{bc}"))?;
-    let utc = local - offset_secs * 1_000_000;
+    let utc = local.checked_sub(offset_secs * 1_000_000)?;
     let days = utc.div_euclid(86_400_000_000);
     let of_day = utc.rem_euclid(86_400_000_000);
     let (y, m, d) = civil_from_days(days);
-    // java.time's ISO_LOCAL_DATE: four digits within 0..=9999, a sign beyond.
-    let mut out = if (0..=9999).contains(&y) {
-        format!("{y:04}")
-    } else if y < 0 {
-        format!("-{:04}", -y)
-    } else {
-        format!("+{y}")
-    };
+    let mut out = iso_year(y);
     let secs = of_day / 1_000_000;
     out.push_str(&format!("-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60));
     push_fraction(&mut out, of_day, digits);
     out.push('Z');
     Some(out)
+}
+
+/// java.time's ISO_LOCAL_DATE year: four digits within 0..=9999, a sign beyond.
+fn iso_year(y: i64) -> String {
+    if (0..=9999).contains(&y) {
+        format!("{y:04}")
+    } else if y < 0 {
+        format!("-{:04}", -y)
+    } else {
+        format!("+{y}")
+    }
 }
 
 /// A `timetz` as PostgreSQL prints it (`HH:MM:SS[.ffffff]±HH[:MM[:SS]]`) as Debezium 3.6's
@@ -667,7 +671,13 @@ pub fn timestamp_micros(text: &str) -> Option<i64> {
         return None;
     }
     let micros: i64 = if frac.is_empty() { 0 } else { format!("{frac:0<6}").parse().ok()? };
-    Some(((days * 24 + h) * 60 + mi) * 60_000_000 + s * 1_000_000 + micros)
+    // PostgreSQL goes up to year 294276, past what an i64 of microseconds since 1970 holds.
+    days.checked_mul(24)?
+        .checked_add(h)?
+        .checked_mul(60)?
+        .checked_add(mi)?
+        .checked_mul(60_000_000)?
+        .checked_add(s * 1_000_000 + micros)
 }
 
 const MILLIS_PER_DAY: i64 = 86_400_000;
@@ -698,6 +708,8 @@ pub fn java_date_to_string(millis: i64) -> String {
     const GREGORIAN_CUTOVER_DAYS: i64 = -141_427; // 1582-10-15
     let (days, ms) = (millis.div_euclid(MILLIS_PER_DAY), millis.rem_euclid(MILLIS_PER_DAY));
     let (y, m, d) = if days >= GREGORIAN_CUTOVER_DAYS { civil_from_days(days) } else { julian_from_days(days) };
+    // The year of the era: 1 BC (astronomical year 0) prints as 1, with no era marker.
+    let y = if y <= 0 { 1 - y } else { y };
     format!(
         "{} {} {d:02} {:02}:{:02}:{:02} UTC {y}",
         WEEKDAYS[(days + 4).rem_euclid(7) as usize],
@@ -729,7 +741,7 @@ fn iso_text(name: &str, text: &str) -> Option<String> {
     match name {
         ISO_DATE => {
             let (y, m, d) = civil_from_days(date_days(text)?);
-            Some(format!("{y:04}-{m:02}-{d:02}Z"))
+            Some(format!("{}-{m:02}-{d:02}Z", iso_year(y)))
         }
         ISO_TIME => {
             let us = time_micros(text)?;
@@ -742,7 +754,8 @@ fn iso_text(name: &str, text: &str) -> Option<String> {
             let (y, m, d) = civil_from_days(days);
             let s = us_of_day / 1_000_000;
             Some(format!(
-                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{}Z",
+                "{}-{m:02}-{d:02}T{:02}:{:02}:{:02}{}Z",
+                iso_year(y),
                 s / 3600,
                 s / 60 % 60,
                 s % 60,
@@ -1151,6 +1164,12 @@ mod tests {
         assert_eq!(iso(oid::TIME, "00:00:00.000001"), "00:00:00.000001Z");
         assert_eq!(iso(oid::TIMESTAMP, "1900-01-01 00:00:00.5"), "1900-01-01T00:00:00.5Z");
         assert_eq!(iso(oid::TIMESTAMP, "1969-12-31 23:59:59.999999"), "1969-12-31T23:59:59.999999Z");
+        // java.time's years beyond 0..=9999.
+        assert_eq!(iso(oid::DATE, "10000-01-01"), "+10000-01-01Z");
+        assert_eq!(iso(oid::DATE, "0044-03-15 BC"), "-0043-03-15Z");
+        // Past what an i64 of microseconds holds (PostgreSQL allows up to year 294276): not a value.
+        assert_eq!(timestamp_micros("294270-01-01 00:00:00"), None);
+        assert!(timestamp_micros("294246-01-01 00:00:00").is_some());
         // ZonedTime, as Debezium 3.6.3 wrote these (differential case placement_timetz).
         assert_eq!(zoned_time("23:30:00-01").as_deref(), Some("00:30:00Z"));
         assert_eq!(zoned_time("00:15:00.5+05:30").as_deref(), Some("18:45:00.5Z"));
@@ -1188,6 +1207,10 @@ mod tests {
             (-2_208_988_800_000, "Mon Jan 01 00:00:00 UTC 1900"),
             (253_402_300_799_999, "Fri Dec 31 23:59:59 UTC 9999"),
             (86_399_999, "Thu Jan 01 23:59:59 UTC 1970"),
+            // Years of the era, without an era marker, before year 1 (JDK 17).
+            (-62_198_755_200_000, "Fri Jan 03 00:00:00 UTC 2"),
+            (-62_135_769_600_000, "Sat Jan 01 00:00:00 UTC 1"),
+            (253_402_300_800_000, "Sat Jan 01 00:00:00 UTC 10000"),
         ] {
             assert_eq!(java_date_to_string(millis), text, "{millis}");
         }
