@@ -108,6 +108,9 @@ differential_cases! {
     header_converter_json;
     header_converter_json_schemas_off;
     header_converter_string;
+    temporal_infinities;
+    temporal_infinities_connect;
+    temporal_infinities_isostring;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

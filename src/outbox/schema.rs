@@ -637,6 +637,12 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 /// `YYYY-MM-DD[ BC]` as PostgreSQL prints a date (DateStyle ISO).
 fn date_days(text: &str) -> Option<i64> {
+    // Debezium's POSITIVE/NEGATIVE_INFINITY_LOCAL_DATE, as its Date conversion counts their days.
+    match text {
+        "infinity" => return Some(-2_147_472_692),
+        "-infinity" => return Some(-2_147_472_691),
+        _ => {}
+    }
     let (text, bc) = match text.strip_suffix(" BC") {
         Some(t) => (t, true),
         None => (text, false),
@@ -656,6 +662,13 @@ fn date_days(text: &str) -> Option<i64> {
 /// `YYYY-MM-DD HH:MM:SS[.ffffff][ BC]` (a timestamp without time zone, DateStyle ISO) as
 /// microseconds since the epoch, the way Debezium reads it (the wall-clock value taken as UTC).
 pub fn timestamp_micros(text: &str) -> Option<i64> {
+    // Debezium's POSITIVE/NEGATIVE_INFINITY_LOCAL_DATE_TIME (+294247-01-10T04:00:25.200 and
+    // -290308-12-21T19:59:27.600), in microseconds.
+    match text {
+        "infinity" => return Some(9_223_372_036_825_200_000),
+        "-infinity" => return Some(-9_223_372_036_832_400_000),
+        _ => {}
+    }
     let (text, bc) = match text.strip_suffix(" BC") {
         Some(t) => (t, true),
         None => (text, false),
@@ -1170,6 +1183,11 @@ mod tests {
         // Past what an i64 of microseconds holds (PostgreSQL allows up to year 294276): not a value.
         assert_eq!(timestamp_micros("294270-01-01 00:00:00"), None);
         assert!(timestamp_micros("294246-01-01 00:00:00").is_some());
+        // Debezium's stand-ins for PostgreSQL's infinities (differential cases temporal_infinities*).
+        assert_eq!(v(oid::TIMESTAMP, 3, M::Adaptive, "infinity"), Int(9_223_372_036_825_200));
+        assert_eq!(v(oid::TIMESTAMP, -1, M::Adaptive, "-infinity"), Int(-9_223_372_036_832_400_000));
+        assert_eq!(v(oid::DATE, -1, M::Adaptive, "infinity"), Int(-2_147_472_692));
+        assert_eq!(iso(oid::TIMESTAMP, "infinity"), "+294247-01-10T04:00:25.2Z");
         // ZonedTime, as Debezium 3.6.3 wrote these (differential case placement_timetz).
         assert_eq!(zoned_time("23:30:00-01").as_deref(), Some("00:30:00Z"));
         assert_eq!(zoned_time("00:15:00.5+05:30").as_deref(), Some("18:45:00.5Z"));

@@ -1045,3 +1045,33 @@ pub fn header_converter_json_schemas_off() -> Case {
 pub fn header_converter_string() -> Case {
     header_converter("header_converter_string", &["header.converter=org.apache.kafka.connect.storage.StringConverter"])
 }
+
+/// `infinity` and `-infinity` in date and timestamp columns (PostgreSQL's special values), which
+/// Debezium turns into fixed far-away instants.
+pub fn temporal_infinities() -> Case {
+    infinities("temporal_infinities", "adaptive")
+}
+
+pub fn temporal_infinities_connect() -> Case {
+    infinities("temporal_infinities_connect", "connect")
+}
+
+pub fn temporal_infinities_isostring() -> Case {
+    infinities("temporal_infinities_isostring", "isostring")
+}
+
+fn infinities(name: &'static str, mode: &str) -> Case {
+    let rows = [("infinity", "infinity", "infinity"), ("-infinity", "-infinity", "-infinity")];
+    let row = |(d, ts, ts3): (&str, &str, &str)| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, d, ts, ts3) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', '{d}', '{ts}', '{ts3}')"
+        )
+    };
+    Case::new(name).columns(&["d date", "ts timestamp", "ts3 timestamp(3)"]).props(&[
+        format!("time.precision.mode={mode}"),
+        "transforms.outbox.table.fields.additional.placement=d:envelope,ts:envelope,ts3:envelope,d:header,ts:header,ts3:header".to_string(),
+    ])
+        .sql(rows.iter().map(|r| row(*r)))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
