@@ -111,6 +111,9 @@ differential_cases! {
     temporal_infinities;
     temporal_infinities_connect;
     temporal_infinities_isostring;
+    time_end_of_day_adaptive;
+    time_end_of_day_connect;
+    time_end_of_day_isostring;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -757,7 +757,8 @@ fn iso_text(name: &str, text: &str) -> Option<String> {
             Some(format!("{}-{m:02}-{d:02}Z", iso_year(y)))
         }
         ISO_TIME => {
-            let us = time_micros(text)?;
+            // As a java.time LocalTime, `24:00:00` is the next midnight.
+            let us = time_micros(text)? % 86_400_000_000;
             let s = us / 1_000_000;
             Some(format!("{:02}:{:02}:{:02}{}Z", s / 3600, s / 60 % 60, s % 60, fraction(us)))
         }
@@ -1175,6 +1176,7 @@ mod tests {
         assert_eq!(iso(oid::TIME, "23:59:59.999"), "23:59:59.999Z");
         assert_eq!(iso(oid::TIME, "00:00:00"), "00:00:00Z");
         assert_eq!(iso(oid::TIME, "00:00:00.000001"), "00:00:00.000001Z");
+        assert_eq!(iso(oid::TIME, "24:00:00"), "00:00:00Z");
         assert_eq!(iso(oid::TIMESTAMP, "1900-01-01 00:00:00.5"), "1900-01-01T00:00:00.5Z");
         assert_eq!(iso(oid::TIMESTAMP, "1969-12-31 23:59:59.999999"), "1969-12-31T23:59:59.999999Z");
         // java.time's years beyond 0..=9999.

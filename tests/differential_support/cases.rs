@@ -1075,3 +1075,33 @@ fn infinities(name: &'static str, mode: &str) -> Case {
         .topics(&[ORDER])
         .records(rows.len())
 }
+
+/// `24:00:00`, the one `time` PostgreSQL allows past the last second of the day, in each mode family.
+fn end_of_day(name: &'static str, mode: &str) -> Case {
+    let row = |t: &str| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, t, t3) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{{}}', '{t}', '{t}')"
+        )
+    };
+    Case::new(name)
+        .columns(&["t time", "t3 time(3)"])
+        .props(&[
+            format!("time.precision.mode={mode}"),
+            "transforms.outbox.table.fields.additional.placement=t:envelope,t3:envelope,t:header,t3:header".to_string(),
+        ])
+        .sql(["24:00:00", "23:59:59.999999"].iter().map(|t| row(t)))
+        .topics(&[ORDER])
+        .records(2)
+}
+
+pub fn time_end_of_day_adaptive() -> Case {
+    end_of_day("time_end_of_day_adaptive", "adaptive")
+}
+
+pub fn time_end_of_day_connect() -> Case {
+    end_of_day("time_end_of_day_connect", "connect")
+}
+
+pub fn time_end_of_day_isostring() -> Case {
+    end_of_day("time_end_of_day_isostring", "isostring")
+}
