@@ -468,16 +468,33 @@ pub fn zoned_timestamp(text: &str, digits: u8) -> Option<String> {
     let (date, rest) = text.split_once(' ')?;
     let (time, offset_secs) = split_offset(rest)?;
     let local = timestamp_micros(&format!("{date} {time}{bc}"))?;
-    let utc = local.checked_sub(offset_secs * 1_000_000)?;
-    let days = utc.div_euclid(86_400_000_000);
-    let of_day = utc.rem_euclid(86_400_000_000);
-    let (y, m, d) = civil_from_days(days);
-    let mut out = iso_year(y);
-    let secs = of_day / 1_000_000;
-    out.push_str(&format!("-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60));
-    push_fraction(&mut out, of_day, digits);
+    Some(iso_instant(local.checked_sub(offset_secs * 1_000_000)?, digits))
+}
+
+/// Microseconds since 1970 as java.time writes an instant in UTC: `yyyy-MM-ddTHH:MM:SS`, the fraction
+/// as [`push_fraction`] writes it with `digits`, and `Z`.
+fn iso_instant(micros: i64, digits: u8) -> String {
+    let (y, m, d) = civil_from_days(micros.div_euclid(86_400_000_000));
+    let mut out = format!("{}-{m:02}-{d:02}T", iso_year(y));
+    push_time_of_day(&mut out, micros.rem_euclid(86_400_000_000), digits);
     out.push('Z');
-    Some(out)
+    out
+}
+
+/// Microseconds past midnight as java.time writes a time in UTC: `HH:MM:SS`, the fraction without
+/// trailing zeros (none when zero), and `Z`.
+fn iso_time_of_day(micros: i64) -> String {
+    let mut out = String::new();
+    push_time_of_day(&mut out, micros, 0);
+    out.push('Z');
+    out
+}
+
+/// `HH:MM:SS` of microseconds past midnight, then the fraction as [`push_fraction`] writes it.
+fn push_time_of_day(out: &mut String, micros: i64, digits: u8) {
+    let secs = micros / 1_000_000;
+    out.push_str(&format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60));
+    push_fraction(out, micros, digits);
 }
 
 /// java.time's ISO_LOCAL_DATE year: four digits within 0..=9999, a sign beyond.
@@ -496,12 +513,7 @@ fn iso_year(y: i64) -> String {
 /// whatever the column's precision (unlike ZonedTimestamp), and `Z`.
 pub fn zoned_time(text: &str) -> Option<String> {
     let (time, offset_secs) = split_offset(text)?;
-    let of_day = (time_micros(time)? - offset_secs * 1_000_000).rem_euclid(86_400_000_000);
-    let secs = of_day / 1_000_000;
-    let mut out = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-    push_fraction(&mut out, of_day, 0);
-    out.push('Z');
-    Some(out)
+    Some(iso_time_of_day((time_micros(time)? - offset_secs * 1_000_000).rem_euclid(86_400_000_000)))
 }
 
 /// Splits `time±HH[:MM[:SS]]` into the time and the offset in seconds (east positive).
@@ -747,10 +759,6 @@ fn julian_from_days(days: i64) -> (i64, i64, i64) {
 fn iso_text(name: &str, text: &str) -> Option<String> {
     // The fraction without trailing zeros, none when zero; a `Z` after every form (DateTimeFormatters
     // of Debezium 3.6, checked against its IsoDate/IsoTime/IsoTimestamp.toIsoString).
-    let fraction = |us: i64| match us % 1_000_000 {
-        0 => String::new(),
-        f => format!(".{f:06}").trim_end_matches('0').to_string(),
-    };
     match name {
         ISO_DATE => {
             let (y, m, d) = civil_from_days(date_days(text)?);
@@ -758,24 +766,9 @@ fn iso_text(name: &str, text: &str) -> Option<String> {
         }
         ISO_TIME => {
             // As a java.time LocalTime, `24:00:00` is the next midnight.
-            let us = time_micros(text)? % 86_400_000_000;
-            let s = us / 1_000_000;
-            Some(format!("{:02}:{:02}:{:02}{}Z", s / 3600, s / 60 % 60, s % 60, fraction(us)))
+            Some(iso_time_of_day(time_micros(text)? % 86_400_000_000))
         }
-        _ => {
-            let us = timestamp_micros(text)?;
-            let (days, us_of_day) = (us.div_euclid(86_400_000_000), us.rem_euclid(86_400_000_000));
-            let (y, m, d) = civil_from_days(days);
-            let s = us_of_day / 1_000_000;
-            Some(format!(
-                "{}-{m:02}-{d:02}T{:02}:{:02}:{:02}{}Z",
-                iso_year(y),
-                s / 3600,
-                s / 60 % 60,
-                s % 60,
-                fraction(us_of_day)
-            ))
-        }
+        _ => Some(iso_instant(timestamp_micros(text)?, 0)),
     }
 }
 
