@@ -76,7 +76,7 @@ fn prometheus(m: &Metrics) -> String {
          # TYPE pgoutbox_received_lsn gauge\npgoutbox_received_lsn {}\n\
          # TYPE pgoutbox_streaming gauge\npgoutbox_streaming {}\n\
          # TYPE pgoutbox_sessions_total counter\npgoutbox_sessions_total {}\n\
-         # HELP pgoutbox_unacknowledged_wait_seconds how long sent events have waited with no acknowledgement arriving\n# TYPE pgoutbox_unacknowledged_wait_seconds gauge\npgoutbox_unacknowledged_wait_seconds {}\n\
+         # HELP pgoutbox_unacknowledged_wait_seconds how long the oldest unacknowledged event has waited\n# TYPE pgoutbox_unacknowledged_wait_seconds gauge\npgoutbox_unacknowledged_wait_seconds {}\n\
          # TYPE pgoutbox_commit_to_ack_seconds summary\n\
          pgoutbox_commit_to_ack_seconds{{quantile=\"0.5\"}} {}\npgoutbox_commit_to_ack_seconds{{quantile=\"0.99\"}} {}\n\
          pgoutbox_commit_to_ack_seconds{{quantile=\"0.999\"}} {}\npgoutbox_commit_to_ack_seconds_sum {}\npgoutbox_commit_to_ack_seconds_count {}\n",

@@ -18,7 +18,7 @@ pub struct Metrics {
     pub received_lsn: AtomicU64,
     pub streaming: AtomicBool,
     pub sessions: AtomicU64,
-    /// How long sent events have waited with no acknowledgement arriving (0 when none wait).
+    /// How long the oldest unacknowledged event has waited (0 when none waits).
     pub unacknowledged_wait_ms: AtomicU64,
     latency: Mutex<Latencies>,
 }

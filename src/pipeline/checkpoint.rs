@@ -136,12 +136,12 @@ impl Checkpoint {
         self.confirmed
     }
 
-    /// Events handed to the producer and not yet acknowledged.
     /// The first event not yet acknowledged: it moves only when the oldest waiting event is.
     pub fn acked_below(&self) -> u64 {
         self.acked_below
     }
 
+    /// Events handed to the producer and not yet acknowledged.
     pub fn in_flight(&self) -> u64 {
         self.next_seq - self.acked_below - self.acked_ahead.iter().filter(|&&a| a).count() as u64
     }

@@ -38,7 +38,7 @@ pub struct Sink {
     dead_letters: std::collections::HashMap<u64, u64>,
     /// Reports taken from the producer, reused between wake-ups.
     acks: Vec<Ack>,
-    /// Warns while sent events get no acknowledgement at all.
+    /// Warns while the oldest unacknowledged event waits.
     stall: StallWatch,
 }
 

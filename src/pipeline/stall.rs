@@ -8,22 +8,21 @@
 
 use std::time::{Duration, Instant};
 
-/// How long sent events may wait without any acknowledgement before the first warning, and the
-/// interval between warnings while it lasts.
+/// How long the oldest unacknowledged event may wait before the first warning, and the interval
+/// between warnings while it lasts.
 pub const WARN_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, PartialEq)]
 pub enum Stall {
-    /// Events have been waiting this long and not one acknowledgement arrived.
+    /// The oldest unacknowledged event has waited this long.
     Stalled(Duration),
-    /// Acknowledgements arrived again after a stall that was warned about, this long after the
-    /// previous one.
+    /// The oldest event of a stall that was warned about was acknowledged after waiting this long.
     Resumed(Duration),
 }
 
 pub struct StallWatch {
     every: Duration,
-    /// Since when events have waited with no acknowledgement arriving (`None`: nothing waits).
+    /// Since when the oldest unacknowledged event has waited (`None`: nothing waits).
     since: Option<Instant>,
     /// When the last warning was given for the current stall.
     warned: Option<Instant>,
@@ -34,8 +33,8 @@ impl StallWatch {
         StallWatch { every, since: None, warned: None }
     }
 
-    /// After serving the producer: `progressed` if any report arrived, `waiting` if events remain
-    /// unacknowledged. Returns what to log, if anything.
+    /// After serving the producer: `progressed` if the oldest unacknowledged event was acknowledged,
+    /// `waiting` if events remain unacknowledged. Returns what to log, if anything.
     pub fn observe(&mut self, now: Instant, progressed: bool, waiting: bool) -> Option<Stall> {
         if progressed || !waiting {
             let resumed = match (self.warned, self.since) {
@@ -60,7 +59,7 @@ impl StallWatch {
         }
     }
 
-    /// How long events have waited without an acknowledgement, as of `now` (zero if none wait).
+    /// How long the oldest unacknowledged event has waited, as of `now` (zero if none waits).
     pub fn waited(&self, now: Instant) -> Duration {
         self.since.map(|s| now.saturating_duration_since(s)).unwrap_or_default()
     }
