@@ -14,21 +14,41 @@ pub struct DeliveryFailure {
     pub fix: &'static str,
 }
 
+/// The fix for a record error that cannot succeed on retry, `None` for a transient one (librdkafka
+/// retries those itself, and if one still surfaces the relay resumes from the confirmed position).
+/// The permanent ones are the codes Kafka's Java producer does not retry either (they are not
+/// `RetriableException`s) plus librdkafka's local refusals of the record itself.
 pub fn is_permanent(error: &KafkaError) -> Option<&'static str> {
+    use RDKafkaErrorCode as C;
     let code = error.rdkafka_error_code()?;
     Some(match code {
-        RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize => {
-            "the record is larger than the broker or producer accepts; raise the topic's max.message.bytes and message.max.bytes, or make the payload smaller"
+        C::MessageSizeTooLarge | C::InvalidMessageSize => {
+            "the record is larger than the broker or producer accepts; raise the topic's max.message.bytes and producer.override.max.request.size, or make the payload smaller"
         }
-        RDKafkaErrorCode::MessageBatchTooLarge => "the batch is larger than the broker accepts; raise the broker's message size limits",
-        RDKafkaErrorCode::TopicAuthorizationFailed | RDKafkaErrorCode::ClusterAuthorizationFailed => {
+        C::MessageBatchTooLarge => "the batch is larger than the broker accepts; raise the broker's message size limits",
+        C::TopicAuthorizationFailed | C::ClusterAuthorizationFailed | C::TransactionalIdAuthorizationFailed => {
             "grant this client WRITE (and IDEMPOTENT_WRITE) on the topic"
         }
-        RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic | RDKafkaErrorCode::UnknownPartition => {
-            "create the topic, or set topic.creation.default.partitions and topic.creation.default.replication.factor so pgoutbox creates it"
+        C::UnknownTopicOrPartition | C::UnknownTopic | C::UnknownPartition | C::UnknownTopicId => {
+            "the topic does not exist and the broker does not create topics: create it, or set topic.creation.default.partitions and topic.creation.default.replication.factor so pgoutbox creates it (check route.topic.replacement and the aggregate type if the name is not what you expected)"
         }
-        RDKafkaErrorCode::InvalidTopic => "the routed topic name is not a valid Kafka topic name; check route.topic.replacement and the aggregate type",
-        RDKafkaErrorCode::InvalidRecord => "the broker rejected the record as invalid",
+        C::InvalidTopic => "the routed topic name is not a valid Kafka topic name; check route.topic.replacement and the aggregate type",
+        C::PolicyViolation => "the broker's policy refuses the record (a topic or create policy); see the broker's log",
+        C::InvalidTimestamp => {
+            "the record's timestamp is outside the topic's message.timestamp.difference.max.ms; check table.field.event.timestamp and the topic's timestamp settings"
+        }
+        C::InvalidRecord => "the broker rejected the record as invalid (e.g. a compacted topic needs a key); check the topic's settings",
+        C::InvalidRequiredAcks => "the broker does not accept acks=all; check the broker's version and settings",
+        C::UnsupportedForMessageFormat | C::UnsupportedVersion => {
+            "the broker's message format or version does not support the record (headers or idempotence need Kafka 0.11+); upgrade the broker or the topic's message.format.version"
+        }
+        C::UnsupportedCompressionType | C::BadCompression => {
+            "the broker does not support the compression type; change producer.override.compression.type"
+        }
+        C::InvalidConfig => "the broker rejected a setting; check the producer.* and topic.creation.* keys",
+        C::BadMessage | C::InvalidArgument | C::KeySerialization | C::ValueSerialization => {
+            "librdkafka refused the record as malformed; report this with the event"
+        }
         _ => return None,
     })
 }
@@ -44,6 +64,14 @@ mod tests {
         assert!(p(RDKafkaErrorCode::TopicAuthorizationFailed).is_some());
         assert!(p(RDKafkaErrorCode::UnknownTopicOrPartition).is_some());
         assert!(p(RDKafkaErrorCode::UnknownTopic).is_some());
+        assert!(p(RDKafkaErrorCode::PolicyViolation).is_some());
+        assert!(p(RDKafkaErrorCode::InvalidTimestamp).is_some());
+        assert!(p(RDKafkaErrorCode::InvalidRecord).is_some());
+        assert!(p(RDKafkaErrorCode::UnsupportedForMessageFormat).is_some());
+        // Retried by the Java producer too: they pass.
+        assert!(p(RDKafkaErrorCode::NotEnoughReplicas).is_none());
+        assert!(p(RDKafkaErrorCode::KafkaStorageError).is_none());
+        assert!(p(RDKafkaErrorCode::RequestTimedOut).is_none());
         assert!(p(RDKafkaErrorCode::Unknown).is_none(), "unknown server error is transient");
         assert!(p(RDKafkaErrorCode::QueueFull).is_none());
         assert!(p(RDKafkaErrorCode::NotLeaderForPartition).is_none());

@@ -140,6 +140,8 @@ const SERVE_AT_LEAST_EVERY: Duration = Duration::from_millis(100);
 /// Bytes of records librdkafka may hold before `send` says QueueFull (the memory bound of the sink).
 const QUEUE_MAX_KBYTES: &str = "16384";
 const QUEUE_MAX_MESSAGES: &str = "100000";
+/// The Java producer's `max.request.size` default.
+const JAVA_MAX_REQUEST_SIZE: &str = "1048576";
 
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
@@ -162,7 +164,11 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
         // Recover like the Java client: librdkafka backs off reconnects up to 10 s and notices a
         // silently dead broker only after 60 s by default (measured in the fault suite).
         .set("reconnect.backoff.max.ms", "1000")
-        .set("socket.timeout.ms", "30000");
+        .set("socket.timeout.ms", "30000")
+        // The Java producer's max.request.size default (1 MiB), which bounds what Debezium delivers;
+        // librdkafka's own default (1,000,000) refused records Debezium sends. `producer.max.request.size`
+        // maps onto this key and overrides it.
+        .set("message.max.bytes", JAVA_MAX_REQUEST_SIZE);
     for (k, v) in &cfg.producer_overrides {
         c.set(k, v);
     }
