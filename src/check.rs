@@ -112,10 +112,17 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
             Err(e) => out.push(problem("outbox table", format!("`{name}`: {e}"))),
         }
     }
+    out.extend(check_status_interval(&sql, cfg).await);
     out.extend(check_publication(&sql, cfg, &tables).await);
     out.extend(check_slot(&sql, cfg).await);
     out.extend(check_broker(cfg).await);
     out
+}
+
+/// The relay refuses a status interval the server would time out (see `pipeline::session`).
+async fn check_status_interval(sql: &tokio_postgres::Client, cfg: &Config) -> Option<Finding> {
+    let t = setup::wal_sender_timeout(sql).await.ok()??;
+    (cfg.status_interval >= t).then(|| problem("status interval", format!("status.update.interval.ms={} is not below the server's wal_sender_timeout ({} ms): the server would drop the connection whenever Kafka is slow, so pgoutbox refuses to start; lower it", cfg.status_interval.as_millis(), t.as_millis())))
 }
 
 async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &[(String, String)]) -> Vec<Finding> {
@@ -138,39 +145,51 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &
     if all {
         return vec![ok("publication", format!("`{name}` publishes all tables"))];
     }
-    let published: Vec<(String, String)> = match sql
-        .query("SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1", &[name])
-        .await
-    {
-        Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+    let _ = tables;
+    let missing: Vec<String> = match setup::uncovered_tables(sql, cfg).await {
+        Ok(Some(uncovered)) => uncovered.iter().map(|t| t.qualified()).collect(),
+        Ok(None) => Vec::new(),
         Err(e) => return vec![problem("publication", e.to_string())],
     };
-    let missing: Vec<String> =
-        tables.iter().filter(|t| !published.contains(t)).map(|(s, t)| format!("{s}.{t}")).collect();
     if missing.is_empty() {
         vec![ok("publication", format!("`{name}` includes the outbox table(s)"))]
     } else if cfg.publication_autocreate == AutocreateMode::Filtered {
-        vec![ok(
-            "publication",
-            format!(
-                "`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered)",
-                missing.join(", ")
-            ),
-        )]
+        // Not harmless when the relay streamed before: rows written meanwhile were never decoded.
+        let streamed = matches!(setup::slot_state(sql, &cfg.slot_name).await, Ok(Some(_)));
+        let detail = format!(
+            "`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered){}",
+            missing.join(", "),
+            if streamed { ", and stop if the table already holds rows whose events were never decoded (dropped and created again?)" } else { "" }
+        );
+        vec![if streamed { problem("publication", detail) } else { ok("publication", detail) }]
     } else {
-        vec![problem("publication", format!("publication `{name}` does not include {}; run ALTER PUBLICATION {name} ADD TABLE {} or set publication.autocreate.mode=filtered", missing.join(", "), missing.join(", ")))]
+        vec![problem("publication", format!("publication `{name}` does not include {}, so nothing is decoded for it (dropped and created again?); run ALTER PUBLICATION {name} ADD TABLE {} or set publication.autocreate.mode=filtered", missing.join(", "), missing.join(", ")))]
     }
 }
 
-async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
-    match setup::slot_state(sql, &cfg.slot_name).await {
-        Ok(None) => vec![ok(
+/// A slot that is missing although this connector streamed from it is a loss, not a first start.
+async fn check_lost_slot(cfg: &Config) -> Finding {
+    let store = crate::kafka::offsets::OffsetStore::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix);
+    match store.load().await {
+        Ok(Some(o)) if o.slot.as_deref().map_or(true, |s| s == cfg.slot_name) => problem(
+            "slot",
+            crate::RelayError::SlotLost { slot: cfg.slot_name.clone(), lsn: o.lsn, topic: store.topic().to_string() }
+                .to_string(),
+        ),
+        Ok(_) => ok(
             "slot",
             format!(
                 "`{}` does not exist yet; pgoutbox will create it (snapshot.mode={:?})",
                 cfg.slot_name, cfg.snapshot_mode
             ),
-        )],
+        ),
+        Err(e) => problem("slot", format!("`{}` does not exist, and whether it existed before cannot be told: {e}", cfg.slot_name)),
+    }
+}
+
+async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
+    match setup::slot_state(sql, &cfg.slot_name).await {
+        Ok(None) => vec![check_lost_slot(cfg).await],
         Ok(Some(s)) => {
             if let Err(e) = setup::validate_slot(&s, cfg) {
                 return vec![problem("slot", e.to_string())];

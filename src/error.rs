@@ -25,6 +25,8 @@ pub enum RelayError {
     InvalidOperation(String),
     #[error(transparent)]
     Delivery(#[from] DeliveryFailure),
+    #[error("the dead-letter topic refused a dead letter for good ({0}); fix errors.deadletterqueue.topic.name (create the topic, grant WRITE, raise its max.message.bytes) or unset it; the position stays before the event")]
+    DeadLetterRefused(DeliveryFailure),
     #[error("Kafka producer failed: {0}; resuming from the confirmed position")]
     KafkaTransient(String),
     #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
@@ -33,6 +35,8 @@ pub enum RelayError {
     KafkaFatal(String),
     #[error("replication slot `{0}` disappeared while pgoutbox was using it; recreating it could skip events, so stopping: check what dropped it, then restart pgoutbox (it creates the slot)")]
     SlotDropped(String),
+    #[error("replication slot `{slot}` does not exist, but this connector streamed from it before (up to {lsn}, as recorded in Kafka topic `{topic}`): the slot was dropped, invalidated or lost in a failover while pgoutbox was stopped, and events committed since {lsn} may never have been published. Creating a new slot would silently skip them, so stopping. To publish what is still in the outbox table and go on, start once with snapshot.mode=when_needed; to go on from the current position and accept the loss, run `pgoutbox offsets reset --config <file>`; `pgoutbox verify` shows what is missing")]
+    SlotLost { slot: String, lsn: crate::lsn::Lsn, topic: String },
 }
 
 impl From<SetupFailure> for RelayError {
@@ -68,9 +72,9 @@ impl RelayError {
             RelayError::Postgres(_) => 3,
             RelayError::Setup(_) => 4,
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
-            RelayError::Delivery(_) => 6,
+            RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) => 6,
             RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) | RelayError::KafkaFatal(_) => 7,
-            RelayError::SlotDropped(_) => 8,
+            RelayError::SlotDropped(_) | RelayError::SlotLost { .. } => 8,
         }
     }
 }

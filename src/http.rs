@@ -1,5 +1,6 @@
 //! A minimal HTTP endpoint for operators and benchmarks: `/metrics` (Prometheus text), `/health`
-//! (200 while streaming, 503 otherwise) and `/latency` (JSON quantiles of commit-to-ack latency since
+//! (liveness: 200 with the relay's state, a standby and a snapshot included), `/ready` (readiness:
+//! 200 while streaming, 503 with the state otherwise) and `/latency` (JSON quantiles of commit-to-ack latency since
 //! the previous `/latency` request).
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::lsn::Lsn;
-use crate::metrics::{Metrics, Summary};
+use crate::metrics::{Metrics, RelayState, Summary};
 
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
     loop {
@@ -39,11 +40,15 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: Cance
 fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
     match path {
         "/metrics" => ("200 OK", "text/plain; version=0.0.4", prometheus(m)),
-        "/health" => {
-            if m.streaming.load(std::sync::atomic::Ordering::Relaxed) {
+        // Liveness: the process runs its loop, whatever the state (a standby or a snapshot is alive).
+        "/health" | "/health/live" => ("200 OK", "text/plain", format!("{}\n", m.state().name())),
+        // Readiness: events flow.
+        "/ready" | "/health/ready" => {
+            let state = m.state();
+            if state == RelayState::Streaming {
                 ("200 OK", "text/plain", "streaming\n".into())
             } else {
-                ("503 Service Unavailable", "text/plain", "not streaming\n".into())
+                ("503 Service Unavailable", "text/plain", format!("{}\n", state.name()))
             }
         }
         "/latency" => {
@@ -114,7 +119,7 @@ mod tests {
         let m = Metrics::default();
         m.events_acked.store(42, Ordering::Relaxed);
         m.confirmed_lsn.store(0x1_0000_0010, Ordering::Relaxed);
-        m.streaming.store(true, Ordering::Relaxed);
+        m.set_state(RelayState::Streaming);
         m.unacknowledged_wait_ms.store(31_500, Ordering::Relaxed);
         let (status, _, text) = respond("/metrics", &m);
         assert_eq!(status, "200 OK");
@@ -124,7 +129,13 @@ mod tests {
         assert_eq!(sample(&text, "pgoutbox_streaming"), "1");
         assert_eq!(sample(&text, "pgoutbox_unacknowledged_wait_seconds"), "31.5");
         assert_eq!(respond("/health", &m).0, "200 OK");
-        m.streaming.store(false, Ordering::Relaxed);
-        assert_eq!(respond("/health", &m).0, "503 Service Unavailable");
+        assert_eq!(respond("/ready", &m).0, "200 OK");
+        for state in [RelayState::StandingBy, RelayState::Snapshotting, RelayState::Reconnecting] {
+            m.set_state(state);
+            let (live, _, body) = respond("/health", &m);
+            assert_eq!((live, body.trim()), ("200 OK", state.name()), "a {state:?} relay is alive");
+            assert_eq!(respond("/ready", &m).0, "503 Service Unavailable", "a {state:?} relay is not ready");
+        }
+        assert_eq!(sample(&respond("/metrics", &m).2, "pgoutbox_streaming"), "0");
     }
 }

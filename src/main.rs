@@ -57,6 +57,16 @@ enum Command {
         #[arg(long, default_value = "2000")]
         idle_ms: u64,
     },
+    /// Show or reset the record of the slot this connector streams from (`offset.storage.topic`).
+    /// `reset` accepts that a lost slot's events are gone: the next start creates a new slot.
+    Offsets {
+        #[arg(value_parser = ["show", "reset"])]
+        action: String,
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Compare the outbox table with its topics: missing, orphaned, duplicated and out-of-order events.
     Verify {
         #[command(flatten)]
@@ -130,6 +140,16 @@ fn main() -> ExitCode {
             })
         }
         Command::Verify { args } => runtime.block_on(pgoutbox::verify::cli::run(args)),
+        Command::Offsets { action, config, set } => {
+            let config = match load(&config, &set) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            runtime.block_on(offsets(&action, &config))
+        }
         Command::Check { config, set } => {
             let config = match load(&config, &set) {
                 Ok(c) => c,
@@ -177,6 +197,31 @@ fn main() -> ExitCode {
                     ExitCode::from(7)
                 }
             }
+        }
+    }
+}
+
+async fn offsets(action: &str, cfg: &Config) -> ExitCode {
+    let store = pgoutbox::kafka::offsets::OffsetStore::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix);
+    let result = if action == "reset" {
+        store.clear().await.map(|()| println!("cleared the record of connector `{}` in `{}`", cfg.connector_name, store.topic()))
+    } else {
+        store.load().await.map(|o| match o {
+            Some(o) => println!(
+                "slot={} lsn={} ts_usec={} (topic `{}`)",
+                o.slot.as_deref().unwrap_or(&cfg.slot_name),
+                o.lsn,
+                o.ts_usec,
+                store.topic()
+            ),
+            None => println!("no record for connector `{}` in `{}`", cfg.connector_name, store.topic()),
+        })
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(7)
         }
     }
 }

@@ -7,8 +7,44 @@
 //! from the commit to the moment the relay has read the transaction's Commit message (decoding and
 //! transfer by the server), is measured too, so the `/latency` window shows where the time goes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
+
+/// What the relay is doing, for the health endpoints: liveness (`/health`) holds in every state, as
+/// a standby or a long snapshot is not a dead process; readiness (`/ready`) only while streaming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RelayState {
+    Starting = 0,
+    /// Another instance holds the slot; this one takes over when it is released.
+    StandingBy = 1,
+    Snapshotting = 2,
+    Streaming = 3,
+    /// A session ended on a transient failure; waiting to reconnect.
+    Reconnecting = 4,
+}
+
+impl RelayState {
+    pub fn name(self) -> &'static str {
+        match self {
+            RelayState::Starting => "starting",
+            RelayState::StandingBy => "standing_by",
+            RelayState::Snapshotting => "snapshotting",
+            RelayState::Streaming => "streaming",
+            RelayState::Reconnecting => "reconnecting",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => RelayState::StandingBy,
+            2 => RelayState::Snapshotting,
+            3 => RelayState::Streaming,
+            4 => RelayState::Reconnecting,
+            _ => RelayState::Starting,
+        }
+    }
+}
 
 #[derive(Default)]
 pub struct Metrics {
@@ -20,6 +56,7 @@ pub struct Metrics {
     pub sessions: AtomicU64,
     /// How long the oldest unacknowledged event has waited (0 when none waits).
     pub unacknowledged_wait_ms: AtomicU64,
+    state: AtomicU8,
     latency: Mutex<Latencies>,
 }
 
@@ -33,6 +70,15 @@ struct Latencies {
 }
 
 impl Metrics {
+    pub fn set_state(&self, state: RelayState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+        self.streaming.store(state == RelayState::Streaming, Ordering::Relaxed);
+    }
+
+    pub fn state(&self) -> RelayState {
+        RelayState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
     pub fn record_latency_us(&self, us: u64) {
         if let Ok(mut l) = self.latency.lock() {
             l.total.record(us);

@@ -15,7 +15,6 @@ pub struct IgnoredKey {
 const KNOWN: &[(&str, &str)] = &[
     ("tasks.max", "PostgreSQL connectors always run a single task"),
     ("offset.storage.file.filename", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
-    ("offset.storage.topic", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
     ("offset.flush.interval.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
     ("offset.flush.timeout.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
     ("tombstones.on.delete", "the Event Router drops DELETEs and their tombstones"),
@@ -35,7 +34,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("transaction.boundary", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
     ("heartbeat.topics.prefix", "topic.heartbeat.prefix is set and takes precedence"),
     ("slot.stream.params", "not implemented yet"),
-    ("publish.via.partition.root", "not implemented yet"),
     (
         "provide.transaction.metadata",
         "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction",

@@ -249,6 +249,13 @@ pub struct Config {
     /// How long a graceful stop waits for outstanding acknowledgements.
     pub shutdown_timeout: Duration,
     pub slot_drop_on_stop: bool,
+    /// `publish.via.partition.root`: the publication reports a partitioned outbox's changes under the
+    /// parent's name. Without it they arrive under each partition's name, and are routed as the
+    /// parent's all the same.
+    pub publish_via_partition_root: bool,
+    /// `offset.storage.topic`: where the relay records the slot it streams from (see
+    /// `kafka::offsets`), so that a slot lost while the relay was stopped is noticed.
+    pub offset_topic: String,
     pub heartbeat: Option<Heartbeat>,
     pub snapshot_mode: SnapshotMode,
     pub errors: ErrorTolerance,
@@ -503,6 +510,8 @@ impl Config {
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let connector_name = r.string_or("name", "pgoutbox");
         let slot_drop_on_stop = r.bool_or("slot.drop.on.stop", false)?;
+        let publish_via_partition_root = r.bool_or("publish.via.partition.root", false)?;
+        let offset_topic = r.string_or("offset.storage.topic", crate::kafka::offsets::DEFAULT_TOPIC);
         let errors = ErrorTolerance {
             tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
             dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
@@ -551,6 +560,8 @@ impl Config {
             kafka,
             shutdown_timeout,
             slot_drop_on_stop,
+            publish_via_partition_root,
+            offset_topic,
             heartbeat,
             snapshot_mode,
             errors,

@@ -2,6 +2,7 @@
 
 pub mod consume;
 mod errors;
+pub mod offsets;
 mod producer;
 
 pub use errors::{is_permanent, DeliveryFailure};

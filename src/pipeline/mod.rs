@@ -52,10 +52,17 @@ pub enum Item {
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// While another process holds the slot, how often to try to take it over.
+/// While another process holds the slot, about how often to try to take it over (jittered, so that
+/// several standbys do not knock together). A try costs one SQL connection and one query.
 const STANDBY_POLL: Duration = Duration::from_secs(1);
 /// A session that streamed this long resets the backoff.
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
+
+/// `base` scaled by a factor between 0.5 and 1.5, from the clock's low bits (no crate needed for this).
+fn jittered(base: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    base.mul_f64(0.5 + f64::from(nanos % 1000) / 1000.0)
+}
 
 /// Runs the relay until `shutdown` is cancelled (then returns `Ok`) or a definite error.
 pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metrics>) -> Result<(), RelayError> {
@@ -65,7 +72,7 @@ pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metri
     loop {
         let started = std::time::Instant::now();
         let result = session::run(&config, &shutdown, &mut state, &metrics).await;
-        metrics.streaming.store(false, std::sync::atomic::Ordering::Relaxed);
+        metrics.set_state(crate::metrics::RelayState::Reconnecting);
         if shutdown.is_cancelled() {
             return result;
         }
@@ -73,10 +80,11 @@ pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metri
             Ok(()) => return Ok(()),
             Err(e) if e.is_slot_in_use() => {
                 if !standing_by {
-                    tracing::info!(slot = %config.slot_name, "replication slot is in use by another process; standing by to take over when it is released");
+                    tracing::info!(slot = %config.slot_name, reason = %e, "replication slot is in use by another process; standing by to take over when it is released");
                     standing_by = true;
                 }
-                STANDBY_POLL
+                metrics.set_state(crate::metrics::RelayState::StandingBy);
+                jittered(STANDBY_POLL)
             }
             Err(e) if e.is_retryable() => {
                 standing_by = false;

@@ -23,6 +23,16 @@ use crate::postgres::PgError;
 /// Items per batch handed to the sink: large enough to amortise the channel, small enough to keep
 /// latency and memory low.
 pub const BATCH_MAX: usize = 1024;
+/// Bytes of records per batch: with `session::CHANNEL_BATCHES` batches in the channel this bounds the
+/// memory between reader and sink by bytes too, not only by count (a batch of 1,024 one-megabyte
+/// events would otherwise be a gigabyte). A single larger event still makes a batch of its own.
+pub const BATCH_MAX_BYTES: usize = 4 << 20;
+
+/// How often the reader checks that the publication still covers every captured table (an outbox
+/// table dropped and created again falls out of a `FOR TABLE` publication, silently).
+const PUBLICATION_CHECK: Duration = Duration::from_secs(5);
+/// Bound on that check, so a dead SQL connection cannot hold the stream.
+const PUBLICATION_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long `finish` waits beyond the sink's drain timeout before giving up on it.
 const FINISH_MARGIN: Duration = Duration::from_secs(5);
@@ -44,6 +54,12 @@ pub struct Reader<'a> {
     /// Highest WAL position received, reported as the write position.
     received: Lsn,
     batch: Vec<Item>,
+    /// Bytes of the records in `batch`.
+    batch_bytes: usize,
+    /// The server asked for a reply and got the position confirmed then; the next confirmed
+    /// position goes out at once too, so a server waiting for it (a fast shutdown, a switchover waits
+    /// for its walsenders to be confirmed) does not wait for the status timer.
+    reply_owed: bool,
     /// `None` once the reader has stopped handing over work (the sink then drains).
     tx: Option<mpsc::Sender<Vec<Item>>>,
     confirmed: watch::Receiver<Lsn>,
@@ -77,6 +93,8 @@ impl<'a> Reader<'a> {
             commit_lsn: None,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
+            batch_bytes: 0,
+            reply_owed: false,
             tx: Some(tx),
             confirmed,
             peer_timeout,
@@ -118,10 +136,13 @@ impl<'a> Reader<'a> {
             tokio::time::interval(heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval));
         heartbeat_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         heartbeat_tick.reset();
+        let mut coverage = tokio::time::interval(PUBLICATION_CHECK);
+        coverage.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        coverage.reset();
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
         let Some(tx) = self.tx.clone() else { return Ok(()) };
         loop {
-            while self.batch.len() < BATCH_MAX {
+            while self.batch.len() < BATCH_MAX && self.batch_bytes < BATCH_MAX_BYTES {
                 match self.conn.try_message()? {
                     Some(m) => self.handle(m).await?,
                     None => break,
@@ -151,16 +172,34 @@ impl<'a> Reader<'a> {
                         self.heartbeat(h, &heartbeat_topic).await;
                     }
                 }
-                // 5. Hand the batch over once the sink has room.
+                // 5. A reply is owed and the confirmed position moved: send it now.
+                changed = self.confirmed.changed(), if self.reply_owed => {
+                    self.reply_owed = false;
+                    if changed.is_ok() {
+                        self.send_status(false).await?;
+                    }
+                }
+                // 6. The publication still covers the captured tables (between transactions, so a
+                //    stop leaves the position at a transaction's end).
+                _ = coverage.tick(), if !self.in_transaction && !pending => {
+                    match tokio::time::timeout(PUBLICATION_CHECK_TIMEOUT, setup::repair_coverage(&self.sql, self.cfg, true)).await {
+                        Ok(result) => result?,
+                        Err(_) => return Err(PgError::PeerTimeout(PUBLICATION_CHECK_TIMEOUT).into()),
+                    }
+                }
+                // 7. Hand the batch over once the sink has room.
                 permit = tx.reserve(), if pending => {
                     match permit {
-                        Ok(p) => p.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX))),
+                        Ok(p) => {
+                            self.batch_bytes = 0;
+                            p.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX)))
+                        }
                         Err(_) => return Ok(()),
                     }
                     // Time spent backpressured is not silence from the server.
                     last_heard = Instant::now();
                 }
-                // 6. Read from the server when there is nothing to hand over.
+                // 8. Read from the server when there is nothing to hand over.
                 r = self.conn.fill(), if !pending => {
                     r?;
                     last_heard = Instant::now();
@@ -179,7 +218,11 @@ impl<'a> Reader<'a> {
         tokio::pin!(deadline);
         loop {
             tokio::select! {
-                changed = self.confirmed.changed() => if changed.is_err() { break },
+                // Every move goes out at once: the server may be waiting for it to shut down.
+                changed = self.confirmed.changed() => match changed {
+                    Ok(()) => { let _ = self.send_status(false).await; }
+                    Err(_) => break,
+                },
                 _ = status.tick() => { let _ = self.send_status(false).await; }
                 _ = &mut deadline => {
                     tracing::warn!("the sink did not finish in time; confirming what it acknowledged so far");
@@ -212,6 +255,11 @@ impl<'a> Reader<'a> {
             self.cfg.value_converter,
             now_ms(),
         );
+        self.push_event(record);
+    }
+
+    fn push_event(&mut self, record: crate::outbox::OutboxRecord) {
+        self.batch_bytes += record.size();
         self.batch.push(Item::Event(record));
     }
 
@@ -234,6 +282,7 @@ impl<'a> Reader<'a> {
                 }
                 if reply_requested {
                     self.send_status(false).await?;
+                    self.reply_owed = true;
                 }
                 Ok(())
             }
@@ -258,27 +307,28 @@ impl<'a> Reader<'a> {
                 self.batch.push(Item::Commit { end_lsn: c.end_lsn, commit_time: c.commit_time });
             }
             LogicalMessage::Relation(r) => {
-                let plan = if self.cfg.tables.matches(&r.namespace, &r.name) {
-                    let not_null = setup::not_null_columns(&self.sql, r.oid).await?;
-                    let info = RelationInfo {
-                        oid: r.oid,
-                        columns: r
-                            .columns
-                            .iter()
-                            .map(|c| ColumnInfo {
-                                name: c.name.clone(),
-                                type_oid: c.type_oid,
-                                type_modifier: c.type_modifier,
-                                not_null: not_null.get(&c.name).copied().unwrap_or(false),
-                            })
-                            .collect(),
-                        schema: r.namespace,
-                        table: r.name,
-                    };
-                    let names = info.columns.iter().map(|c| c.name.clone()).collect();
-                    Some((self.router.plan(&info), format!("{}.{}", info.schema, info.table), names))
-                } else {
-                    None
+                let plan = match self.captured_as(&r).await? {
+                    Some((schema, table)) => {
+                        let not_null = setup::not_null_columns(&self.sql, r.oid).await?;
+                        let info = RelationInfo {
+                            oid: r.oid,
+                            columns: r
+                                .columns
+                                .iter()
+                                .map(|c| ColumnInfo {
+                                    name: c.name.clone(),
+                                    type_oid: c.type_oid,
+                                    type_modifier: c.type_modifier,
+                                    not_null: not_null.get(&c.name).copied().unwrap_or(false),
+                                })
+                                .collect(),
+                            schema,
+                            table,
+                        };
+                        let names = info.columns.iter().map(|c| c.name.clone()).collect();
+                        Some((self.router.plan(&info), format!("{}.{}", info.schema, info.table), names))
+                    }
+                    None => None,
                 };
                 self.relations.insert(r.oid, plan);
             }
@@ -294,30 +344,15 @@ impl<'a> Reader<'a> {
                                     });
                                 }
                                 self.transaction_has_events = true;
-                                self.batch.push(Item::Event(record))
+                                self.push_event(record)
                             }
-                            Err(e) if self.cfg.errors.tolerate => {
-                                tracing::warn!(error = %e, "skipping an event that cannot be published (errors.tolerance=all)");
-                                if let Some(dlq) = &self.dead_letter_topic {
-                                    let message = e.to_string();
-                                    let failure = crate::outbox::dead_letter::Failure {
-                                        stage: crate::outbox::dead_letter::Stage::Transformation,
-                                        message: &message,
-                                        connector: &self.cfg.connector_name,
-                                        original_topic: None,
-                                        event_id: None,
-                                        table: Some(table),
-                                    };
-                                    let record = crate::outbox::dead_letter::record(
-                                        dlq,
-                                        &failure,
-                                        Some((columns, &i.new)),
-                                        now_ms(),
-                                    );
-                                    self.batch.push(Item::Event(record));
+                            Err(e) => {
+                                let letter =
+                                    tolerate_route_error(self.cfg, self.dead_letter_topic.as_ref(), table, columns, &i.new, e)?;
+                                if let Some(record) = letter {
+                                    self.push_event(record);
                                 }
                             }
-                            Err(e) => return Err(e.into()),
                         }
                     }
                 }
@@ -342,6 +377,47 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
+}
+
+impl Reader<'_> {
+    /// The captured table a relation's changes belong to: itself when the lists select it, else the
+    /// captured partitioned table it is a partition of (without `publish_via_partition_root` the
+    /// changes of a partitioned outbox arrive under each partition's name), else none.
+    async fn captured_as(&self, r: &pgoutput::Relation) -> Result<Option<(String, String)>, RelayError> {
+        if self.cfg.tables.matches(&r.namespace, &r.name) {
+            return Ok(Some((r.namespace.clone(), r.name.clone())));
+        }
+        Ok(setup::captured_ancestor(&self.sql, r.oid, self.cfg).await?)
+    }
+}
+
+/// `errors.tolerance` for a row the Event Router cannot turn into a record: `Err` stops the relay (the
+/// default, `none`); under `all` the row is skipped, and with a dead-letter topic its dead letter is
+/// returned, to be published in its place (the position then passes the row only once the letter is
+/// acknowledged). The stream and the snapshot both decide here.
+pub(super) fn tolerate_route_error(
+    cfg: &Config,
+    dead_letter_topic: Option<&std::sync::Arc<str>>,
+    table: &str,
+    columns: &[String],
+    row: &pgoutput::TupleData,
+    e: crate::outbox::RouteError,
+) -> Result<Option<crate::outbox::OutboxRecord>, RelayError> {
+    if !cfg.errors.tolerate {
+        return Err(e.into());
+    }
+    tracing::warn!(error = %e, "skipping an event that cannot be published (errors.tolerance=all)");
+    let Some(dlq) = dead_letter_topic else { return Ok(None) };
+    let message = e.to_string();
+    let failure = crate::outbox::dead_letter::Failure {
+        stage: crate::outbox::dead_letter::Stage::Transformation,
+        message: &message,
+        connector: &cfg.connector_name,
+        original_topic: None,
+        event_id: None,
+        table: Some(table),
+    };
+    Ok(Some(crate::outbox::dead_letter::record(dlq, &failure, Some((columns, row)), now_ms())))
 }
 
 pub(super) fn now_ms() -> i64 {

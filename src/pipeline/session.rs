@@ -17,6 +17,8 @@ use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::outbox::{ContextHeaders, Router};
 use crate::postgres::replication::ReplicationConnection;
+use crate::kafka::offsets::{OffsetStore, SourceOffset};
+use crate::metrics::RelayState;
 use crate::postgres::{setup, ConnectParams, PgError};
 
 /// Batches the reader may run ahead of the sink. With batches of up to `reader::BATCH_MAX` events this
@@ -29,6 +31,9 @@ pub struct SessionState {
     /// Whether a session has streamed from the slot: if the slot disappears after that, it was dropped
     /// under us, and silently recreating it could skip events.
     pub streamed: bool,
+    /// Whether this process has taken its snapshot: `snapshot.mode=always` snapshots once per start
+    /// of the process, not again on every reconnect.
+    pub snapshot_taken: bool,
 }
 
 /// Everything a session needs once the server streams.
@@ -59,8 +64,6 @@ pub async fn run(
     state: &mut SessionState,
     metrics: &Arc<Metrics>,
 ) -> Result<(), RelayError> {
-    // The producer connects to the brokers while PostgreSQL is set up.
-    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     let context = context_headers(cfg);
     let started = tokio::select! {
         // Setup has no business outliving a stop request (it can wait on a long transaction while
@@ -75,6 +78,9 @@ pub async fn run(
         }
         return Ok(());
     };
+    metrics.set_state(RelayState::Streaming);
+    // Only now, with the slot ours: a standby builds no producer.
+    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     state.streamed = true;
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
     metrics.streaming.store(true, Ordering::Relaxed);
@@ -114,54 +120,61 @@ pub async fn run(
 
 /// Sets up and starts streaming; `None` when `snapshot.mode=initial_only` ends the run after the
 /// snapshot.
+///
+/// The order matters. First the per-slot lock, so a standby stops there having cost one SQL
+/// connection (no producer, no DDL, nothing logged on the server). Then the slot's state, before any
+/// snapshot, so an instance that cannot have the slot never publishes. Then the checks and the
+/// publication, and, only when the slot is missing, the durable record of whether this connector
+/// streamed from it before.
 async fn start(
     cfg: &Config,
-    state: &SessionState,
+    state: &mut SessionState,
     context: &Option<ContextHeaders>,
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
 ) -> Result<Option<Started>, RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
-    setup::check_wal_level(&sql).await?;
-    setup::ensure_publication(&sql, cfg).await?;
-    let mut conn = ReplicationConnection::connect(&params).await?;
+    take_slot_lock(&sql, &cfg.slot_name).await?;
     let existing = setup::slot_state(&sql, &cfg.slot_name).await?;
-    if existing.is_none() && state.streamed {
-        return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
+    if let Some(pid) = existing.as_ref().and_then(|s| s.active_pid) {
+        return Err(PgError::SlotBusy(format!("replication slot `{}` is in use by process {pid}", cfg.slot_name)).into());
+    }
+    setup::check_wal_level(&sql).await?;
+    let wal_sender_timeout = setup::wal_sender_timeout(&sql).await?;
+    check_status_interval(cfg, wal_sender_timeout)?;
+    metrics.set_state(RelayState::Starting);
+    setup::ensure_publication(&sql, cfg, existing.is_some()).await?;
+    let mut conn = ReplicationConnection::connect(&params).await?;
+    let offsets = offset_store(cfg);
+    if existing.is_none() {
+        if state.streamed {
+            return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
+        }
+        if let Some(recorded) = recorded_offset(cfg, &offsets).await? {
+            slot_lost(cfg, &offsets, &recorded)?;
+        }
     }
     let snapshot_wanted = match cfg.snapshot_mode {
         SnapshotMode::NoData => false,
         SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
-        SnapshotMode::Always => true,
+        SnapshotMode::Always => !state.snapshot_taken,
     };
     let slot = match existing {
         Some(s) => {
             // A staging slot left by a crash between the copy and its drop is stale now.
-            let _ = sql.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", &[&snapshot::staging_slot(&cfg.slot_name)]).await;
+            drop_slot_named(&sql, &snapshot::staging_slot(&cfg.slot_name)).await;
             if snapshot_wanted {
                 // `always` with an existing slot: a snapshot of its own, then the stream from the
                 // slot's position; rows changed in between arrive twice (as with Debezium).
+                metrics.set_state(RelayState::Snapshotting);
                 run_snapshot(cfg, &params, None, context, shutdown, metrics).await?;
             }
             s
         }
         None if snapshot_wanted => {
-            // One snapshot at a time per slot: two instances starting together would otherwise share
-            // (and drop) one staging slot, and events between their two snapshots would be lost.
-            let lock = snapshot::lock_key(&cfg.slot_name);
-            let locked: bool =
-                sql.query_one("SELECT pg_try_advisory_lock($1)", &[&lock]).await.map_err(PgError::Sql)?.get(0);
-            if !locked {
-                return Err(PgError::SlotBusy(format!(
-                    "another instance is taking the initial snapshot for slot `{}`",
-                    cfg.slot_name
-                ))
-                .into());
-            }
-            let result = snapshot_into_new_slot(cfg, &params, &sql, &mut conn, context, shutdown, metrics).await;
-            let _ = sql.execute("SELECT pg_advisory_unlock($1)", &[&lock]).await;
-            result?
+            metrics.set_state(RelayState::Snapshotting);
+            snapshot_into_new_slot(cfg, &params, &sql, &mut conn, context, shutdown, metrics).await?
         }
         None => {
             match conn.create_slot(&cfg.slot_name).await {
@@ -175,11 +188,13 @@ async fn start(
                 .ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
         }
     };
+    state.snapshot_taken |= snapshot_wanted;
+    setup::validate_slot(&slot, cfg)?;
+    let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
+    record_offset(cfg, &offsets, requested).await?;
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
         return Ok(None);
     }
-    setup::validate_slot(&slot, cfg)?;
-    let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
     conn.start_replication(&cfg.slot_name, requested, &cfg.publication_name).await.map_err(|e| match e {
         PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => {
             RelayError::Setup(setup::SetupError(format!(
@@ -192,12 +207,99 @@ async fn start(
     // The slot is ours now and cannot move; a previous holder may have confirmed further between our
     // read and START_REPLICATION. Never start (and so never report) below what the slot has.
     let now = setup::slot_state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
-    let peer_timeout = setup::wal_sender_timeout(&sql).await?.map(|t| t + cfg.status_interval);
+    let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
     Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
 }
 
+/// One relay per slot: a session-level advisory lock, held on `sql` for the whole session (the
+/// connection's end releases it, also when the process dies). The slot itself stays the lock that
+/// makes a hand-over safe (START_REPLICATION fails on a slot another process streams from, Debezium
+/// included); this one makes standing by cheap and keeps two instances from snapshotting at once.
+async fn take_slot_lock(sql: &Client, slot: &str) -> Result<(), RelayError> {
+    let locked: bool = sql
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&snapshot::lock_key(slot)])
+        .await
+        .map_err(PgError::Sql)?
+        .get(0);
+    if locked {
+        Ok(())
+    } else {
+        Err(PgError::SlotBusy(format!("another pgoutbox instance holds replication slot `{slot}`")).into())
+    }
+}
+
+/// The server drops a walsender that is silent for `wal_sender_timeout`. While the pipeline is
+/// backpressured the status updates are all the server hears, so they must come more often.
+fn check_status_interval(cfg: &Config, wal_sender_timeout: Option<Duration>) -> Result<(), RelayError> {
+    match wal_sender_timeout {
+        Some(t) if cfg.status_interval >= t => Err(RelayError::Config(crate::config::ConfigError::Invalid {
+            key: "status.update.interval.ms".into(),
+            message: format!(
+                "{} ms is not below the server's wal_sender_timeout ({} ms): the server would drop the connection whenever Kafka is slow; set it to at most half of wal_sender_timeout (Debezium's default is 10000)",
+                cfg.status_interval.as_millis(),
+                t.as_millis()
+            ),
+        })),
+        _ => Ok(()),
+    }
+}
+
+fn offset_store(cfg: &Config) -> OffsetStore {
+    OffsetStore::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix)
+}
+
+/// This connector's record of the slot, when it names the configured slot.
+async fn recorded_offset(cfg: &Config, offsets: &OffsetStore) -> Result<Option<SourceOffset>, RelayError> {
+    let recorded = offsets.load().await.map_err(|e| offset_error(e, offsets))?;
+    Ok(recorded.filter(|o| o.slot.as_deref().map_or(true, |s| s == cfg.slot_name)))
+}
+
+/// The slot is gone although this connector streamed from it: events committed since the recorded
+/// position were never decoded, and a new slot would start after them. Debezium takes a new
+/// snapshot in this case under `when_needed` and `always`; every other mode stops.
+fn slot_lost(cfg: &Config, offsets: &OffsetStore, recorded: &SourceOffset) -> Result<(), RelayError> {
+    match cfg.snapshot_mode {
+        SnapshotMode::WhenNeeded | SnapshotMode::Always => {
+            tracing::warn!(
+                slot = %cfg.slot_name,
+                recorded = %recorded.lsn,
+                "replication slot `{}` is gone although pgoutbox streamed from it up to {}; events committed since may not have been published: taking a new snapshot of the outbox table (snapshot.mode={}) and creating the slot again",
+                cfg.slot_name,
+                recorded.lsn,
+                if cfg.snapshot_mode == SnapshotMode::Always { "always" } else { "when_needed" }
+            );
+            Ok(())
+        }
+        _ => Err(RelayError::SlotLost { slot: cfg.slot_name.clone(), lsn: recorded.lsn, topic: offsets.topic().to_string() }),
+    }
+}
+
+/// Remembers, before streaming, that this connector streams from the slot (see `kafka::offsets`).
+async fn record_offset(cfg: &Config, offsets: &OffsetStore, lsn: Lsn) -> Result<(), RelayError> {
+    let offset = SourceOffset { slot: Some(cfg.slot_name.clone()), lsn, ts_usec: crate::kafka::offsets::now_usec() };
+    offsets.store(&offset).await.map_err(|e| offset_error(e, offsets))
+}
+
+fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) -> RelayError {
+    use rdkafka::error::RDKafkaErrorCode as C;
+    let code = match &e {
+        crate::kafka::offsets::OffsetError::Kafka { source, .. } => source.rdkafka_error_code(),
+        _ => None,
+    };
+    match code {
+        Some(C::TopicAuthorizationFailed | C::ClusterAuthorizationFailed | C::GroupAuthorizationFailed) => {
+            RelayError::KafkaConfig(format!(
+                "{e}; pgoutbox records the slot it streams from in this topic: grant this client READ, WRITE and CREATE on `{}`, or name another with offset.storage.topic",
+                offsets.topic()
+            ))
+        }
+        _ => RelayError::KafkaTransient(e.to_string()),
+    }
+}
+
 /// Takes the initial snapshot from a staging slot and creates the real slot as its copy. The caller
-/// holds the snapshot lock.
+/// holds the slot lock, so no other instance shares (and drops) the staging slot, which would lose
+/// the events between two snapshots.
 async fn snapshot_into_new_slot(
     cfg: &Config,
     params: &ConnectParams,
@@ -240,11 +342,9 @@ async fn run_snapshot(
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
-    let sink = tokio::spawn(Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone()).run(
-        rx,
-        shutdown.clone(),
-        cfg.shutdown_timeout,
-    ));
+    let sink = Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone())
+        .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
+    let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx).await;
     drop(tx);
     let sink_result = sink.await.map_err(|e| RelayError::KafkaTransient(format!("the snapshot sink failed: {e}")))?;
@@ -275,7 +375,13 @@ async fn drop_slot(cfg: &Config) {
     };
     drop_slot_named(&sql, &cfg.slot_name).await;
     match setup::slot_state(&sql, &cfg.slot_name).await {
-        Ok(None) => tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)"),
+        Ok(None) => {
+            // Dropped on purpose: the next start creates a new slot without calling it lost.
+            if let Err(e) = offset_store(cfg).clear().await {
+                tracing::warn!(error = %e, "slot.drop.on.stop: could not clear the slot's record; the next start will report the slot as lost");
+            }
+            tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)")
+        }
         _ => tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: could not drop the slot"),
     }
 }

@@ -36,6 +36,10 @@ pub struct Sink {
     connector: String,
     /// Dead-letter record's sequence number -> the refused event's, acknowledged together.
     dead_letters: std::collections::HashMap<u64, u64>,
+    /// Dead letters built while serving reports, waiting to be queued: (the refused event's sequence
+    /// number, the letter). They are queued like any record (waiting while the producer is full)
+    /// from the sink's loop, never from inside a report.
+    letters_due: std::collections::VecDeque<(u64, OutboxRecord)>,
     /// Reports taken from the producer, reused between wake-ups.
     acks: Vec<Ack>,
     /// Warns while the oldest unacknowledged event waits.
@@ -62,6 +66,7 @@ impl Sink {
             tolerance: Default::default(),
             connector: String::new(),
             dead_letters: Default::default(),
+            letters_due: Default::default(),
             acks: Vec::new(),
             stall: StallWatch::new(WARN_AFTER),
         }
@@ -100,6 +105,9 @@ impl Sink {
 
     async fn stream(&mut self, rx: &mut mpsc::Receiver<Vec<Item>>, stop: &CancellationToken) -> Result<(), RelayError> {
         loop {
+            if !self.letters_due.is_empty() && !self.send_letters(stop).await? {
+                return Ok(());
+            }
             tokio::select! {
                 biased;
                 // 1. Delivery reports first: they free room and move the checkpoint. Every report
@@ -125,6 +133,16 @@ impl Sink {
     async fn drain(&mut self, timeout: Duration) -> Result<(), RelayError> {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.checkpoint.drained() {
+            if !self.letters_due.is_empty() {
+                // Dropped at the deadline, a letter not yet queued is simply not sent: its event stays
+                // unacknowledged and is published again on restart.
+                match tokio::time::timeout_at(deadline, self.send_letters(&CancellationToken::new())).await {
+                    Ok(sent) => {
+                        sent?;
+                    }
+                    Err(_) => break,
+                }
+            }
             match tokio::time::timeout_at(deadline, self.producer.ready()).await {
                 Ok(ready) => match self.serve(ready) {
                     // Stopping anyway: a delivery that failed for a passing reason (the broker went
@@ -222,6 +240,14 @@ impl Sink {
                 self.metrics.events_acked.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
+            // A dead letter that cannot be delivered for good is not dead-lettered again (that loops
+            // forever): the relay stops, naming the dead-letter topic.
+            Ack::Failed { seq, error, topic, event_id } if self.dead_letters.contains_key(&seq) => {
+                match delivery_error(error, topic, event_id) {
+                    RelayError::Delivery(f) => Err(RelayError::DeadLetterRefused(f)),
+                    transient => Err(transient),
+                }
+            }
             Ack::Failed { seq, error, topic, event_id } => match delivery_error(error, topic, event_id) {
                 RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, f),
                 e => Err(e),
@@ -250,15 +276,74 @@ impl Sink {
         };
         let record =
             crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
-        let letter = self.checkpoint.next_seq();
-        match self.producer.send(kafka::base_record(&record, letter as usize)) {
-            Ok(()) => {
-                self.checkpoint.event_sent();
-                self.dead_letters.insert(letter, seq);
-                Ok(())
+        self.letters_due.push_back((seq, record));
+        Ok(())
+    }
+
+    /// Queues the due dead letters, waiting while the producer is full. Returns `false` if `stop`
+    /// interrupted it (the rest stay due; their events stay unacknowledged).
+    async fn send_letters(&mut self, stop: &CancellationToken) -> Result<bool, RelayError> {
+        while let Some((refused, record)) = self.letters_due.pop_front() {
+            self.ensure_topic(&record.topic).await?;
+            let letter = self.checkpoint.next_seq();
+            match self.enqueue(&record, stop).await? {
+                Queued::Yes => {
+                    self.dead_letters.insert(letter, refused);
+                }
+                Queued::Stopped => {
+                    self.letters_due.push_front((refused, record));
+                    return Ok(false);
+                }
+                Queued::Refused(error) => {
+                    return Err(match delivery_error(error, record.topic.to_string(), record.event_id()) {
+                        RelayError::Delivery(f) => RelayError::DeadLetterRefused(f),
+                        transient => transient,
+                    })
+                }
             }
-            Err((e, _)) => {
-                Err(RelayError::KafkaTransient(format!("cannot queue the dead letter for event `{}`: {e}", f.event_id)))
+        }
+        Ok(true)
+    }
+
+    /// Creates the record's topic first when pgoutbox creates topics (`topic.creation.*`).
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), RelayError> {
+        if let Some(tc) = self.kafka.topic_creation.clone() {
+            if !self.created.contains(topic) {
+                kafka::create_topics(&self.kafka, &[topic], tc.partitions, tc.replication_factor)
+                    .await
+                    .map_err(|e| RelayError::KafkaTransient(format!("creating topic `{topic}`: {e}")))?;
+                self.created.insert(topic.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands one record to librdkafka under the next sequence number, waiting (serving reports)
+    /// while its queue is full. The number is only registered once librdkafka has taken it.
+    async fn enqueue(&mut self, record: &OutboxRecord, stop: &CancellationToken) -> Result<Queued, RelayError> {
+        let seq = self.checkpoint.next_seq();
+        loop {
+            match self.producer.send(kafka::base_record(record, seq as usize)) {
+                Ok(()) => {
+                    let registered = self.checkpoint.event_sent();
+                    debug_assert_eq!(registered, seq);
+                    return Ok(Queued::Yes);
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    // The producer's queue is full (a slow or absent broker): wait for deliveries to
+                    // make room, or for a stop. Serving only collects dead letters, never sends, so
+                    // `seq` stays the next number.
+                    tokio::select! {
+                        biased;
+                        ready = self.producer.ready() => {
+                            self.serve(ready)?;
+                            self.publish();
+                        }
+                        _ = stop.cancelled() => return Ok(Queued::Stopped),
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    }
+                }
+                Err((error, _)) => return Ok(Queued::Refused(error)),
             }
         }
     }
@@ -287,50 +372,30 @@ impl Sink {
     /// Hands one record to the producer, waiting while its queue is full. Returns `false` if `stop`
     /// was requested before the record could be queued (it is then not registered).
     async fn send(&mut self, record: OutboxRecord, stop: &CancellationToken) -> Result<bool, RelayError> {
-        if let Some(tc) = self.kafka.topic_creation.clone() {
-            if !self.created.contains(&record.topic) {
-                kafka::create_topics(&self.kafka, &[&record.topic], tc.partitions, tc.replication_factor)
-                    .await
-                    .map_err(|e| RelayError::KafkaTransient(format!("creating topic `{}`: {e}", record.topic)))?;
-                self.created.insert(record.topic.clone());
-            }
-        }
-        // The sequence number is only registered once librdkafka has taken the record.
-        let seq = self.checkpoint.next_seq();
-        loop {
-            match self.producer.send(kafka::base_record(&record, seq as usize)) {
-                Ok(()) => {
-                    let registered = self.checkpoint.event_sent();
-                    debug_assert_eq!(registered, seq);
-                    return Ok(true);
+        self.ensure_topic(&record.topic).await?;
+        match self.enqueue(&record, stop).await? {
+            Queued::Yes => Ok(true),
+            Queued::Stopped => Ok(false),
+            Queued::Refused(error) => match delivery_error(error, record.topic.to_string(), record.event_id()) {
+                // Refused before it was queued (e.g. larger than message.max.bytes): register it so
+                // the dead letter can stand for it in order.
+                RelayError::Delivery(f) if self.tolerance.tolerate => {
+                    let refused = self.checkpoint.event_sent();
+                    self.tolerate(refused, f).map(|()| true)
                 }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    // The producer's queue is full (a slow or absent broker): wait for deliveries to
-                    // make room, or for a stop.
-                    tokio::select! {
-                        biased;
-                        ready = self.producer.ready() => {
-                            self.serve(ready)?;
-                            self.publish();
-                        }
-                        _ = stop.cancelled() => return Ok(false),
-                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    }
-                }
-                Err((error, _)) => {
-                    return match delivery_error(error, record.topic.to_string(), record.event_id()) {
-                        // Refused before it was queued (e.g. larger than message.max.bytes): register
-                        // it so the dead letter can stand for it in order.
-                        RelayError::Delivery(f) if self.tolerance.tolerate => {
-                            let refused = self.checkpoint.event_sent();
-                            self.tolerate(refused, f).map(|()| true)
-                        }
-                        e => Err(e),
-                    };
-                }
-            }
+                e => Err(e),
+            },
         }
     }
+}
+
+/// What became of a record handed to librdkafka.
+enum Queued {
+    Yes,
+    /// A stop was requested while waiting for room.
+    Stopped,
+    /// librdkafka refused it at once.
+    Refused(KafkaError),
 }
 
 fn delivery_error(error: KafkaError, topic: String, event_id: String) -> RelayError {

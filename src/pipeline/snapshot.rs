@@ -32,11 +32,11 @@ pub fn staging_slot(slot: &str) -> String {
     format!("{base}_snapshot")
 }
 
-/// The advisory-lock key that serialises initial snapshots of one slot across instances.
+/// The advisory-lock key that lets one instance at a time use a slot (and take its snapshot).
 pub fn lock_key(slot: &str) -> i64 {
     // FNV-1a: stable across processes and versions, unlike std's hasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in "pgoutbox.snapshot:".bytes().chain(slot.bytes()) {
+    for b in "pgoutbox.slot:".bytes().chain(slot.bytes()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -69,6 +69,9 @@ pub async fn publish(
             table: table.clone(),
             columns: columns.clone(),
         });
+        let qualified = format!("{schema}.{table}");
+        let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+        let dead_letter_topic = cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from);
         // Heap order is not commit order (rows move after deletes and vacuum). Inserting transactions'
         // age, oldest first, then physical order within one, is the closest order the table keeps;
         // frozen rows all have the same age and fall back to physical order.
@@ -86,7 +89,21 @@ pub async fn publish(
             let values = (0..columns.len())
                 .map(|i| row.get::<_, Option<String>>(i).map_or(Value::Null, |t| Value::Text(bytes::Bytes::from(t))))
                 .collect();
-            batch.push(Item::Event(router.route(&plan, &TupleData { values }, super::reader::now_ms())?));
+            let tuple = TupleData { values };
+            match router.route(&plan, &tuple, super::reader::now_ms()) {
+                Ok(record) => batch.push(Item::Event(record)),
+                Err(e) => {
+                    let letter = super::reader::tolerate_route_error(
+                        cfg,
+                        dead_letter_topic.as_ref(),
+                        &qualified,
+                        &names,
+                        &tuple,
+                        e,
+                    )?;
+                    batch.extend(letter.map(Item::Event));
+                }
+            }
             if batch.len() == BATCH {
                 send(tx, std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).await?;
             }

@@ -105,60 +105,228 @@ pub async fn check_wal_level(sql: &Client) -> Result<(), SetupFailure> {
     Ok(())
 }
 
-/// Tables in the database that the include/exclude lists select, as `(schema, table)`.
-pub async fn captured_tables(sql: &Client, cfg: &Config) -> Result<Vec<(String, String)>, SetupFailure> {
+/// A table the include/exclude lists select. A partition whose partitioned parent (or any ancestor)
+/// is selected is not one: the parent stands for it, in the publication and in the snapshot, and its
+/// changes are routed as the parent's.
+#[derive(Debug, Clone)]
+pub struct CapturedTable {
+    pub oid: u32,
+    pub schema: String,
+    pub table: String,
+    namespace: u32,
+    /// The partition's ancestors (empty for a table that is not a partition).
+    ancestors: Vec<u32>,
+}
+
+impl CapturedTable {
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.table))
+    }
+}
+
+/// Tables in the database that the include/exclude lists select, ordered by schema and name.
+pub async fn captured(sql: &Client, cfg: &Config) -> Result<Vec<CapturedTable>, SetupFailure> {
     let rows = sql
         .query(
-            "SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+            "SELECT c.oid, c.relnamespace, n.nspname::text, c.relname::text, \
+               CASE WHEN c.relispartition THEN ARRAY(SELECT a.relid FROM pg_partition_ancestors(c.oid) a WHERE a.relid <> c.oid) ELSE '{}'::oid[] END, \
+               CASE WHEN c.relispartition THEN ARRAY(SELECT an.nspname::text FROM pg_partition_ancestors(c.oid) a JOIN pg_class ac ON ac.oid = a.relid JOIN pg_namespace an ON an.oid = ac.relnamespace WHERE a.relid <> c.oid) ELSE '{}'::text[] END, \
+               CASE WHEN c.relispartition THEN ARRAY(SELECT ac.relname::text FROM pg_partition_ancestors(c.oid) a JOIN pg_class ac ON ac.oid = a.relid WHERE a.relid <> c.oid) ELSE '{}'::text[] END \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
-             AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%' ORDER BY 1, 2",
+             AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%' ORDER BY 3, 4",
             &[],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-        .filter(|(s, t)| cfg.tables.matches(s, t))
-        .collect())
+    let mut out = Vec::new();
+    for r in &rows {
+        let (schema, table): (String, String) = (r.get(2), r.get(3));
+        if !cfg.tables.matches(&schema, &table) {
+            continue;
+        }
+        let (ancestor_schemas, ancestor_names): (Vec<String>, Vec<String>) = (r.get(5), r.get(6));
+        if ancestor_schemas.iter().zip(&ancestor_names).any(|(s, t)| cfg.tables.matches(s, t)) {
+            continue;
+        }
+        out.push(CapturedTable { oid: r.get(0), namespace: r.get(1), schema, table, ancestors: r.get(4) });
+    }
+    Ok(out)
 }
 
-/// Makes sure the publication exists as `publication.autocreate.mode` asks, as Debezium does.
-pub async fn ensure_publication(sql: &Client, cfg: &Config) -> Result<(), SetupFailure> {
+/// Tables in the database that the include/exclude lists select, as `(schema, table)`.
+pub async fn captured_tables(sql: &Client, cfg: &Config) -> Result<Vec<(String, String)>, SetupFailure> {
+    Ok(captured(sql, cfg).await?.into_iter().map(|t| (t.schema, t.table)).collect())
+}
+
+/// For a relation pgoutput reports under its own name that the lists do not select: the captured
+/// ancestor it is a partition of, as `(schema, table)`. Without `publish_via_partition_root` every
+/// change of a partitioned outbox arrives under a partition's name; it belongs to the parent.
+pub async fn captured_ancestor(sql: &Client, relation: u32, cfg: &Config) -> Result<Option<(String, String)>, PgError> {
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&relation];
+    let query = sql.query(
+        "SELECT an.nspname::text, ac.relname::text FROM pg_partition_ancestors($1::oid) WITH ORDINALITY AS a(relid, level) \
+         JOIN pg_class ac ON ac.oid = a.relid JOIN pg_namespace an ON an.oid = ac.relnamespace \
+         WHERE a.relid <> $1::oid ORDER BY a.level",
+        &params,
+    );
+    let rows = tokio::time::timeout(std::time::Duration::from_secs(30), query)
+        .await
+        .map_err(|_| PgError::PeerTimeout(std::time::Duration::from_secs(30)))?
+        .map_err(PgError::Sql)?;
+    Ok(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))).find(|(s, t)| cfg.tables.matches(s, t)))
+}
+
+/// Whether the operator named the tables to capture. Without an include list every table is selected,
+/// so a publication that leaves some out says nothing about the outbox.
+fn tables_named(cfg: &Config) -> bool {
+    !cfg.tables.table_include.is_empty() || !cfg.tables.schema_include.is_empty()
+}
+
+/// The captured tables the publication does not cover: nothing is decoded for them. `None` when the
+/// publication does not exist.
+pub async fn uncovered_tables(sql: &Client, cfg: &Config) -> Result<Option<Vec<CapturedTable>>, SetupFailure> {
+    let Some(publication) = sql
+        .query_opt("SELECT oid, puballtables FROM pg_publication WHERE pubname = $1", &[&cfg.publication_name])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let (oid, all_tables): (u32, bool) = (publication.get(0), publication.get(1));
+    if all_tables || !tables_named(cfg) {
+        return Ok(Some(Vec::new()));
+    }
+    let tables: Vec<u32> = sql
+        .query("SELECT prrelid FROM pg_publication_rel WHERE prpubid = $1", &[&oid])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // FOR TABLES IN SCHEMA (PostgreSQL 15+).
+    let schemas: Vec<u32> = if sql
+        .query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[])
+        .await?
+        .get(0)
+    {
+        sql.query("SELECT pnnspid FROM pg_publication_namespace WHERE pnpubid = $1", &[&oid])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let covered = |t: &CapturedTable| {
+        tables.contains(&t.oid) || t.ancestors.iter().any(|a| tables.contains(a)) || schemas.contains(&t.namespace)
+    };
+    Ok(Some(captured(sql, cfg).await?.into_iter().filter(|t| !covered(t)).collect()))
+}
+
+/// Bytes in a table's heap, all partitions included: 0 means no row was ever inserted into it (or
+/// only into pages a VACUUM truncated since).
+async fn heap_bytes(sql: &Client, table: &CapturedTable) -> Result<i64, SetupFailure> {
+    Ok(sql
+        .query_one(
+            // pg_partition_tree lists a partitioned table's tree (itself, of size 0, included) and
+            // nothing for a plain table.
+            "SELECT (pg_relation_size($1::oid) + COALESCE((SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree($1::oid) WHERE relid <> $1::oid), 0))::bigint",
+            &[&table.oid],
+        )
+        .await?
+        .get(0))
+}
+
+/// Captured tables the publication leaves out are a silent loss: every INSERT into them is dropped by
+/// pgoutput (an outbox table dropped and created again leaves a `FOR TABLE` publication, and the new
+/// table is not in it). Under `publication.autocreate.mode=filtered` the relay repairs the publication;
+/// if the table already holds rows written while it was not covered, their events were never decoded,
+/// and it stops with what to do. In the other modes the publication is the operator's, so it stops.
+///
+/// `streamed`: whether the slot existed (so this is a restart or a running relay, not a first start,
+/// where the rows already in a table are the snapshot's business).
+pub async fn repair_coverage(sql: &Client, cfg: &Config, streamed: bool) -> Result<(), SetupFailure> {
     let name = &cfg.publication_name;
-    let existing = sql.query_opt("SELECT puballtables FROM pg_publication WHERE pubname = $1", &[name]).await?;
-    let all_tables: Option<bool> = existing.map(|r| r.get(0));
-    match (cfg.publication_autocreate, all_tables) {
-        (AutocreateMode::Disabled, None) => Err(SetupError(format!(
-            "publication `{name}` does not exist and publication.autocreate.mode=disabled; create it (CREATE PUBLICATION {} FOR TABLE <outbox table>) or set publication.autocreate.mode=filtered",
+    let Some(uncovered) = uncovered_tables(sql, cfg).await? else {
+        return Err(SetupError(format!(
+            "publication `{name}` does not exist any more; nothing would be decoded. Create it again (CREATE PUBLICATION {} FOR TABLE <outbox table>) or set publication.autocreate.mode=filtered, then restart pgoutbox",
             quote_ident(name)
         ))
-        .into()),
+        .into());
+    };
+    if uncovered.is_empty() {
+        return Ok(());
+    }
+    let list = uncovered.iter().map(CapturedTable::qualified).collect::<Vec<_>>().join(", ");
+    if cfg.publication_autocreate != AutocreateMode::Filtered {
+        return Err(SetupError(format!(
+            "publication `{name}` does not include {list}, which table.include.list captures: pgoutput decodes nothing for it (was the table dropped and created again?). Run ALTER PUBLICATION {} ADD TABLE {list}, or set publication.autocreate.mode=filtered so pgoutbox maintains the publication; events already committed into it were not published (see `pgoutbox verify`)",
+            quote_ident(name)
+        ))
+        .into());
+    }
+    tracing::warn!(publication = %name, tables = %list, "the publication does not cover captured tables (dropped and created again?); adding them");
+    sql.batch_execute(&format!("ALTER PUBLICATION {} ADD TABLE {list}", quote_ident(name))).await?;
+    if !streamed {
+        return Ok(());
+    }
+    let mut written = Vec::new();
+    for t in &uncovered {
+        if heap_bytes(sql, t).await? > 0 {
+            written.push(t.qualified());
+        }
+    }
+    if written.is_empty() {
+        tracing::warn!(publication = %name, tables = %list, "publication repaired before anything was written to the tables: nothing was missed");
+        return Ok(());
+    }
+    Err(SetupError(format!(
+        "{} received rows while publication `{name}` did not cover it (the table was dropped and created again, or added to table.include.list): their events were never decoded and cannot be re-read from the slot. The publication covers it again now. To publish the rows still in the table, start once with snapshot.mode=always (duplicates of the rest are possible); rows already deleted are lost (`pgoutbox verify` lists what is missing). Starting again as is goes on from here",
+        written.join(", ")
+    ))
+    .into())
+}
+
+/// Makes sure the publication exists as `publication.autocreate.mode` asks, as Debezium does, and
+/// covers every captured table (see `repair_coverage`). `slot_exists`: the relay streamed before.
+pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -> Result<(), SetupFailure> {
+    let name = &cfg.publication_name;
+    let existing =
+        sql.query_opt("SELECT puballtables, pubviaroot FROM pg_publication WHERE pubname = $1", &[name]).await?;
+    let via_root = if cfg.publish_via_partition_root { " WITH (publish_via_partition_root = true)" } else { "" };
+    match (cfg.publication_autocreate, existing.as_ref().map(|r| r.get::<_, bool>(0))) {
+        (AutocreateMode::Disabled, None) => {
+            return Err(SetupError(format!(
+                "publication `{name}` does not exist and publication.autocreate.mode=disabled; create it (CREATE PUBLICATION {} FOR TABLE <outbox table>) or set publication.autocreate.mode=filtered",
+                quote_ident(name)
+            ))
+            .into())
+        }
         (AutocreateMode::AllTables, None) => {
             tracing::info!(publication = %name, "creating publication FOR ALL TABLES");
-            sql.batch_execute(&format!("CREATE PUBLICATION {} FOR ALL TABLES", quote_ident(name))).await.map_err(|e| {
+            sql.batch_execute(&format!("CREATE PUBLICATION {} FOR ALL TABLES{via_root}", quote_ident(name))).await.map_err(|e| {
                 publication_privilege(e, name, "FOR ALL TABLES needs a superuser; create the publication yourself or use publication.autocreate.mode=filtered")
             })?;
-            Ok(())
+            return Ok(());
         }
         (AutocreateMode::NoTables, None) => {
-            sql.batch_execute(&format!("CREATE PUBLICATION {}", quote_ident(name))).await.map_err(|e| publication_privilege(e, name, "creating a publication needs CREATE on the database"))?;
-            Ok(())
+            sql.batch_execute(&format!("CREATE PUBLICATION {}{via_root}", quote_ident(name))).await.map_err(|e| publication_privilege(e, name, "creating a publication needs CREATE on the database"))?;
+            return Ok(());
         }
         (AutocreateMode::Filtered, all) => {
-            let tables = captured_tables(sql, cfg).await?;
+            let tables = captured(sql, cfg).await?;
             if tables.is_empty() {
                 return Err(SetupError(format!(
                     "no table matches table.include.list for publication `{name}`; create the outbox table (see sql/outbox.sql) or fix table.include.list"
                 ))
                 .into());
             }
-            let list = tables.iter().map(|(s, t)| format!("{}.{}", quote_ident(s), quote_ident(t))).collect::<Vec<_>>().join(", ");
+            let list = tables.iter().map(CapturedTable::qualified).collect::<Vec<_>>().join(", ");
             match all {
                 None => {
                     tracing::info!(publication = %name, tables = %list, "creating publication");
-                    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(name)))
+                    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {list}{via_root}", quote_ident(name)))
                         .await
                         .map_err(|e| publication_privilege(e, name, "creating a publication FOR TABLE needs ownership of the tables"))?;
+                    return Ok(());
                 }
                 Some(true) => {
                     return Err(SetupError(format!(
@@ -166,20 +334,27 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config) -> Result<(), SetupF
                     ))
                     .into())
                 }
-                Some(false) => {
-                    let current = published_tables(sql, name).await?;
-                    let mut wanted = tables.clone();
-                    wanted.sort();
-                    if current != wanted {
-                        tracing::info!(publication = %name, tables = %list, "updating publication tables");
-                        sql.batch_execute(&format!("ALTER PUBLICATION {} SET TABLE {list}", quote_ident(name))).await?;
-                    }
-                }
+                Some(false) => {}
             }
-            Ok(())
         }
-        (_, Some(_)) => Ok(()),
+        (_, Some(_)) => {}
     }
+    let has_via_root = existing.as_ref().is_some_and(|r| r.get::<_, bool>(1));
+    if has_via_root != cfg.publish_via_partition_root {
+        if matches!(cfg.publication_autocreate, AutocreateMode::Filtered | AutocreateMode::AllTables) {
+            tracing::info!(publication = %name, publish_via_partition_root = cfg.publish_via_partition_root, "updating the publication's publish_via_partition_root");
+            sql.batch_execute(&format!(
+                "ALTER PUBLICATION {} SET (publish_via_partition_root = {})",
+                quote_ident(name),
+                cfg.publish_via_partition_root
+            ))
+            .await?;
+        } else {
+            // Both ways are routed the same; say which one is in force.
+            tracing::info!(publication = %name, "the publication's publish_via_partition_root is {has_via_root}, publish.via.partition.root says {}; the publication is left as it is", cfg.publish_via_partition_root);
+        }
+    }
+    repair_coverage(sql, cfg, slot_exists).await
 }
 
 fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> SetupFailure {
@@ -194,16 +369,6 @@ fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> Set
     } else {
         PgError::Sql(e).into()
     }
-}
-
-async fn published_tables(sql: &Client, publication: &str) -> Result<Vec<(String, String)>, SetupFailure> {
-    let rows = sql
-        .query(
-            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2",
-            &[&publication],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 #[derive(Debug, Clone)]

@@ -1,0 +1,200 @@
+//! The relay's durable memory of the slot it streams from, kept in Kafka as Kafka Connect keeps a
+//! source connector's offsets: a compacted topic (`offset.storage.topic`, `pgoutbox-offsets` by
+//! default), key `["<connector name>",{"server":"<topic.prefix>"}]`, value Debezium's PostgreSQL
+//! offset (`lsn`, `lsn_commit`, `lsn_proc`, `ts_usec`) plus the slot's name.
+//!
+//! Why Kafka and not the database: the record must outlive the slot, and the usual ways a slot is lost
+//! (a failover to a standby before PostgreSQL 17, a restore, `max_slot_wal_keep_size`) are the ones in
+//! which the database's own state is suspect; the relay can always write to Kafka (it publishes there),
+//! while a replication user often may not create tables (PostgreSQL 15 took CREATE on `public` away
+//! from everyone), and a standby it decodes from is read-only. It is also where a Connect operator
+//! looks for offsets.
+//!
+//! What the record is for: when the slot is missing at start but the record names it, the relay has
+//! streamed from that slot before, so creating a new slot at the current WAL position would skip every
+//! event committed since the recorded position. The session refuses that (or takes a new snapshot when
+//! `snapshot.mode` asks for one), instead of silently starting over.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::json;
+
+use super::producer::{client_config, create_topics};
+use crate::config::KafkaConfig;
+use crate::lsn::Lsn;
+
+/// Kafka Connect's default for `offset.storage.topic` is `connect-offsets`; pgoutbox keeps its own
+/// unless told otherwise, so that a Connect cluster still running beside it is never disturbed.
+pub const DEFAULT_TOPIC: &str = "pgoutbox-offsets";
+
+/// How long a read of the offsets topic waits without new records before it is taken as complete.
+const READ_IDLE: Duration = Duration::from_millis(400);
+const READ_DEADLINE: Duration = Duration::from_secs(20);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the relay remembers of its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceOffset {
+    /// `None` in a record Debezium wrote (same key, no slot name): that slot is the configured one.
+    pub slot: Option<String>,
+    /// The position confirmed to the slot when this was written.
+    pub lsn: Lsn,
+    /// When it was written, microseconds since 1970 (Debezium's `ts_usec`).
+    pub ts_usec: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetError {
+    #[error("offsets topic `{topic}`: {source}")]
+    Kafka {
+        topic: String,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+    #[error("offsets topic `{topic}`: the read did not finish in time")]
+    Timeout { topic: String },
+}
+
+#[derive(Clone)]
+pub struct OffsetStore {
+    kafka: KafkaConfig,
+    topic: String,
+    key: Vec<u8>,
+}
+
+impl OffsetStore {
+    pub fn new(kafka: &KafkaConfig, topic: &str, connector_name: &str, server: &str) -> Self {
+        let key = serde_json::to_vec(&json!([connector_name, { "server": server }]))
+            .expect("a JSON array of strings always serialises");
+        OffsetStore { kafka: kafka.clone(), topic: topic.to_string(), key }
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The newest record for this connector, if any (a tombstone clears it).
+    pub async fn load(&self) -> Result<Option<SourceOffset>, OffsetError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.load_blocking())
+            .await
+            .unwrap_or_else(|_| Err(OffsetError::Timeout { topic: self.topic.clone() }))
+    }
+
+    fn load_blocking(&self) -> Result<Option<SourceOffset>, OffsetError> {
+        let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
+        let consumer: BaseConsumer = client_config(&self.kafka)
+            .set("group.id", "pgoutbox-offsets-reader")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .create()
+            .map_err(err)?;
+        let md = consumer.fetch_metadata(Some(&self.topic), Duration::from_secs(10)).map_err(err)?;
+        let mut tpl = TopicPartitionList::new();
+        for t in md.topics() {
+            if t.error().is_some() {
+                // The topic does not exist yet: nothing was ever recorded.
+                return Ok(None);
+            }
+            for p in t.partitions() {
+                tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning).map_err(err)?;
+            }
+        }
+        if tpl.count() == 0 {
+            return Ok(None);
+        }
+        consumer.assign(&tpl).map_err(err)?;
+        let start = std::time::Instant::now();
+        let mut last = std::time::Instant::now();
+        let mut found = None;
+        while last.elapsed() < READ_IDLE {
+            if start.elapsed() > READ_DEADLINE {
+                return Err(OffsetError::Timeout { topic: self.topic.clone() });
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    last = std::time::Instant::now();
+                    if m.key() == Some(self.key.as_slice()) {
+                        found = m.payload().and_then(parse_value);
+                    }
+                }
+                Some(Err(e)) => tracing::debug!(error = %e, topic = %self.topic, "reading the offsets topic"),
+                None => {}
+            }
+        }
+        Ok(found)
+    }
+
+    /// Records `offset` and waits for the broker's acknowledgement. Creates the topic (compacted, one
+    /// partition) when it is missing.
+    pub async fn store(&self, offset: &SourceOffset) -> Result<(), OffsetError> {
+        let lsn = offset.lsn.0;
+        let value = json!({
+            "lsn_proc": lsn,
+            "lsn_commit": lsn,
+            "lsn": lsn,
+            "ts_usec": offset.ts_usec,
+            "pgoutbox.slot": offset.slot.as_deref(),
+        });
+        self.write(Some(value.to_string().into_bytes())).await
+    }
+
+    /// Forgets this connector's record (a tombstone), e.g. after an operator accepted a lost slot.
+    pub async fn clear(&self) -> Result<(), OffsetError> {
+        self.write(None).await
+    }
+
+    async fn write(&self, value: Option<Vec<u8>>) -> Result<(), OffsetError> {
+        let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
+        create_topics(&self.kafka, &[&self.topic], 1, 1).await.map_err(err)?;
+        let producer: FutureProducer = client_config(&self.kafka)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("partitioner", "murmur2_random")
+            .create()
+            .map_err(err)?;
+        let mut record = FutureRecord::<[u8], [u8]>::to(&self.topic).key(&self.key);
+        if let Some(v) = &value {
+            record = record.payload(v.as_slice());
+        }
+        producer.send(record, WRITE_TIMEOUT).await.map_err(|(e, _)| err(e))?;
+        Ok(())
+    }
+}
+
+fn parse_value(bytes: &[u8]) -> Option<SourceOffset> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    Some(SourceOffset {
+        slot: v.get("pgoutbox.slot").and_then(|s| s.as_str()).map(str::to_string),
+        lsn: Lsn(v.get("lsn")?.as_u64()?),
+        ts_usec: v.get("ts_usec").and_then(|t| t.as_i64()).unwrap_or(0),
+    })
+}
+
+pub fn now_usec() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_key_is_connects_json_and_the_value_reads_back() {
+        let kafka = KafkaConfig { bootstrap_servers: "x:1".into(), producer_overrides: vec![], topic_creation: None };
+        let s = OffsetStore::new(&kafka, DEFAULT_TOPIC, "inventory-connector", "dbserver1");
+        assert_eq!(s.key, br#"["inventory-connector",{"server":"dbserver1"}]"#);
+        let v = br#"{"lsn_proc":100,"lsn_commit":100,"lsn":100,"ts_usec":7,"pgoutbox.slot":"debezium"}"#;
+        assert_eq!(parse_value(v), Some(SourceOffset { slot: Some("debezium".into()), lsn: Lsn(100), ts_usec: 7 }));
+        // Debezium's own offset (no slot name) says the same: this connector streamed up to there.
+        assert_eq!(
+            parse_value(br#"{"lsn":100,"txId":5}"#),
+            Some(SourceOffset { slot: None, lsn: Lsn(100), ts_usec: 0 })
+        );
+        assert_eq!(parse_value(b"not json"), None);
+    }
+}
