@@ -594,3 +594,32 @@ async fn slow_broker_keeps_memory_bounded_and_postgres_alive() {
     })
     .await;
 }
+
+/// `pg_ctl stop -m fast` (and a switchover) waits until every walsender's client confirmed all it
+/// was sent. The relay answered the server's shutdown ping with the position confirmed before it
+/// had processed that ping, then stayed silent for a status interval (10 s by default): the
+/// shutdown waited for it. The confirmed position must go out as soon as it moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_fast_shutdown_is_not_held_by_an_idle_relay() {
+    let name = "postgres_fast_shutdown_is_not_held_by_an_idle_relay";
+    bounded(name, Duration::from_secs(120), async {
+        let kinds = ["Order"];
+        let pg = PgCluster::start("fastshutdown");
+        let bed = Bed::new("fastshutdown", pg.port, &Env::get().broker).await;
+        bed.create_topics(&kinds, 1).await;
+        // Debezium's default status interval, instead of the test beds' 500 ms.
+        let config = bed.config(&[]).replace("status.update.interval.ms=500", "status.update.interval.ms=10000");
+        let mut relay = RelayProc::start("fastshutdown", &config);
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        bed.prefill("Order", 10).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stopping = Instant::now();
+        pg.stop("fast");
+        let stopped = stopping.elapsed();
+        println!("{name}: pg_ctl stop -m fast took {}", ms(stopped));
+        assert!(stopped < Duration::from_secs(5), "the fast shutdown waited {stopped:?} for the relay");
+        pg.start_again();
+        let _ = relay.stop();
+    })
+    .await;
+}

@@ -250,15 +250,19 @@ pub struct Relay {
     child: Option<Child>,
     pub log: PathBuf,
     config: PathBuf,
+    args: Vec<String>,
 }
 
 impl Relay {
     pub fn start(config: &str) -> Relay {
-        let dir = std::env::temp_dir().join(unique("relay"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let cfg = dir.join("connector.properties");
-        std::fs::File::create(&cfg).unwrap().write_all(config.as_bytes()).unwrap();
-        Self::spawn(cfg, dir.join("relay.log"))
+        Self::start_with(config, &[])
+    }
+
+    /// `pgoutbox run --config FILE ARGS...`
+    pub fn start_with(config: &str, args: &[&str]) -> Relay {
+        let cfg = write_config(config);
+        let log = cfg.with_file_name("relay.log");
+        Self::spawn(cfg, log, args.iter().map(|a| a.to_string()).collect())
     }
 
     /// Starts a relay and waits until it streams (its slot exists, so later commits are captured).
@@ -268,23 +272,24 @@ impl Relay {
         r
     }
 
-    fn spawn(config: PathBuf, log: PathBuf) -> Relay {
+    fn spawn(config: PathBuf, log: PathBuf, args: Vec<String>) -> Relay {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
             .args(["run", "--config"])
             .arg(&config)
+            .args(&args)
             .env("RUST_LOG", std::env::var("PGOUTBOX_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
             .stderr(out)
             .spawn()
             .expect("spawn pgoutbox");
-        Relay { child: Some(child), log, config }
+        Relay { child: Some(child), log, config, args }
     }
 
     /// Starts the same relay again (same config, same log).
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "relay still running");
-        let mut r = Self::spawn(self.config.clone(), self.log.clone());
+        let mut r = Self::spawn(self.config.clone(), self.log.clone(), self.args.clone());
         self.child = r.child.take();
     }
 
@@ -330,6 +335,35 @@ impl Drop for Relay {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// Writes a connector config into a directory of its own; returns the file's path.
+pub fn write_config(config: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique("relay"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("connector.properties");
+    std::fs::File::create(&cfg).unwrap().write_all(config.as_bytes()).unwrap();
+    cfg
+}
+
+/// Runs `pgoutbox ARGS...` to completion; returns its exit code and its output (stdout and stderr).
+pub fn pgoutbox(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgoutbox")).args(args).output().expect("run pgoutbox");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// A plain HTTP GET on loopback: the status code and the body.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    Some((code, body))
 }
 
 /// Waits up to `deadline` for `c` to exit.
