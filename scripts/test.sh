@@ -22,7 +22,12 @@ log "install step on an empty cache folder: ok"
 
 work=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
 chmod 755 "$work"
-cleanup() { services_down "$work" immediate; }
+matrix_dirs=()
+cleanup() {
+    local d
+    for d in "${matrix_dirs[@]}"; do PG_BINDIR=${d#*:} pg_stop "${d%%:*}" immediate; done
+    services_down "$work" immediate
+}
 trap cleanup EXIT
 services_up "$work"
 export PGOUTBOX_TEST_PG_PORT=$pg_port
@@ -34,3 +39,27 @@ cd "$root"
 start=$(date +%s)
 cargo test --locked --all-targets -- --nocapture "$@"
 log "test suite took $(( $(date +%s) - start ))s"
+
+# The version matrix: the relay, edge and fault-kill tests against the other PostgreSQL majors (the
+# whole suite above ran on the Debian 15 server). PGOUTBOX_PG_MAJORS narrows it ("" skips it); it is
+# skipped when test.sh is given a test filter.
+[ $# -eq 0 ] || exit 0
+majors=${PGOUTBOX_PG_MAJORS-$(bash "$here/pg-versions.sh" list | tr '\n' ' ')}
+for major in $majors; do
+    mstart=$(date +%s)
+    bindir=$(bash "$here/pg-versions.sh" install "$major")
+    mdir=$work/pg$major
+    mport=$(free_port)
+    matrix_dirs+=("$mdir:$bindir")
+    PG_BINDIR=$bindir pg_start "$mdir" "$mport"
+    log "PostgreSQL $major: $("$bindir/postgres" --version) on 127.0.0.1:$mport"
+    (
+        export PG_BINDIR=$bindir PGOUTBOX_TEST_PG_PORT=$mport PGOUTBOX_TEST_TLS_DIR=$mdir/tls
+        cargo test --locked --test relay --test edges -- --nocapture
+        PGOUTBOX_FAULTS_KILLS=${PGOUTBOX_FAULTS_KILLS:-8} cargo test --locked --test faults -- --nocapture \
+            relay_killed_at_random_moments_loses_nothing postgres_fast_shutdown_is_not_held_by_an_idle_relay
+    )
+    PG_BINDIR=$bindir pg_stop "$mdir" immediate
+    log "PostgreSQL $major: relay, edge and fault-kill tests took $(( $(date +%s) - mstart ))s"
+done
+log "test suite and version matrix took $(( $(date +%s) - start ))s"
