@@ -209,6 +209,9 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
                     lag.map(|l| format!(", {l} bytes of WAL behind")).unwrap_or_default()
                 ),
             )];
+            if cfg.slot_failover {
+                f.push(check_failover(sql, cfg, &s).await);
+            }
             if let Some(pid) = s.active_pid {
                 f.push(ok("slot", format!("`{}` is in use by PID {pid} (another relay, or Debezium?); pgoutbox will stand by until it is released", cfg.slot_name)));
             }
@@ -216,6 +219,23 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
         }
         Err(e) => vec![problem("slot", e.to_string())],
     }
+}
+
+/// A failover slot protects the events only if logical walsenders wait for the standbys to have them:
+/// `synchronized_standby_slots` must name the standbys' physical slots (PostgreSQL 17+).
+async fn check_failover(sql: &tokio_postgres::Client, cfg: &Config, s: &setup::SlotState) -> Finding {
+    let Ok(major) = setup::server_major(sql).await else { return problem("failover", "cannot read server_version_num") };
+    if major < 17 {
+        return problem("failover", format!("slot.failover=true needs PostgreSQL 17 or later; this server is {major}"));
+    }
+    let standbys: String = match sql.query_one("SHOW synchronized_standby_slots", &[]).await {
+        Ok(r) => r.get(0),
+        Err(e) => return problem("failover", e.to_string()),
+    };
+    if standbys.trim().is_empty() {
+        return problem("failover", format!("slot `{}` is {}a failover slot, but synchronized_standby_slots is empty: events can reach Kafka before a standby has them, and after a failover its copy of the slot may be behind; set synchronized_standby_slots to the standbys' physical slots", cfg.slot_name, if s.failover == Some(true) { "" } else { "not yet " }));
+    }
+    ok("failover", format!("slot `{}` failover={}; synchronized_standby_slots = {standbys}", cfg.slot_name, s.failover.unwrap_or(false)))
 }
 
 async fn check_broker(cfg: &Config) -> Vec<Finding> {

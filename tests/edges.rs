@@ -342,3 +342,31 @@ async fn status_interval_not_below_wal_sender_timeout_is_refused() {
     let ids: HashSet<String> = o.rows().await.into_iter().map(|r| r.id).collect();
     assert!(ids.is_empty());
 }
+
+/// slot.failover=true (Debezium 3.0.5+): on PostgreSQL 17 and later the slot is a failover slot, also
+/// when it was created as a copy after the initial snapshot (the copy does not carry the flag). Before
+/// 17 the relay streams and says the key cannot apply.
+#[tokio::test(flavor = "multi_thread")]
+async fn slot_failover_makes_a_failover_slot_on_17_and_later() {
+    let o = Outbox::new("failover").await;
+    let sql = o.env.sql().await;
+    let version: String = sql.query_one("SHOW server_version_num", &[]).await.unwrap().get(0);
+    let major = version.parse::<i32>().unwrap() / 10_000;
+    for (mode, slot) in [("initial", format!("{}_snap", o.slot)), ("no_data", format!("{}_direct", o.slot))] {
+        let config = o.config(&["slot.failover=true", &format!("snapshot.mode={mode}"), &format!("slot.name={slot}")]);
+        let mut relay = Relay::start_streaming(&config);
+        let row = sql
+            .query_one("SELECT (to_jsonb(s) ->> 'failover')::bool FROM pg_replication_slots s WHERE slot_name = $1", &[&slot])
+            .await
+            .unwrap();
+        let failover: Option<bool> = row.get(0);
+        if major >= 17 {
+            assert_eq!(failover, Some(true), "snapshot.mode={mode}; log:\n{}", relay.log_text());
+        } else {
+            assert_eq!(failover, None);
+            assert!(relay.log_text().contains("needs PostgreSQL 17"), "{}", relay.log_text());
+        }
+        assert_eq!(relay.stop().code(), Some(0));
+        let _ = sql.execute("SELECT pg_drop_replication_slot($1)", &[&slot]).await;
+    }
+}

@@ -24,7 +24,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("poll.interval.ms", "pgoutbox does not poll: events flow as they are decoded"),
     ("slot.max.retries", "pgoutbox retries starting the stream with capped backoff until stopped"),
     ("slot.retry.delay.ms", "while another process holds the slot pgoutbox stands by, trying every second"),
-    ("slot.failover", "PostgreSQL 17+ only; pgoutbox creates slots without FAILOVER"),
     ("xmin.fetch.interval.ms", "pgoutbox does not track xmin"),
     ("replica.identity.autoset.values", "not needed: outbox tables are insert-only"),
     ("unavailable.value.placeholder", "only affects UPDATEs, which the Event Router drops"),

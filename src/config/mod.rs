@@ -253,6 +253,9 @@ pub struct Config {
     /// parent's name. Without it they arrive under each partition's name, and are routed as the
     /// parent's all the same.
     pub publish_via_partition_root: bool,
+    /// `slot.failover` (Debezium 3.0.5+, PostgreSQL 17+): the slot is a failover slot, synchronised
+    /// to standbys, so it survives a failover.
+    pub slot_failover: bool,
     /// `offset.storage.topic`: where the relay records the slot it streams from (see
     /// `kafka::offsets`), so that a slot lost while the relay was stopped is noticed.
     pub offset_topic: String,
@@ -511,6 +514,7 @@ impl Config {
         let connector_name = r.string_or("name", "pgoutbox");
         let slot_drop_on_stop = r.bool_or("slot.drop.on.stop", false)?;
         let publish_via_partition_root = r.bool_or("publish.via.partition.root", false)?;
+        let slot_failover = r.bool_or("slot.failover", false)?;
         let offset_topic = r.string_or("offset.storage.topic", crate::kafka::offsets::DEFAULT_TOPIC);
         let errors = ErrorTolerance {
             tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
@@ -561,6 +565,7 @@ impl Config {
             shutdown_timeout,
             slot_drop_on_stop,
             publish_via_partition_root,
+            slot_failover,
             offset_topic,
             heartbeat,
             snapshot_mode,

@@ -31,8 +31,9 @@ pub const BATCH_MAX_BYTES: usize = 4 << 20;
 /// How often the reader checks that the publication still covers every captured table (an outbox
 /// table dropped and created again falls out of a `FOR TABLE` publication, silently).
 const PUBLICATION_CHECK: Duration = Duration::from_secs(5);
-/// Bound on that check, so a dead SQL connection cannot hold the stream.
-const PUBLICATION_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on that check: the reader neither reads nor sends status updates meanwhile, so a dead SQL
+/// connection must not hold it (a stalled network is noticed within this, then the session restarts).
+const PUBLICATION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long `finish` waits beyond the sink's drain timeout before giving up on it.
 const FINISH_MARGIN: Duration = Duration::from_secs(5);

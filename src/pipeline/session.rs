@@ -31,6 +31,9 @@ pub struct SessionState {
     /// Whether a session has streamed from the slot: if the slot disappears after that, it was dropped
     /// under us, and silently recreating it could skip events.
     pub streamed: bool,
+    /// The server process of the previous session's SQL connection: after a network stall it may
+    /// still be alive on the server, holding the slot lock for a client that is gone.
+    pub previous_sql_pid: Option<i32>,
     /// Whether this process has taken its snapshot: `snapshot.mode=always` snapshots once per start
     /// of the process, not again on every reconnect.
     pub snapshot_taken: bool,
@@ -135,7 +138,7 @@ async fn start(
 ) -> Result<Option<Started>, RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
-    take_slot_lock(&sql, &cfg.slot_name).await?;
+    take_slot_lock(&sql, &cfg.slot_name, state).await?;
     let existing = setup::slot_state(&sql, &cfg.slot_name).await?;
     if let Some(pid) = existing.as_ref().and_then(|s| s.active_pid) {
         return Err(PgError::SlotBusy(format!("replication slot `{}` is in use by process {pid}", cfg.slot_name)).into());
@@ -190,6 +193,7 @@ async fn start(
     };
     state.snapshot_taken |= snapshot_wanted;
     setup::validate_slot(&slot, cfg)?;
+    ensure_failover(cfg, &sql, &mut conn, &slot).await?;
     let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
     record_offset(cfg, &offsets, requested).await?;
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
@@ -211,21 +215,74 @@ async fn start(
     Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
 }
 
+/// `slot.failover=true`: the slot is made a failover slot (PostgreSQL 17+), whichever way it was
+/// created (a slot copied after the snapshot loses the flag: pg_copy_logical_replication_slot does
+/// not carry it over). Before 17 there are no failover slots; Debezium ignores the key there too.
+async fn ensure_failover(
+    cfg: &Config,
+    sql: &Client,
+    conn: &mut ReplicationConnection,
+    slot: &setup::SlotState,
+) -> Result<(), RelayError> {
+    if !cfg.slot_failover || slot.failover == Some(true) {
+        return Ok(());
+    }
+    let major = setup::server_major(sql).await?;
+    if major < 17 {
+        tracing::warn!(slot = %cfg.slot_name, "slot.failover=true needs PostgreSQL 17 or later (this server is {major}); the slot is not a failover slot");
+        return Ok(());
+    }
+    conn.set_failover(&cfg.slot_name).await?;
+    tracing::info!(slot = %cfg.slot_name, "made the replication slot a failover slot (slot.failover=true)");
+    Ok(())
+}
+
 /// One relay per slot: a session-level advisory lock, held on `sql` for the whole session (the
 /// connection's end releases it, also when the process dies). The slot itself stays the lock that
 /// makes a hand-over safe (START_REPLICATION fails on a slot another process streams from, Debezium
 /// included); this one makes standing by cheap and keeps two instances from snapshotting at once.
-async fn take_slot_lock(sql: &Client, slot: &str) -> Result<(), RelayError> {
-    let locked: bool = sql
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&snapshot::lock_key(slot)])
-        .await
-        .map_err(PgError::Sql)?
-        .get(0);
-    if locked {
-        Ok(())
-    } else {
-        Err(PgError::SlotBusy(format!("another pgoutbox instance holds replication slot `{slot}`")).into())
+async fn take_slot_lock(sql: &Client, slot: &str, state: &mut SessionState) -> Result<(), RelayError> {
+    let key = snapshot::lock_key(slot);
+    // The server notices a client that vanished (a lost machine, a partition) by TCP keepalives on
+    // this session, then ends it and so releases the lock; the defaults would take hours.
+    let _ = sql
+        .batch_execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3")
+        .await;
+    let mut locked = try_lock(sql, key).await?;
+    if !locked {
+        // Our own previous session, stalled rather than closed, may still hold it: end it.
+        if let Some(pid) = state.previous_sql_pid {
+            let holder: Option<i32> = sql
+                .query_opt(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+                     AND ((classid::bigint << 32) | objid::bigint) = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    &[&key],
+                )
+                .await
+                .map_err(PgError::Sql)?
+                .map(|r| r.get(0));
+            if holder == Some(pid) {
+                tracing::info!(pid, "ending this relay's previous session on the server, which still holds the slot lock");
+                let _ = sql.execute("SELECT pg_terminate_backend($1)", &[&pid]).await;
+                for _ in 0..50 {
+                    locked = try_lock(sql, key).await?;
+                    if locked {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
     }
+    if !locked {
+        return Err(PgError::SlotBusy(format!("another pgoutbox instance holds replication slot `{slot}`")).into());
+    }
+    state.previous_sql_pid = sql.query_one("SELECT pg_backend_pid()", &[]).await.map_err(PgError::Sql)?.get(0);
+    Ok(())
+}
+
+async fn try_lock(sql: &Client, key: i64) -> Result<bool, RelayError> {
+    Ok(sql.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(PgError::Sql)?.get(0))
 }
 
 /// The server drops a walsender that is silent for `wal_sender_timeout`. While the pipeline is

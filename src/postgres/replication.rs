@@ -276,6 +276,13 @@ impl ReplicationConnection {
             .ok_or(PgError::Protocol(WireError::Malformed { what: "CREATE_REPLICATION_SLOT" }))
     }
 
+    /// Marks `slot` for synchronisation to standbys (PostgreSQL 17+, `ALTER_REPLICATION_SLOT ...
+    /// (FAILOVER true)`): a failover slot survives a failover to a standby that synchronises it. The
+    /// slot must not be in use.
+    pub async fn set_failover(&mut self, slot: &str) -> Result<(), PgError> {
+        self.simple_query(&format!("ALTER_REPLICATION_SLOT {} (FAILOVER true)", quote_ident(slot))).await.map(|_| ())
+    }
+
     /// Creates a logical slot and exports the snapshot it starts from: returns its consistent point and
     /// the snapshot name, valid until this connection runs its next command. Import it with `SET
     /// TRANSACTION SNAPSHOT` on another connection to read exactly the data the slot's stream follows.

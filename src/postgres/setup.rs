@@ -378,12 +378,15 @@ pub struct SlotState {
     pub confirmed_flush: Option<Lsn>,
     pub active_pid: Option<i32>,
     pub wal_status: Option<String>,
+    /// `failover` (PostgreSQL 17+; `None` before).
+    pub failover: Option<bool>,
 }
 
 pub async fn slot_state(sql: &Client, slot: &str) -> Result<Option<SlotState>, SetupFailure> {
     let row = sql
         .query_opt(
-            "SELECT plugin::text, database::text, confirmed_flush_lsn::text, active_pid, wal_status FROM pg_replication_slots WHERE slot_name = $1",
+            // The row as JSON for `failover`, a column PostgreSQL 17 added.
+            "SELECT plugin::text, database::text, confirmed_flush_lsn::text, active_pid, wal_status, (to_jsonb(s) ->> 'failover')::bool FROM pg_replication_slots s WHERE slot_name = $1",
             &[&slot],
         )
         .await?;
@@ -393,6 +396,7 @@ pub async fn slot_state(sql: &Client, slot: &str) -> Result<Option<SlotState>, S
         confirmed_flush: r.get::<_, Option<String>>(2).and_then(|l| l.parse().ok()),
         active_pid: r.get(3),
         wal_status: r.get(4),
+        failover: r.get(5),
     }))
 }
 
@@ -419,6 +423,12 @@ pub fn validate_slot(state: &SlotState, cfg: &Config) -> Result<(), SetupError> 
         )));
     }
     Ok(())
+}
+
+/// The server's major version (`server_version_num` / 10000).
+pub async fn server_major(sql: &Client) -> Result<i32, SetupFailure> {
+    let v: String = sql.query_one("SHOW server_version_num", &[]).await?.get(0);
+    Ok(v.parse::<i32>().unwrap_or(0) / 10_000)
 }
 
 /// NOT NULL per column of a table, from the catalog.
