@@ -77,14 +77,18 @@ impl Broker {
     }
 }
 
-/// Every topic on the broker except internal ones (`__…`), so that records sent to a topic nobody
-/// expected are compared too.
+/// pgoutbox's record of its slot (`offset.storage.topic`): internal, like Connect's offsets topic on
+/// Debezium's side (which the embedded engine keeps in a file), not a record of the Event Router.
+const OFFSETS_TOPIC: &str = pgoutbox::kafka::offsets::DEFAULT_TOPIC;
+
+/// Every topic on the broker except internal ones (`__…` and pgoutbox's offsets topic), so that
+/// records sent to a topic nobody expected are compared too.
 pub fn list_topics(addr: &str) -> Vec<String> {
     let c: BaseConsumer =
         rdkafka::ClientConfig::new().set("bootstrap.servers", addr).create().expect("metadata client");
     let md = c.fetch_metadata(None, Duration::from_secs(10)).expect("broker metadata");
     let mut names: Vec<String> =
-        md.topics().iter().map(|t| t.name().to_string()).filter(|n| !n.starts_with("__")).collect();
+        md.topics().iter().map(|t| t.name().to_string()).filter(|n| !n.starts_with("__") && n != OFFSETS_TOPIC).collect();
     names.sort();
     names
 }
