@@ -11,7 +11,7 @@ root=$(cd "$here/.." && pwd)
 bash "$here/install.sh" --demo
 log "building pgoutbox (release)"
 (cd "$root" && cargo build --release --locked --quiet)
-bin="$root/target/release/pgoutbox"
+bin="${CARGO_TARGET_DIR:-$root/target}/release/pgoutbox"
 
 work=$(mktemp -d /tmp/pgoutbox-demo.XXXXXX)
 chmod 755 "$work"
