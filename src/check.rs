@@ -113,7 +113,7 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
         }
     }
     out.extend(check_status_interval(&sql, cfg).await);
-    out.extend(check_publication(&sql, cfg, &tables).await);
+    out.extend(check_publication(&sql, cfg).await);
     out.extend(check_slot(&sql, cfg).await);
     out.extend(check_broker(cfg).await);
     out
@@ -125,7 +125,7 @@ async fn check_status_interval(sql: &tokio_postgres::Client, cfg: &Config) -> Op
     (cfg.status_interval >= t).then(|| problem("status interval", format!("status.update.interval.ms={} is not below the server's wal_sender_timeout ({} ms): the server would drop the connection whenever Kafka is slow, so pgoutbox refuses to start; lower it", cfg.status_interval.as_millis(), t.as_millis())))
 }
 
-async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &[(String, String)]) -> Vec<Finding> {
+async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
     let name = &cfg.publication_name;
     let row =
         match sql.query_opt("SELECT puballtables, pubinsert FROM pg_publication WHERE pubname = $1", &[name]).await {
@@ -145,7 +145,6 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config, tables: &
     if all {
         return vec![ok("publication", format!("`{name}` publishes all tables"))];
     }
-    let _ = tables;
     let missing: Vec<String> = match setup::uncovered_tables(sql, cfg).await {
         Ok(Some(uncovered)) => uncovered.iter().map(|t| t.qualified()).collect(),
         Ok(None) => Vec::new(),

@@ -90,7 +90,7 @@ fn prometheus(m: &Metrics) -> String {
         g(&m.confirmed_lsn),
         Lsn(g(&m.confirmed_lsn)),
         g(&m.received_lsn),
-        u8::from(m.streaming.load(std::sync::atomic::Ordering::Relaxed)),
+        u8::from(m.state() == RelayState::Streaming),
         g(&m.sessions),
         g(&m.unacknowledged_wait_ms) as f64 / 1e3,
         secs(t.p50_us),

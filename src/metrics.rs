@@ -7,7 +7,7 @@
 //! from the commit to the moment the relay has read the transaction's Commit message (decoding and
 //! transfer by the server), is measured too, so the `/latency` window shows where the time goes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// What the relay is doing, for the health endpoints: liveness (`/health`) holds in every state, as
@@ -52,7 +52,6 @@ pub struct Metrics {
     pub transactions_confirmed: AtomicU64,
     pub confirmed_lsn: AtomicU64,
     pub received_lsn: AtomicU64,
-    pub streaming: AtomicBool,
     pub sessions: AtomicU64,
     /// How long the oldest unacknowledged event has waited (0 when none waits).
     pub unacknowledged_wait_ms: AtomicU64,
@@ -72,7 +71,6 @@ struct Latencies {
 impl Metrics {
     pub fn set_state(&self, state: RelayState) {
         self.state.store(state as u8, Ordering::Relaxed);
-        self.streaming.store(state == RelayState::Streaming, Ordering::Relaxed);
     }
 
     pub fn state(&self) -> RelayState {

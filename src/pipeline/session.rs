@@ -81,12 +81,11 @@ pub async fn run(
         }
         return Ok(());
     };
-    metrics.set_state(RelayState::Streaming);
     // Only now, with the slot ours: a standby builds no producer.
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
     state.streamed = true;
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
-    metrics.streaming.store(true, Ordering::Relaxed);
+    metrics.set_state(RelayState::Streaming);
     tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %started.start, "streaming");
 
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
