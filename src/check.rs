@@ -168,9 +168,9 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Fi
 
 /// A slot that is missing although this connector streamed from it is a loss, not a first start.
 async fn check_lost_slot(cfg: &Config) -> Finding {
-    let store = crate::kafka::offsets::OffsetStore::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix);
-    match store.load().await {
-        Ok(Some(o)) if o.slot.as_deref().map_or(true, |s| s == cfg.slot_name) => problem(
+    let store = crate::kafka::offsets::OffsetStore::for_connector(cfg);
+    match store.load_for_slot(&cfg.slot_name).await {
+        Ok(Some(o)) => problem(
             "slot",
             crate::RelayError::SlotLost { slot: cfg.slot_name.clone(), lsn: o.lsn, topic: store.topic().to_string() }
                 .to_string(),

@@ -202,7 +202,7 @@ fn main() -> ExitCode {
 }
 
 async fn offsets(action: &str, cfg: &Config) -> ExitCode {
-    let store = pgoutbox::kafka::offsets::OffsetStore::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix);
+    let store = pgoutbox::kafka::offsets::OffsetStore::for_connector(cfg);
     let result = if action == "reset" {
         store.clear().await.map(|()| println!("cleared the record of connector `{}` in `{}`", cfg.connector_name, store.topic()))
     } else {

@@ -73,6 +73,11 @@ impl OffsetStore {
         OffsetStore { kafka: kafka.clone(), topic: topic.to_string(), key }
     }
 
+    /// The store of `cfg`'s connector: `offset.storage.topic`, keyed by `name` and `topic.prefix`.
+    pub fn for_connector(cfg: &crate::config::Config) -> Self {
+        Self::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix)
+    }
+
     pub fn topic(&self) -> &str {
         &self.topic
     }
@@ -127,6 +132,12 @@ impl OffsetStore {
             }
         }
         Ok(found)
+    }
+
+    /// The newest record, when it speaks for `slot`: one naming another slot was written for a slot
+    /// this connector used before `slot.name` changed, and says nothing about this one.
+    pub async fn load_for_slot(&self, slot: &str) -> Result<Option<SourceOffset>, OffsetError> {
+        Ok(self.load().await?.filter(|o| o.slot.as_deref().map_or(true, |s| s == slot)))
     }
 
     /// Records `offset` and waits for the broker's acknowledgement. Creates the topic (compacted, one

@@ -148,12 +148,12 @@ async fn start(
     metrics.set_state(RelayState::Starting);
     setup::ensure_publication(&sql, cfg, existing.is_some()).await?;
     let mut conn = ReplicationConnection::connect(&params).await?;
-    let offsets = offset_store(cfg);
+    let offsets = OffsetStore::for_connector(cfg);
     if existing.is_none() {
         if state.streamed {
             return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
         }
-        if let Some(recorded) = recorded_offset(cfg, &offsets).await? {
+        if let Some(recorded) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, &offsets))? {
             slot_lost(cfg, &offsets, &recorded)?;
         }
     }
@@ -300,16 +300,6 @@ fn check_status_interval(cfg: &Config, wal_sender_timeout: Option<Duration>) -> 
     }
 }
 
-fn offset_store(cfg: &Config) -> OffsetStore {
-    OffsetStore::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix)
-}
-
-/// This connector's record of the slot, when it names the configured slot.
-async fn recorded_offset(cfg: &Config, offsets: &OffsetStore) -> Result<Option<SourceOffset>, RelayError> {
-    let recorded = offsets.load().await.map_err(|e| offset_error(e, offsets))?;
-    Ok(recorded.filter(|o| o.slot.as_deref().map_or(true, |s| s == cfg.slot_name)))
-}
-
 /// The slot is gone although this connector streamed from it: events committed since the recorded
 /// position were never decoded, and a new slot would start after them. Debezium takes a new
 /// snapshot in this case under `when_needed` and `always`; every other mode stops.
@@ -433,7 +423,7 @@ async fn drop_slot(cfg: &Config) {
     match setup::slot_state(&sql, &cfg.slot_name).await {
         Ok(None) => {
             // Dropped on purpose: the next start creates a new slot without calling it lost.
-            if let Err(e) = offset_store(cfg).clear().await {
+            if let Err(e) = OffsetStore::for_connector(cfg).clear().await {
                 tracing::warn!(error = %e, "slot.drop.on.stop: could not clear the slot's record; the next start will report the slot as lost");
             }
             tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)")

@@ -243,10 +243,7 @@ impl Sink {
             // A dead letter that cannot be delivered for good is not dead-lettered again (that loops
             // forever): the relay stops, naming the dead-letter topic.
             Ack::Failed { seq, error, topic, event_id } if self.dead_letters.contains_key(&seq) => {
-                match delivery_error(error, topic, event_id) {
-                    RelayError::Delivery(f) => Err(RelayError::DeadLetterRefused(f)),
-                    transient => Err(transient),
-                }
+                Err(dead_letter_error(error, topic, event_id))
             }
             Ack::Failed { seq, error, topic, event_id } => match delivery_error(error, topic, event_id) {
                 RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, f),
@@ -295,10 +292,7 @@ impl Sink {
                     return Ok(false);
                 }
                 Queued::Refused(error) => {
-                    return Err(match delivery_error(error, record.topic.to_string(), record.event_id()) {
-                        RelayError::Delivery(f) => RelayError::DeadLetterRefused(f),
-                        transient => transient,
-                    })
+                    return Err(dead_letter_error(error, record.topic.to_string(), record.event_id()))
                 }
             }
         }
@@ -396,6 +390,15 @@ enum Queued {
     Stopped,
     /// librdkafka refused it at once.
     Refused(KafkaError),
+}
+
+/// A dead letter that failed: refused for good, it stops the relay naming the dead-letter topic (it
+/// is never dead-lettered again); a transient failure is like any other.
+fn dead_letter_error(error: KafkaError, topic: String, event_id: String) -> RelayError {
+    match delivery_error(error, topic, event_id) {
+        RelayError::Delivery(f) => RelayError::DeadLetterRefused(f),
+        transient => transient,
+    }
 }
 
 fn delivery_error(error: KafkaError, topic: String, event_id: String) -> RelayError {

@@ -162,17 +162,14 @@ pub async fn captured_tables(sql: &Client, cfg: &Config) -> Result<Vec<(String, 
 /// ancestor it is a partition of, as `(schema, table)`. Without `publish_via_partition_root` every
 /// change of a partitioned outbox arrives under a partition's name; it belongs to the parent.
 pub async fn captured_ancestor(sql: &Client, relation: u32, cfg: &Config) -> Result<Option<(String, String)>, PgError> {
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&relation];
-    let query = sql.query(
+    let rows = relation_query(
+        sql,
         "SELECT an.nspname::text, ac.relname::text FROM pg_partition_ancestors($1::oid) WITH ORDINALITY AS a(relid, level) \
          JOIN pg_class ac ON ac.oid = a.relid JOIN pg_namespace an ON an.oid = ac.relnamespace \
          WHERE a.relid <> $1::oid ORDER BY a.level",
-        &params,
-    );
-    let rows = tokio::time::timeout(std::time::Duration::from_secs(30), query)
-        .await
-        .map_err(|_| PgError::PeerTimeout(std::time::Duration::from_secs(30)))?
-        .map_err(PgError::Sql)?;
+        relation,
+    )
+    .await?;
     Ok(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))).find(|(s, t)| cfg.tables.matches(s, t)))
 }
 
@@ -433,18 +430,25 @@ pub async fn server_major(sql: &Client) -> Result<i32, SetupFailure> {
 
 /// NOT NULL per column of a table, from the catalog.
 pub async fn not_null_columns(sql: &Client, relation: u32) -> Result<HashMap<String, bool>, PgError> {
-    // Bounded: the SQL connection may have idled for hours and died silently, and the reader must not
-    // hang on it while the replication connection waits.
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&relation];
-    let query = sql.query(
+    let rows = relation_query(
+        sql,
         "SELECT attname::text, attnotnull FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
-        &params,
-    );
-    let rows = tokio::time::timeout(std::time::Duration::from_secs(30), query)
-        .await
-        .map_err(|_| PgError::PeerTimeout(std::time::Duration::from_secs(30)))?
-        .map_err(PgError::Sql)?;
+        relation,
+    )
+    .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// A catalog query about one relation, for the reader while it streams. Bounded: the SQL connection
+/// may have idled for hours and died silently, and the reader must not hang on it while the
+/// replication connection waits.
+async fn relation_query(sql: &Client, query: &str, relation: u32) -> Result<Vec<tokio_postgres::Row>, PgError> {
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&relation];
+    tokio::time::timeout(LIMIT, sql.query(query, &params))
+        .await
+        .map_err(|_| PgError::PeerTimeout(LIMIT))?
+        .map_err(PgError::Sql)
 }
 
 /// The server's `wal_sender_timeout`, or `None` when it is disabled. While decoding a large
