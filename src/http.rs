@@ -20,12 +20,11 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: Cance
         };
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let n = match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
+            let Ok(Some(head)) = tokio::time::timeout(std::time::Duration::from_secs(5), read_head(&mut sock)).await
+            else {
+                return;
             };
-            let path = std::str::from_utf8(&buf[..n]).ok().and_then(|r| r.split_whitespace().nth(1)).unwrap_or("/");
+            let path = std::str::from_utf8(&head).ok().and_then(|r| r.split_whitespace().nth(1)).unwrap_or("/");
             let (status, ctype, body) = respond(path, &metrics);
             let head = format!(
                 "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -35,6 +34,22 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: Cance
             let _ = sock.write_all(body.as_bytes()).await;
         });
     }
+}
+
+/// Reads the request head up to its blank line. Answering after a partial read and closing would
+/// make the kernel reset the connection over the unread rest, and the client would lose the answer.
+async fn read_head(sock: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    const MAX_HEAD: usize = 16 * 1024;
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = sock.read(&mut buf).await.ok()?;
+        if n == 0 || head.len() + n > MAX_HEAD {
+            return None;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Some(head)
 }
 
 fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
@@ -137,5 +152,29 @@ mod tests {
             assert_eq!(respond("/ready", &m).0, "503 Service Unavailable", "a {state:?} relay is not ready");
         }
         assert_eq!(sample(&respond("/metrics", &m).2, "pgoutbox_streaming"), "0");
+    }
+
+    /// A request that arrives in pieces (a client writing the request line and each header
+    /// separately) still gets its whole answer, not a connection reset.
+    #[tokio::test]
+    async fn a_request_in_pieces_gets_the_whole_answer() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        metrics.set_state(RelayState::StandingBy);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve(listener, metrics, shutdown.clone()));
+        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+        sock.set_nodelay(true).unwrap();
+        for piece in ["GET /hea", "lth HTTP/1.1\r\n", "host: x\r\n", "connection: close\r\n", "\r\n"] {
+            sock.write_all(piece.as_bytes()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        }
+        let mut answer = String::new();
+        sock.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\nstanding_by\n"), "{answer}");
+        shutdown.cancel();
     }
 }
