@@ -1,6 +1,7 @@
 //! `pgoutbox check`: validates the configuration against the database and the broker before the
 //! relay runs, and says for each problem exactly what to fix.
 
+use crate::kafka::security::PreflightError;
 use std::time::Duration;
 
 use crate::config::{AutocreateMode, Config};
@@ -158,7 +159,11 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Fi
         let detail = format!(
             "`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered){}",
             missing.join(", "),
-            if streamed { ", and stop if the table already holds rows whose events were never decoded (dropped and created again?)" } else { "" }
+            if streamed {
+                ", and stop if the table already holds rows whose events were never decoded (dropped and created again?)"
+            } else {
+                ""
+            }
         );
         vec![if streamed { problem("publication", detail) } else { ok("publication", detail) }]
     } else {
@@ -182,7 +187,10 @@ async fn check_lost_slot(cfg: &Config) -> Finding {
                 cfg.slot_name, cfg.snapshot_mode
             ),
         ),
-        Err(e) => problem("slot", format!("`{}` does not exist, and whether it existed before cannot be told: {e}", cfg.slot_name)),
+        Err(e) => problem(
+            "slot",
+            format!("`{}` does not exist, and whether it existed before cannot be told: {e}", cfg.slot_name),
+        ),
     }
 }
 
@@ -223,7 +231,9 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
 /// A failover slot protects the events only if logical walsenders wait for the standbys to have them:
 /// `synchronized_standby_slots` must name the standbys' physical slots (PostgreSQL 17+).
 async fn check_failover(sql: &tokio_postgres::Client, cfg: &Config, s: &setup::SlotState) -> Finding {
-    let Ok(major) = setup::server_major(sql).await else { return problem("failover", "cannot read server_version_num") };
+    let Ok(major) = setup::server_major(sql).await else {
+        return problem("failover", "cannot read server_version_num");
+    };
     if major < 17 {
         return problem("failover", format!("slot.failover=true needs PostgreSQL 17 or later; this server is {major}"));
     }
@@ -234,26 +244,27 @@ async fn check_failover(sql: &tokio_postgres::Client, cfg: &Config, s: &setup::S
     if standbys.trim().is_empty() {
         return problem("failover", format!("slot `{}` is {}a failover slot, but synchronized_standby_slots is empty: events can reach Kafka before a standby has them, and after a failover its copy of the slot may be behind; set synchronized_standby_slots to the standbys' physical slots", cfg.slot_name, if s.failover == Some(true) { "" } else { "not yet " }));
     }
-    ok("failover", format!("slot `{}` failover={}; synchronized_standby_slots = {standbys}", cfg.slot_name, s.failover.unwrap_or(false)))
+    ok(
+        "failover",
+        format!(
+            "slot `{}` failover={}; synchronized_standby_slots = {standbys}",
+            cfg.slot_name,
+            s.failover.unwrap_or(false)
+        ),
+    )
 }
 
 async fn check_broker(cfg: &Config) -> Vec<Finding> {
-    let client = crate::kafka::client_config(&cfg.kafka);
-    let result = tokio::task::spawn_blocking(move || {
-        use rdkafka::consumer::{BaseConsumer, Consumer};
-        let c: BaseConsumer = client.create()?;
-        c.fetch_metadata(None, Duration::from_secs(10)).map(|m| (m.brokers().len(), m.topics().len()))
-    })
-    .await;
+    let kafka = cfg.kafka.clone();
+    let result =
+        tokio::task::spawn_blocking(move || crate::kafka::security::preflight(&kafka, Duration::from_secs(10))).await;
     match result {
         Ok(Ok((brokers, topics))) => vec![ok(
             "broker",
             format!("{} reachable: {brokers} broker(s), {topics} topic(s)", cfg.kafka.bootstrap_servers),
         )],
-        Ok(Err(e)) => vec![problem(
-            "broker",
-            format!("cannot reach {}: {e}; check bootstrap.servers", cfg.kafka.bootstrap_servers),
-        )],
+        Ok(Err(PreflightError::Refused(why))) => vec![problem("broker", why)],
+        Ok(Err(e)) => vec![problem("broker", format!("{e}; check bootstrap.servers and security.protocol"))],
         Err(e) => vec![problem("broker", e.to_string())],
     }
 }

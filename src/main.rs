@@ -204,7 +204,10 @@ fn main() -> ExitCode {
 async fn offsets(action: &str, cfg: &Config) -> ExitCode {
     let store = pgoutbox::kafka::offsets::OffsetStore::for_connector(cfg);
     let result = if action == "reset" {
-        store.clear().await.map(|()| println!("cleared the record of connector `{}` in `{}`", cfg.connector_name, store.topic()))
+        store
+            .clear()
+            .await
+            .map(|()| println!("cleared the record of connector `{}` in `{}`", cfg.connector_name, store.topic()))
     } else {
         store.load().await.map(|o| match o {
             Some(o) => println!(

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use support::*;
 
-
 async fn exec(o: &Outbox, sql: &str) {
     o.env.sql().await.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
 }
@@ -57,13 +56,30 @@ async fn partitioned_outbox_by_list_delivers_every_event() {
     o.create_topics(&kinds, 2).await;
     exec(&o, &partitioned_ddl(&o, "LIST (aggregatetype)", "aggregatetype")).await;
     for kind in ["Order", "Customer"] {
-        exec(&o, &format!("CREATE TABLE public.{t}_{k} PARTITION OF public.{t} FOR VALUES IN ('{a}')", t = o.table, k = kind.to_lowercase(), a = o.agg(kind))).await;
+        exec(
+            &o,
+            &format!(
+                "CREATE TABLE public.{t}_{k} PARTITION OF public.{t} FOR VALUES IN ('{a}')",
+                t = o.table,
+                k = kind.to_lowercase(),
+                a = o.agg(kind)
+            ),
+        )
+        .await;
     }
     insert_n(&o, "Order", 10).await;
     let mut relay = Relay::start_streaming(&o.config(&[]));
     insert_n(&o, "Order", 50).await;
     insert_n(&o, "Customer", 50).await;
-    exec(&o, &format!("CREATE TABLE public.{t}_invoice PARTITION OF public.{t} FOR VALUES IN ('{a}')", t = o.table, a = o.agg("Invoice"))).await;
+    exec(
+        &o,
+        &format!(
+            "CREATE TABLE public.{t}_invoice PARTITION OF public.{t} FOR VALUES IN ('{a}')",
+            t = o.table,
+            a = o.agg("Invoice")
+        ),
+    )
+    .await;
     insert_n(&o, "Invoice", 20).await;
     assert_eq!(o.rows().await.len(), 130);
     assert_all_delivered(&o, &kinds, &relay).await;
@@ -93,7 +109,14 @@ async fn partitioned_outbox_by_range_via_partition_root_delivers_every_event() {
         .get(0);
     assert!(via_root, "the publication is created WITH (publish_via_partition_root = true)");
     insert_n(&o, "Order", 50).await;
-    exec(&o, &format!("CREATE TABLE public.{t}_future PARTITION OF public.{t} FOR VALUES FROM ('2100-01-01') TO (MAXVALUE)", t = o.table)).await;
+    exec(
+        &o,
+        &format!(
+            "CREATE TABLE public.{t}_future PARTITION OF public.{t} FOR VALUES FROM ('2100-01-01') TO (MAXVALUE)",
+            t = o.table
+        ),
+    )
+    .await;
     exec(&o, &format!("INSERT INTO public.{t} (id, aggregatetype, aggregateid, type, payload, created_at) \
                        SELECT gen_random_uuid(), '{a}', 'late-' || g, 'Created', '{{}}', '2150-01-01' FROM generate_series(1, 20) g", t = o.table, a = o.agg("Order"))).await;
     assert_eq!(o.rows().await.len(), 80);
@@ -102,7 +125,8 @@ async fn partitioned_outbox_by_range_via_partition_root_delivers_every_event() {
     o.drop_slot().await;
 }
 
-const OUTBOX_DDL: &str = "(id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, \
+const OUTBOX_DDL: &str =
+    "(id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, \
      type varchar(255) NOT NULL, payload jsonb, seq bigserial, created_at timestamptz NOT NULL DEFAULT now())";
 
 /// A migration drops the outbox and creates it again while the relay runs; nothing is written to the
@@ -140,7 +164,8 @@ async fn outbox_dropped_and_created_again_with_rows_stops_loudly() {
     }
     swap.push_str("COMMIT;");
     exec(&o, &swap).await;
-    let status = relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
+    let status =
+        relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
     let log = relay.log_text();
     assert_eq!(status.code(), Some(4), "{log}");
     assert!(log.contains(&format!("public.{}", o.table)) && log.contains("snapshot.mode=always"), "{log}");
@@ -159,7 +184,8 @@ async fn outbox_dropped_and_created_again_under_disabled_publication_stops_loudl
     exec(&o, &format!("CREATE PUBLICATION {} FOR TABLE public.{}", o.publication, o.table)).await;
     let mut relay = Relay::start_streaming(&o.config(&["publication.autocreate.mode=disabled"]));
     exec(&o, &format!("DROP TABLE public.{t}; CREATE TABLE public.{t} {OUTBOX_DDL}", t = o.table)).await;
-    let status = relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
+    let status =
+        relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
     let log = relay.log_text();
     assert_eq!(status.code(), Some(4), "{log}");
     assert!(log.contains("ALTER PUBLICATION"), "{log}");
@@ -184,7 +210,8 @@ async fn slot_dropped_while_relay_stopped_is_not_silently_recreated() {
     insert_n(&o, "Order", 20).await;
 
     let mut lost = Relay::start(&config);
-    let status = lost.wait(Duration::from_secs(60)).unwrap_or_else(|| panic!("relay kept running:\n{}", lost.log_text()));
+    let status =
+        lost.wait(Duration::from_secs(60)).unwrap_or_else(|| panic!("relay kept running:\n{}", lost.log_text()));
     let log = lost.log_text();
     assert_eq!(status.code(), Some(8), "{log}");
     assert!(log.contains("streamed from it before") && log.contains("snapshot.mode=when_needed"), "{log}");
@@ -239,10 +266,10 @@ async fn standby_with_snapshot_always_publishes_nothing() {
 async fn mistyped_aggregate_type_stops_once_naming_event_and_topic() {
     let o = Outbox::new("mistyped").await;
     o.create_topics(&["Order"], 1).await;
-    let mut relay =
-        Relay::start_streaming(&o.config(&["producer.override.topic.metadata.propagation.max.ms=1000"]));
+    let mut relay = Relay::start_streaming(&o.config(&["producer.override.topic.metadata.propagation.max.ms=1000"]));
     insert_n(&o, "Ordr", 1).await;
-    let status = relay.wait(Duration::from_secs(60)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
+    let status =
+        relay.wait(Duration::from_secs(60)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
     let log = relay.log_text();
     assert_eq!(status.code(), Some(6), "{log}");
     let id = &o.rows().await[0].id;
@@ -260,10 +287,7 @@ async fn dead_letter_topic_refusing_for_good_stops_the_relay() {
     o.create_topics(&["Order"], 1).await;
     let dlq = format!("dlq_{}", o.slot);
     create_topics(&o.env.broker, &[dlq.clone()], 1).await;
-    let tolerant = [
-        "errors.tolerance=all",
-        "producer.override.topic.metadata.propagation.max.ms=1000",
-    ];
+    let tolerant = ["errors.tolerance=all", "producer.override.topic.metadata.propagation.max.ms=1000"];
     let with_dlq = format!("errors.deadletterqueue.topic.name={dlq}");
     let mut relay = Relay::start_streaming(&o.config(&[tolerant[0], tolerant[1], &with_dlq]));
     insert_n(&o, "Ordr", 1).await;
@@ -286,7 +310,8 @@ async fn dead_letter_topic_refusing_for_good_stops_the_relay() {
         "snapshot.mode=no_data",
     ]));
     insert_n(&o, "Ordr", 1).await;
-    let status = relay.wait(Duration::from_secs(60)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
+    let status =
+        relay.wait(Duration::from_secs(60)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
     let log = relay.log_text();
     assert_eq!(status.code(), Some(6), "{log}");
     assert!(log.contains("dead-letter topic refused") && log.contains(&format!("missing_{}", o.slot)), "{log}");
@@ -356,7 +381,10 @@ async fn slot_failover_makes_a_failover_slot_on_17_and_later() {
         let config = o.config(&["slot.failover=true", &format!("snapshot.mode={mode}"), &format!("slot.name={slot}")]);
         let mut relay = Relay::start_streaming(&config);
         let row = sql
-            .query_one("SELECT (to_jsonb(s) ->> 'failover')::bool FROM pg_replication_slots s WHERE slot_name = $1", &[&slot])
+            .query_one(
+                "SELECT (to_jsonb(s) ->> 'failover')::bool FROM pg_replication_slots s WHERE slot_name = $1",
+                &[&slot],
+            )
             .await
             .unwrap();
         let failover: Option<bool> = row.get(0);

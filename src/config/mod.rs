@@ -5,6 +5,7 @@
 mod keys;
 mod producer;
 mod properties;
+pub mod security;
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use regex::Regex;
 
 pub use keys::IgnoredKey;
 pub use properties::{parse_json, parse_properties, RawConfig};
+pub use security::ClientSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -222,9 +224,11 @@ pub struct TopicCreation {
 #[derive(Debug, Clone)]
 pub struct KafkaConfig {
     pub bootstrap_servers: String,
-    /// librdkafka properties passed through (`producer.override.*` and `producer.*` keys that
-    /// librdkafka understands under the same name).
-    pub producer_overrides: Vec<(String, String)>,
+    /// The producer's librdkafka settings (from `producer.*` and `producer.override.*`, Java names
+    /// mapped), security included.
+    pub producer_overrides: ClientSettings,
+    /// The security settings of the other clients (admin, offset store, verify).
+    pub client_security: ClientSettings,
     pub topic_creation: Option<TopicCreation>,
 }
 
@@ -499,15 +503,24 @@ impl Config {
         };
         let extended_headers = r.bool_or("extended.headers.enabled", true)?;
         let bootstrap_servers = r.required("bootstrap.servers", "the Kafka brokers, host:port[,host:port]")?;
-        let (producer_overrides, producer_ignored) = producer::collect(&raw.entries)?;
-        producer::validate(&producer_overrides, &bootstrap_servers)?;
-        for k in raw.entries.keys().filter(|k| k.starts_with("producer.")) {
-            r.used.insert(k.clone());
+        let clients = producer::collect(&raw.entries)?;
+        producer::validate(&clients.producer, &bootstrap_servers)?;
+        producer::validate(&clients.security, &bootstrap_servers)?;
+        let producer_ignored = clients.ignored;
+        for k in raw.entries.keys() {
+            let admin_security = ["admin.override.", "admin."]
+                .iter()
+                .find_map(|p| k.strip_prefix(p))
+                .is_some_and(security::is_security_key);
+            if k.starts_with("producer.") || security::is_security_key(k) || admin_security {
+                r.used.insert(k.clone());
+            }
         }
         let creation = parse_topic_creation(&mut r)?;
         let kafka = KafkaConfig {
             bootstrap_servers,
-            producer_overrides,
+            producer_overrides: clients.producer,
+            client_security: clients.security,
             topic_creation: if r.bool_or("topic.creation.enable", true)? { creation } else { None },
         };
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;

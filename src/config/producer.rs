@@ -1,8 +1,9 @@
 //! `producer.*` (worker) and `producer.override.*` (connector) keys: Java producer settings, mapped
-//! onto librdkafka's names where they differ. Settings that carry pgoutbox's guarantees (acks,
-//! idempotence, the partitioner) cannot be overridden; Java keystore settings are ignored; anything
-//! else librdkafka does not know is rejected at start-up with its key.
+//! onto librdkafka's names where they differ, and the security keys of every client (see
+//! `security`). Settings that carry pgoutbox's guarantees (acks, idempotence, the partitioner)
+//! cannot be overridden; anything else librdkafka does not know is rejected at start-up with its key.
 
+use super::security::{self, ClientSettings};
 use super::{invalid, ConfigError, IgnoredKey};
 
 /// Java producer key -> librdkafka key, for names that differ.
@@ -11,8 +12,6 @@ const RENAMED: &[(&str, &str)] = &[
     ("delivery.timeout.ms", "message.timeout.ms"),
     ("max.in.flight.requests.per.connection", "max.in.flight.requests.per.connection"),
     ("retry.backoff.ms", "retry.backoff.ms"),
-    ("ssl.truststore.location", ""),
-    ("ssl.keystore.location", ""),
 ];
 
 /// Keys pgoutbox sets itself because its guarantees depend on them.
@@ -25,60 +24,135 @@ const PROTECTED: &[(&str, &str)] = &[
     ("value.serializer", "records are already bytes"),
 ];
 
-/// Collects the producer settings from all `producer.` and `producer.override.` keys (overrides win).
-pub fn collect(
-    entries: &std::collections::BTreeMap<String, String>,
-) -> Result<(Vec<(String, String)>, Vec<IgnoredKey>), ConfigError> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    let mut ignored = Vec::new();
-    let worker = entries
+/// The librdkafka settings of pgoutbox's Kafka clients.
+#[derive(Debug, Default)]
+pub struct Clients {
+    /// The producer: its tuning and its security.
+    pub producer: ClientSettings,
+    /// Admin, offset-store and verify clients: security only.
+    pub security: ClientSettings,
+    pub ignored: Vec<IgnoredKey>,
+}
+
+/// The keys of `entries` under `prefix` (`""` for top-level keys), by name, with their full key.
+fn layer<'a>(
+    entries: &'a std::collections::BTreeMap<String, String>,
+    prefix: &'a str,
+    skip: &'a [&'a str],
+) -> impl Iterator<Item = (String, (String, String))> + 'a {
+    entries.iter().filter_map(move |(k, v)| {
+        let name = k.strip_prefix(prefix)?;
+        if skip.iter().any(|s| name.starts_with(s)) {
+            return None;
+        }
+        Some((name.to_string(), (k.clone(), v.clone())))
+    })
+}
+
+/// Collects the client settings as Connect builds its clients: the producer from `producer.` then
+/// `producer.override.` keys (overrides win), the admin client from the worker's top-level keys,
+/// then `admin.`, then `admin.override.`. Top-level security keys also serve the producer, and the
+/// producer's serve the admin client when no worker-level ones are given: every client talks to
+/// one cluster, and Connect's own would otherwise fail.
+pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<Clients, ConfigError> {
+    let mut clients = Clients::default();
+    let top: security::Keys = entries
         .iter()
-        .filter_map(|(k, v)| k.strip_prefix("producer.").filter(|r| !r.starts_with("override.")).map(|r| (k, r, v)));
-    let connector = entries.iter().filter_map(|(k, v)| k.strip_prefix("producer.override.").map(|r| (k, r, v)));
-    for (full, name, value) in worker.chain(connector) {
+        .filter(|(k, _)| security::is_security_key(k))
+        .map(|(k, v)| (k.clone(), (k.clone(), v.clone())))
+        .collect();
+    let mut producer_security = top.clone();
+    let mut tuning: Vec<(String, (String, String))> = Vec::new();
+    for (name, entry) in layer(entries, "producer.", &["override."]).chain(layer(entries, "producer.override.", &[])) {
+        if security::is_security_key(&name) {
+            producer_security.insert(name, entry);
+        } else {
+            tuning.retain(|(n, _)| *n != name);
+            tuning.push((name, entry));
+        }
+    }
+    let mut admin_security = top;
+    for (name, entry) in layer(entries, "admin.", &["override."]).chain(layer(entries, "admin.override.", &[])) {
+        if security::is_security_key(&name) {
+            admin_security.insert(name, entry);
+        }
+    }
+    if admin_security.is_empty() {
+        admin_security = producer_security.clone();
+    }
+    let producer = security::translate(&producer_security)?;
+    let admin = security::translate(&admin_security)?;
+    clients.producer = producer.settings;
+    clients.security = admin.settings;
+    for i in producer.ignored.into_iter().chain(admin.ignored) {
+        if !clients.ignored.contains(&i) {
+            clients.ignored.push(i);
+        }
+    }
+    for (name, (full, value)) in tuning {
         if let Some((_, why)) = PROTECTED.iter().find(|(p, _)| *p == name) {
-            ignored.push(IgnoredKey { key: full.clone(), reason: format!("pgoutbox sets it: {why}") });
+            clients.ignored.push(IgnoredKey { key: full, reason: format!("pgoutbox sets it: {why}") });
             continue;
         }
-        let (target, value) = match name {
+        let (target, value) = match name.as_str() {
             "buffer.memory" => {
                 let bytes: u64 =
-                    value.trim().parse().map_err(|_| invalid(full, format!("`{value}` is not a number of bytes")))?;
+                    value.trim().parse().map_err(|_| invalid(&full, format!("`{value}` is not a number of bytes")))?;
                 ("queue.buffering.max.kbytes".to_string(), (bytes / 1024).max(1).to_string())
             }
             "delivery.timeout.ms" if value.trim() == i32::MAX.to_string() => {
                 ("message.timeout.ms".to_string(), "0".to_string())
             }
-            _ => {
-                match RENAMED.iter().find(|(j, _)| *j == name) {
-                    Some((_, "")) => {
-                        ignored.push(IgnoredKey { key: full.clone(), reason: "Java keystores do not apply to librdkafka; use ssl.ca.location / ssl.certificate.location".into() });
-                        continue;
-                    }
-                    Some((_, r)) => (r.to_string(), value.trim().to_string()),
-                    None => (name.to_string(), value.trim().to_string()),
-                }
-            }
+            _ => match RENAMED.iter().find(|(j, _)| *j == name) {
+                Some((_, r)) => (r.to_string(), value.trim().to_string()),
+                None => (name.clone(), value.trim().to_string()),
+            },
         };
-        out.retain(|(k, _)| *k != target);
-        out.push((target, value));
+        clients.producer.set(&target, value);
     }
-    Ok((out, ignored))
+    Ok(clients)
 }
 
-/// Checks librdkafka accepts every setting, so a bad one is reported with its key at start-up.
-pub fn validate(settings: &[(String, String)], bootstrap: &str) -> Result<(), ConfigError> {
-    for (k, v) in settings {
+/// Checks librdkafka accepts the settings together (a SASL protocol needs its mechanism), so a bad
+/// one is reported at start-up, by its key when one key alone is refused, and without its value
+/// when that is a secret.
+pub fn validate(settings: &ClientSettings, bootstrap: &str) -> Result<(), ConfigError> {
+    let create = |pairs: &mut dyn Iterator<Item = (&str, &str)>| {
         let mut c = rdkafka::ClientConfig::new();
-        c.set("bootstrap.servers", bootstrap).set(k, v);
-        if let Err(e) = c.create::<rdkafka::producer::BaseProducer>() {
+        c.set("bootstrap.servers", bootstrap);
+        for (k, v) in pairs {
+            c.set(k, v);
+        }
+        c.create::<rdkafka::producer::BaseProducer>().map(|_| ())
+    };
+    let Err(all) = create(&mut settings.iter()) else { return Ok(()) };
+    // The key librdkafka refuses on its own, if there is one.
+    for (k, v) in settings.iter() {
+        if k == "security.protocol" || k == "sasl.mechanism" {
+            continue;
+        }
+        if let Err(e) = create(&mut std::iter::once((k, v))) {
+            let (shown, reason) = if security::is_secret(k) {
+                (format!("{k}=<redacted>"), "the value is not accepted".to_string())
+            } else {
+                (format!("{k}={v}"), e.to_string())
+            };
             return Err(invalid(
                 &format!("producer.{k} / producer.override.{k}"),
-                format!("librdkafka rejects `{k}={v}` (after mapping Java names): {e}"),
+                format!("librdkafka rejects `{shown}` (after mapping Java names): {reason}"),
             ));
         }
     }
-    Ok(())
+    let shown = settings
+        .iter()
+        .filter(|(k, _)| !security::is_secret(k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(invalid(
+        "security.protocol",
+        format!("librdkafka rejects the client settings together ({shown}, secrets not shown): {all}"),
+    ))
 }
 
 #[cfg(test)]
@@ -91,7 +165,7 @@ mod tests {
 
     #[test]
     fn producer_keys_map_to_librdkafka() {
-        let (s, ignored) = collect(&map(&[
+        let c = collect(&map(&[
             ("producer.linger.ms", "20"),
             ("producer.override.linger.ms", "10"),
             ("producer.max.request.size", "2097152"),
@@ -100,6 +174,7 @@ mod tests {
             ("producer.compression.type", "lz4"),
         ]))
         .unwrap();
+        let (s, ignored) = (&c.producer.0, &c.ignored);
         assert!(s.contains(&("linger.ms".into(), "10".into())), "the connector override wins: {s:?}");
         assert!(s.contains(&("message.max.bytes".into(), "2097152".into())));
         assert!(s.contains(&("queue.buffering.max.kbytes".into(), "32768".into())));
@@ -110,8 +185,38 @@ mod tests {
 
     #[test]
     fn unknown_producer_keys_are_rejected_with_the_key() {
-        let err = validate(&[("no.such.thing".into(), "1".into())], "127.0.0.1:9").unwrap_err();
+        let one = |k: &str, v: &str| ClientSettings(vec![(k.into(), v.into())]);
+        let err = validate(&one("no.such.thing", "1"), "127.0.0.1:9").unwrap_err();
         assert!(err.to_string().contains("no.such.thing"), "{err}");
-        assert!(validate(&[("linger.ms".into(), "5".into())], "127.0.0.1:9").is_ok());
+        assert!(validate(&one("linger.ms", "5"), "127.0.0.1:9").is_ok());
+        let err = validate(&one("ssl.key.password.nope", "hunter2"), "127.0.0.1:9").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn security_keys_reach_the_producer_and_the_admin_client_as_connect_layers_them() {
+        let jaas = |u: &str| {
+            format!(r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{u}" password="pw";"#)
+        };
+        let c = collect(&map(&[
+            ("producer.override.security.protocol", "SASL_PLAINTEXT"),
+            ("producer.override.sasl.mechanism", "SCRAM-SHA-256"),
+            ("producer.override.sasl.jaas.config", &jaas("producer-user")),
+        ]))
+        .unwrap();
+        assert_eq!(c.producer.get("sasl.username"), Some("producer-user"));
+        assert_eq!(c.security.get("sasl.username"), Some("producer-user"), "no worker-level keys: the producer's");
+        let c = collect(&map(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", &jaas("worker")),
+            ("producer.sasl.jaas.config", &jaas("producer-user")),
+            ("admin.override.sasl.jaas.config", &jaas("admin-user")),
+        ]))
+        .unwrap();
+        assert_eq!(c.producer.get("sasl.username"), Some("producer-user"));
+        assert_eq!(c.producer.get("sasl.mechanism"), Some("SCRAM-SHA-512"), "top-level keys serve the producer");
+        assert_eq!(c.security.get("sasl.username"), Some("admin-user"));
+        assert!(c.security.get("linger.ms").is_none());
     }
 }

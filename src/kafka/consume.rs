@@ -33,7 +33,23 @@ pub fn consume_all(
     idle: Duration,
     deadline: Duration,
 ) -> Result<Vec<ConsumedRecord>, rdkafka::error::KafkaError> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    consume_all_with(bootstrap, &[], topics, expected, idle, deadline)
+}
+
+/// [`consume_all`] with extra librdkafka settings (security, for a secured cluster).
+pub fn consume_all_with(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    topics: &[&str],
+    expected: Option<usize>,
+    idle: Duration,
+    deadline: Duration,
+) -> Result<Vec<ConsumedRecord>, rdkafka::error::KafkaError> {
+    let mut config = ClientConfig::new();
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    let consumer: BaseConsumer = config
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "pgoutbox-inspect")
         .set("enable.auto.commit", "false")

@@ -4,6 +4,7 @@ pub mod consume;
 mod errors;
 pub mod offsets;
 mod producer;
+pub mod security;
 
 pub use errors::{is_permanent, DeliveryFailure};
 pub use producer::{base_config, base_record, client_config, create_topics, Ack, Producer};

@@ -196,7 +196,12 @@ mod tests {
 
     #[test]
     fn offset_key_is_connects_json_and_the_value_reads_back() {
-        let kafka = KafkaConfig { bootstrap_servers: "x:1".into(), producer_overrides: vec![], topic_creation: None };
+        let kafka = KafkaConfig {
+            bootstrap_servers: "x:1".into(),
+            producer_overrides: Default::default(),
+            client_security: Default::default(),
+            topic_creation: None,
+        };
         let s = OffsetStore::new(&kafka, DEFAULT_TOPIC, "inventory-connector", "dbserver1");
         assert_eq!(s.key, br#"["inventory-connector",{"server":"dbserver1"}]"#);
         let v = br#"{"lsn_proc":100,"lsn_commit":100,"lsn":100,"ts_usec":7,"pgoutbox.slot":"debezium"}"#;

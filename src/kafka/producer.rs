@@ -45,6 +45,9 @@ pub enum Ack {
     /// The producer itself failed fatally (e.g. the idempotent producer lost its state, or the client
     /// may not write idempotently); nothing queued in it will be delivered.
     Fatal(String),
+    /// The broker refused the client's credentials or certificates (see `kafka::security`):
+    /// no retry will help.
+    Refused(String),
 }
 
 pub struct ReportingContext {
@@ -76,6 +79,10 @@ impl ClientContext for ReportingContext {
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
             self.report(Ack::Fatal(reason.to_string()));
+            return;
+        }
+        if let Some(r) = super::security::refusal(&error, reason) {
+            self.report(Ack::Refused(r));
             return;
         }
         // Broker connection problems land here; librdkafka keeps retrying them.
@@ -169,7 +176,7 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
         // librdkafka's own default (1,000,000) refused records Debezium sends. `producer.max.request.size`
         // maps onto this key and overrides it.
         .set("message.max.bytes", JAVA_MAX_REQUEST_SIZE);
-    for (k, v) in &cfg.producer_overrides {
+    for (k, v) in cfg.producer_overrides.iter() {
         c.set(k, v);
     }
     c
@@ -278,10 +285,8 @@ pub fn base_record<D: IntoOpaque>(record: &crate::outbox::OutboxRecord, opaque: 
 pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &cfg.bootstrap_servers);
-    for (k, v) in &cfg.producer_overrides {
-        if k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") {
-            c.set(k, v);
-        }
+    for (k, v) in cfg.client_security.iter() {
+        c.set(k, v);
     }
     c
 }

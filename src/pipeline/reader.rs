@@ -348,8 +348,14 @@ impl<'a> Reader<'a> {
                                 self.push_event(record)
                             }
                             Err(e) => {
-                                let letter =
-                                    tolerate_route_error(self.cfg, self.dead_letter_topic.as_ref(), table, columns, &i.new, e)?;
+                                let letter = tolerate_route_error(
+                                    self.cfg,
+                                    self.dead_letter_topic.as_ref(),
+                                    table,
+                                    columns,
+                                    &i.new,
+                                    e,
+                                )?;
                                 if let Some(record) = letter {
                                     self.push_event(record);
                                 }

@@ -12,13 +12,13 @@ use tokio_util::sync::CancellationToken;
 use super::{reader::Reader, sink::Sink, snapshot};
 use crate::config::{Config, SnapshotMode};
 use crate::error::RelayError;
+use crate::kafka::offsets::{OffsetStore, SourceOffset};
 use crate::kafka::Producer;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
+use crate::metrics::RelayState;
 use crate::outbox::{ContextHeaders, Router};
 use crate::postgres::replication::ReplicationConnection;
-use crate::kafka::offsets::{OffsetStore, SourceOffset};
-use crate::metrics::RelayState;
 use crate::postgres::{setup, ConnectParams, PgError};
 
 /// Batches the reader may run ahead of the sink. With batches of up to `reader::BATCH_MAX` events this
@@ -140,12 +140,15 @@ async fn start(
     take_slot_lock(&sql, &cfg.slot_name, state).await?;
     let existing = setup::slot_state(&sql, &cfg.slot_name).await?;
     if let Some(pid) = existing.as_ref().and_then(|s| s.active_pid) {
-        return Err(PgError::SlotBusy(format!("replication slot `{}` is in use by process {pid}", cfg.slot_name)).into());
+        return Err(
+            PgError::SlotBusy(format!("replication slot `{}` is in use by process {pid}", cfg.slot_name)).into()
+        );
     }
     setup::check_wal_level(&sql).await?;
     let wal_sender_timeout = setup::wal_sender_timeout(&sql).await?;
     check_status_interval(cfg, wal_sender_timeout)?;
     metrics.set_state(RelayState::Starting);
+    kafka_preflight(cfg).await?;
     setup::ensure_publication(&sql, cfg, existing.is_some()).await?;
     let mut conn = ReplicationConnection::connect(&params).await?;
     let offsets = OffsetStore::for_connector(cfg);
@@ -261,7 +264,10 @@ async fn take_slot_lock(sql: &Client, slot: &str, state: &mut SessionState) -> R
                 .map_err(PgError::Sql)?
                 .map(|r| r.get(0));
             if holder == Some(pid) {
-                tracing::info!(pid, "ending this relay's previous session on the server, which still holds the slot lock");
+                tracing::info!(
+                    pid,
+                    "ending this relay's previous session on the server, which still holds the slot lock"
+                );
                 let _ = sql.execute("SELECT pg_terminate_backend($1)", &[&pid]).await;
                 for _ in 0..50 {
                     locked = try_lock(sql, key).await?;
@@ -316,7 +322,11 @@ fn slot_lost(cfg: &Config, offsets: &OffsetStore, recorded: &SourceOffset) -> Re
             );
             Ok(())
         }
-        _ => Err(RelayError::SlotLost { slot: cfg.slot_name.clone(), lsn: recorded.lsn, topic: offsets.topic().to_string() }),
+        _ => Err(RelayError::SlotLost {
+            slot: cfg.slot_name.clone(),
+            lsn: recorded.lsn,
+            topic: offsets.topic().to_string(),
+        }),
     }
 }
 
@@ -324,6 +334,19 @@ fn slot_lost(cfg: &Config, offsets: &OffsetStore, recorded: &SourceOffset) -> Re
 async fn record_offset(cfg: &Config, offsets: &OffsetStore, lsn: Lsn) -> Result<(), RelayError> {
     let offset = SourceOffset { slot: Some(cfg.slot_name.clone()), lsn, ts_usec: crate::kafka::offsets::now_usec() };
     offsets.store(&offset).await.map_err(|e| offset_error(e, offsets))
+}
+
+/// Refused credentials or certificates stop the relay here, naming the setting, before any DDL or
+/// snapshot; an unreachable cluster is retried like any other session failure.
+async fn kafka_preflight(cfg: &Config) -> Result<(), RelayError> {
+    use crate::kafka::security::{preflight, PreflightError};
+    let kafka = cfg.kafka.clone();
+    match tokio::task::spawn_blocking(move || preflight(&kafka, Duration::from_secs(10))).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(PreflightError::Refused(why))) => Err(RelayError::KafkaConfig(why)),
+        Ok(Err(e)) => Err(RelayError::KafkaTransient(e.to_string())),
+        Err(e) => Err(RelayError::KafkaTransient(format!("the Kafka preflight failed: {e}"))),
+    }
 }
 
 fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) -> RelayError {

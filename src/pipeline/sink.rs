@@ -250,6 +250,7 @@ impl Sink {
                 e => Err(e),
             },
             Ack::Fatal(reason) => Err(RelayError::KafkaFatal(reason)),
+            Ack::Refused(reason) => Err(RelayError::KafkaConfig(reason)),
         }
     }
 

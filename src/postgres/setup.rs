@@ -199,19 +199,16 @@ pub async fn uncovered_tables(sql: &Client, cfg: &Config) -> Result<Option<Vec<C
         .map(|r| r.get(0))
         .collect();
     // FOR TABLES IN SCHEMA (PostgreSQL 15+).
-    let schemas: Vec<u32> = if sql
-        .query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[])
-        .await?
-        .get(0)
-    {
-        sql.query("SELECT pnnspid FROM pg_publication_namespace WHERE pnpubid = $1", &[&oid])
-            .await?
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let schemas: Vec<u32> =
+        if sql.query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[]).await?.get(0) {
+            sql.query("SELECT pnnspid FROM pg_publication_namespace WHERE pnpubid = $1", &[&oid])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        } else {
+            Vec::new()
+        };
     let covered = |t: &CapturedTable| {
         tables.contains(&t.oid) || t.ancestors.iter().any(|a| tables.contains(a)) || schemas.contains(&t.namespace)
     };

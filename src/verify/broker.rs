@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use super::compare::{Comparison, ObservedRecord};
 use super::VerifyError;
@@ -85,20 +85,13 @@ fn broker_error(kafka: &KafkaConfig, what: &str, source: rdkafka::error::KafkaEr
 }
 
 fn consumer(kafka: &KafkaConfig) -> Result<BaseConsumer, VerifyError> {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &kafka.bootstrap_servers)
-        .set("group.id", "pgoutbox-verify")
+    let mut c = crate::kafka::client_config(kafka);
+    c.set("group.id", "pgoutbox-verify")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false");
-    // Connection and security settings apply to any client; producer tuning does not.
-    for (k, v) in &kafka.producer_overrides {
-        if k.starts_with("security.")
-            || k.starts_with("sasl.")
-            || k.starts_with("ssl.")
-            || k == "client.dns.lookup"
-            || k == "client.id"
-        {
+    for (k, v) in kafka.producer_overrides.iter() {
+        if k == "client.dns.lookup" || k == "client.id" {
             c.set(k, v);
         }
     }

@@ -87,8 +87,12 @@ pub fn list_topics(addr: &str) -> Vec<String> {
     let c: BaseConsumer =
         rdkafka::ClientConfig::new().set("bootstrap.servers", addr).create().expect("metadata client");
     let md = c.fetch_metadata(None, Duration::from_secs(10)).expect("broker metadata");
-    let mut names: Vec<String> =
-        md.topics().iter().map(|t| t.name().to_string()).filter(|n| !n.starts_with("__") && n != OFFSETS_TOPIC).collect();
+    let mut names: Vec<String> = md
+        .topics()
+        .iter()
+        .map(|t| t.name().to_string())
+        .filter(|n| !n.starts_with("__") && n != OFFSETS_TOPIC)
+        .collect();
     names.sort();
     names
 }

@@ -189,7 +189,8 @@ pub struct Row {
 pub async fn create_topics(broker: &str, topics: &[String], partitions: i32) {
     let cfg = pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),
-        producer_overrides: vec![],
+        producer_overrides: Default::default(),
+        client_security: Default::default(),
         topic_creation: None,
     };
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();

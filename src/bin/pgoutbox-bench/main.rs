@@ -139,7 +139,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
 async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
     let cfg = pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),
-        producer_overrides: vec![],
+        producer_overrides: Default::default(),
+        client_security: Default::default(),
         topic_creation: None,
     };
     let topics: Vec<String> = workload::TYPES.iter().map(|t| format!("outbox.event.{t}")).collect();
@@ -349,7 +350,8 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
     drop(rows);
     let kafka = pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),
-        producer_overrides: vec![],
+        producer_overrides: Default::default(),
+        client_security: Default::default(),
         topic_creation: None,
     };
     let events = records.len();

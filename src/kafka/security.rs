@@ -1,0 +1,179 @@
+//! Kafka client failures that no retry can fix: the broker refused the SASL credentials, or a TLS
+//! certificate did not verify (an untrusted CA, a host name mismatch, a client certificate the broker
+//! would not take). librdkafka retries these forever, as it does a broker that is away; the Java
+//! client raises them as `SaslAuthenticationException` / `SslAuthenticationException` and Connect
+//! fails the task. pgoutbox stops too (exit 7), naming the setting to fix.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, Producer as _, ProducerContext};
+
+use crate::config::KafkaConfig;
+
+const NOT_TRUSTED: &str = "the broker's TLS certificate is not trusted";
+
+/// What to tell the operator about a client error, `None` when it may pass (a broker restarting,
+/// a network fault).
+pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
+    let code = error.rdkafka_error_code();
+    let text = reason.to_ascii_lowercase();
+    if matches!(code, Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)) {
+        return Some(format!(
+            "Kafka refused the SASL login ({reason}); check the username and password in sasl.jaas.config \
+             (producer.override.sasl.jaas.config for the producer) and sasl.mechanism"
+        ));
+    }
+    if text.contains("hostname mismatch") || text.contains("host name mismatch") || text.contains("ip address mismatch")
+    {
+        return Some(format!(
+            "the broker's TLS certificate does not name the host it was reached at ({reason}); connect by a name \
+             the certificate carries, fix the certificate, or set ssl.endpoint.identification.algorithm= (empty) \
+             to turn host name checks off"
+        ));
+    }
+    if text.contains("certificate verify failed")
+        || text.contains("unable to get local issuer")
+        || text.contains("self-signed")
+    {
+        return Some(format!(
+            "{NOT_TRUSTED} ({reason}); set ssl.truststore.location (PEM or PKCS12) \
+             or ssl.truststore.certificates to the CA that signed it (or, if it is signed by a trusted CA, check \
+             that it names the broker's host: ssl.endpoint.identification.algorithm)"
+        ));
+    }
+    if ["certificate required", "bad certificate", "unknown ca", "certificate unknown", "handshake failure"]
+        .iter()
+        .any(|a| text.contains(&format!("alert {a}")) || text.contains(&format!("alert_{}", a.replace(' ', "_"))))
+    {
+        return Some(format!(
+            "the broker refused this client's TLS handshake ({reason}); it likely requires a client certificate \
+             its CA signed: set ssl.keystore.location (PKCS12 or PEM) and its password, or \
+             ssl.keystore.certificate.chain and ssl.keystore.key"
+        ));
+    }
+    None
+}
+
+/// A client context that remembers the first refusal librdkafka reported.
+#[derive(Default)]
+pub struct WatchingContext {
+    refused: Mutex<Option<String>>,
+}
+
+impl WatchingContext {
+    pub fn refused(&self) -> Option<String> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl ClientContext for WatchingContext {
+    fn log(&self, _level: RDKafkaLogLevel, fac: &str, message: &str) {
+        // Preflight chatter: the outcome is reported by the caller.
+        tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if let Some(r) = refusal(&error, reason) {
+            let mut slot = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(r);
+        } else {
+            tracing::debug!(target: "librdkafka", %error, "Kafka client error: {reason}");
+        }
+    }
+}
+
+impl ProducerContext for WatchingContext {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// Retrying will not help: credentials or certificates.
+    #[error("{0}")]
+    Refused(String),
+    #[error("cannot reach the Kafka brokers {servers}: {source}")]
+    Unreachable {
+        servers: String,
+        #[source]
+        source: KafkaError,
+    },
+}
+
+/// Asks the cluster for its metadata with the admin-level settings, so that a refused login or
+/// certificate is reported before anything else happens, with the setting to fix. Returns how many
+/// brokers and topics the cluster reported.
+///
+/// A producer handle, not a consumer: librdkafka hands refusals to the error callback with their
+/// reason only on the main queue, which a producer's poll serves.
+pub fn preflight(cfg: &KafkaConfig, timeout: Duration) -> Result<(usize, usize), PreflightError> {
+    let unreachable = |source| PreflightError::Unreachable { servers: cfg.bootstrap_servers.clone(), source };
+    let client: BaseProducer<WatchingContext> =
+        super::client_config(cfg).create_with_context(WatchingContext::default()).map_err(unreachable)?;
+    let start = std::time::Instant::now();
+    loop {
+        let result = client.client().fetch_metadata(None, Duration::from_secs(1));
+        client.poll(Duration::ZERO);
+        if let Some(r) = client.context().refused() {
+            return Err(PreflightError::Refused(diagnose(cfg, r)));
+        }
+        match result {
+            Ok(m) => return Ok((m.brokers().len(), m.topics().len())),
+            Err(e) if start.elapsed() >= timeout => return Err(unreachable(e)),
+            Err(_) => {}
+        }
+    }
+}
+
+/// librdkafka reports a host name mismatch as a plain verification failure. When the same
+/// connection succeeds with host name checks off, the CA was fine and the name was not: say so.
+fn diagnose(cfg: &KafkaConfig, refusal: String) -> String {
+    if !refusal.starts_with(NOT_TRUSTED)
+        || cfg.client_security.get("ssl.endpoint.identification.algorithm") == Some("none")
+    {
+        return refusal;
+    }
+    let mut relaxed = cfg.clone();
+    relaxed.client_security.set("ssl.endpoint.identification.algorithm", "none");
+    let Ok(client) = super::client_config(&relaxed)
+        .create_with_context::<_, BaseProducer<WatchingContext>>(WatchingContext::default())
+    else {
+        return refusal;
+    };
+    let fine = client.client().fetch_metadata(None, Duration::from_secs(5)).is_ok();
+    client.poll(Duration::ZERO);
+    if fine && client.context().refused().is_none() {
+        return format!(
+            "the broker's TLS certificate is signed by a trusted CA but does not name the host it was reached at \
+             ({}); connect by a name the certificate carries, fix the certificate, or set \
+             ssl.endpoint.identification.algorithm= (empty) to turn host name checks off",
+            cfg.bootstrap_servers
+        );
+    }
+    refusal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_name_the_setting_and_transient_errors_pass() {
+        let ssl = KafkaError::Global(RDKafkaErrorCode::SSL);
+        let r = refusal(&ssl, "ssl://127.0.0.1:1/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package) (after 3ms in state SSL_HANDSHAKE)").unwrap();
+        assert!(r.contains("ssl.truststore.location"), "{r}");
+        let r = refusal(&ssl, "SSL handshake failed: certificate verify failed: Hostname mismatch").unwrap();
+        assert!(r.contains("ssl.endpoint.identification.algorithm"), "{r}");
+        let r = refusal(&ssl, "SSL handshake failed: error:0A00045C:SSL routines::tlsv13 alert certificate required")
+            .unwrap();
+        assert!(r.contains("ssl.keystore.location"), "{r}");
+        let auth = KafkaError::Global(RDKafkaErrorCode::Authentication);
+        assert!(refusal(&auth, "SASL authentication error: invalid credentials").unwrap().contains("sasl.jaas.config"));
+        assert!(refusal(&ssl, "SSL handshake failed: Disconnected").is_none());
+        assert!(refusal(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down").is_none());
+    }
+}

@@ -1,0 +1,367 @@
+//! Kafka security against real parts: tansu authenticating SASL/SCRAM, behind stunnel4 for TLS
+//! (`scripts/secure-broker.sh`), with configs written the way Connect users write them (JAAS,
+//! truststores and keystores). Each test starts its own secured brokers.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use pgoutbox::kafka::consume::consume_all_with;
+use support::{pgoutbox, unique, write_config, Outbox, Relay};
+
+/// The brokers `secure-broker.sh` started, stopped on drop.
+struct Secure {
+    dir: PathBuf,
+    env: std::collections::HashMap<String, String>,
+}
+
+impl Secure {
+    fn start() -> Secure {
+        let scripts =
+            std::env::var("PGOUTBOX_TEST_SCRIPTS").expect("PGOUTBOX_TEST_SCRIPTS: run through scripts/test.sh");
+        let dir = std::env::temp_dir().join(unique("secure_broker"));
+        let out = Command::new("bash")
+            .arg(format!("{scripts}/secure-broker.sh"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("run secure-broker.sh");
+        assert!(out.status.success(), "secure-broker.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Secure { dir, env }
+    }
+
+    fn get(&self, k: &str) -> &str {
+        &self.env[k]
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.join(name).to_string_lossy().into_owned()
+    }
+
+    fn scram(&self, user: &str, password: &str) -> String {
+        format!(
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
+        )
+    }
+}
+
+impl Drop for Secure {
+    fn drop(&mut self) {
+        let scripts = std::env::var("PGOUTBOX_TEST_SCRIPTS").unwrap_or_default();
+        let _ = Command::new("bash").arg(format!("{scripts}/secure-broker.sh")).arg("stop").arg(&self.dir).status();
+    }
+}
+
+/// Connect-style keys for `kafka`: topic creation by the relay (the secured brokers have none of the
+/// test's topics), the keys given, and the bootstrap servers.
+fn secured(o: &Outbox, bootstrap: &str, keys: &[String]) -> String {
+    let mut extra = vec![
+        format!("bootstrap.servers={bootstrap}"),
+        "topic.creation.default.partitions=1".to_string(),
+        "topic.creation.default.replication.factor=1".to_string(),
+    ];
+    extra.extend(keys.iter().cloned());
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    o.config(&refs)
+}
+
+async fn insert(o: &Outbox, n: usize) -> Vec<String> {
+    let sql = o.env.sql().await;
+    for i in 0..n {
+        sql.batch_execute(&o.insert_sql("Order", &format!("order-{i}"), Some("{\"n\":1}"))).await.unwrap();
+    }
+    o.rows().await.into_iter().map(|r| r.id).collect()
+}
+
+/// Reads the topic back with librdkafka settings of the test's own (not pgoutbox's translation).
+fn read_back(bootstrap: &str, settings: &[(&str, &str)], topic: &str, expected: usize) -> Vec<String> {
+    tokio::task::block_in_place(|| {
+        // The relay creates the topic with its first event; the read assigns the partitions it sees.
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let mut c = rdkafka::ClientConfig::new();
+        c.set("bootstrap.servers", bootstrap);
+        for (k, v) in settings {
+            c.set(*k, *v);
+        }
+        let probe: BaseConsumer = c.create().expect("a consumer");
+        support::wait_for(&format!("topic {topic} to exist"), Duration::from_secs(60), || {
+            probe
+                .fetch_metadata(Some(topic), Duration::from_secs(5))
+                .is_ok_and(|m| m.topics().iter().any(|t| t.error().is_none() && !t.partitions().is_empty()))
+        });
+        consume_all_with(bootstrap, settings, &[topic], Some(expected), Duration::ZERO, Duration::from_secs(60))
+            .expect("consume")
+            .into_iter()
+            .filter_map(|r| r.headers.iter().find(|(k, _)| k == "id").and_then(|(_, v)| v.clone()))
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .collect()
+    })
+}
+
+fn assert_stops_refused(relay: &mut Relay, needles: &[&str], secrets: &[&str]) {
+    let status =
+        relay.wait(Duration::from_secs(90)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(7), "{log}");
+    for n in needles {
+        assert!(log.contains(n), "log names {n}:\n{log}");
+    }
+    for s in secrets {
+        assert!(!log.contains(s), "a secret reached the log:\n{log}");
+    }
+    assert!(!log.contains("streaming"), "{log}");
+}
+
+/// SASL_SSL with SCRAM-SHA-512 and a CA check, written as in a Connect worker: the worker-level keys
+/// (admin client, offsets) at the top, the producer's under producer.override., the CA in a PKCS12
+/// truststore as keytool writes it. Every event arrives, and `check` passes without showing a secret.
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_ssl_scram_sha_512_with_a_ca_check_delivers_every_event() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_scram512").await;
+    let password = s.get("ALICE_PASSWORD").to_string();
+    let mut keys = Vec::new();
+    for prefix in ["", "producer.override."] {
+        keys.extend([
+            format!("{prefix}security.protocol=SASL_SSL"),
+            format!("{prefix}sasl.mechanism=SCRAM-SHA-512"),
+            format!("{prefix}sasl.jaas.config={}", s.scram("alice", &password)),
+            format!("{prefix}ssl.truststore.location={}", s.file("truststore.p12")),
+            format!("{prefix}ssl.truststore.type=PKCS12"),
+            format!("{prefix}ssl.truststore.password=trust-pass"),
+        ]);
+    }
+    let config = secured(&o, s.get("SASL_SSL"), &keys);
+    let mut relay = Relay::start_streaming(&config);
+    let ids = insert(&o, 20).await;
+    let ca = s.file("ca.pem");
+    let got = read_back(
+        s.get("SASL_SSL"),
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "alice"),
+            ("sasl.password", &password),
+            ("ssl.ca.location", &ca),
+        ],
+        &o.topic("Order"),
+        ids.len(),
+    );
+    assert_eq!(got, ids, "every event, in commit order; relay log:\n{}", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+    assert!(!relay.log_text().contains(&password), "{}", relay.log_text());
+
+    let cfg = write_config(&config);
+    let (code, text) = pgoutbox(&["check", "--config", &cfg.to_string_lossy()]);
+    assert!(text.contains("reachable"), "{text}");
+    assert!(!text.contains(&password) && !text.contains("trust-pass"), "{text}");
+    let _ = code;
+    o.drop_slot().await;
+}
+
+/// SCRAM-SHA-256 with a PEM truststore, all keys under producer.override. only (the admin client
+/// takes the producer's), and the password from a file config provider.
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_ssl_scram_sha_256_with_a_pem_truststore_delivers() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_scram256").await;
+    let keys = vec![
+        "producer.override.security.protocol=SASL_SSL".to_string(),
+        "producer.override.sasl.mechanism=SCRAM-SHA-256".to_string(),
+        format!("producer.override.sasl.jaas.config={}", s.scram("bob", s.get("BOB_PASSWORD"))),
+        format!("producer.override.ssl.truststore.location={}", s.file("ca.pem")),
+        "producer.override.ssl.truststore.type=PEM".to_string(),
+    ];
+    let mut relay = Relay::start_streaming(&secured(&o, s.get("SASL_SSL"), &keys));
+    let ids = insert(&o, 5).await;
+    let ca = s.file("ca.pem");
+    let got = read_back(
+        s.get("SASL_SSL"),
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            ("sasl.username", "bob"),
+            ("sasl.password", s.get("BOB_PASSWORD")),
+            ("ssl.ca.location", &ca),
+        ],
+        &o.topic("Order"),
+        ids.len(),
+    );
+    assert_eq!(got, ids);
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+/// Mutual TLS: the broker requires a client certificate of its CA. With the PKCS12 keystore events
+/// flow; without a keystore the relay stops (exit 7) saying a client certificate is likely needed.
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_tls_with_a_client_keystore_delivers_and_without_one_stops() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_mtls").await;
+    let trust = [
+        "security.protocol=SSL".to_string(),
+        format!("ssl.truststore.location={}", s.file("ca.pem")),
+        "ssl.truststore.type=PEM".to_string(),
+    ];
+    let mut without = Relay::start(&secured(&o, s.get("MTLS"), &trust));
+    assert_stops_refused(&mut without, &["ssl.keystore.location"], &[]);
+
+    let mut keys = Vec::new();
+    for prefix in ["", "producer.override."] {
+        keys.extend(trust.iter().map(|k| format!("{prefix}{k}")));
+        keys.extend([
+            format!("{prefix}ssl.keystore.location={}", s.file("client.p12")),
+            format!("{prefix}ssl.keystore.type=PKCS12"),
+            format!("{prefix}ssl.keystore.password=client-pass"),
+            format!("{prefix}ssl.key.password=client-pass"),
+        ]);
+    }
+    let mut relay = Relay::start_streaming(&secured(&o, s.get("MTLS"), &keys));
+    let ids = insert(&o, 5).await;
+    let (ca, cert, key) = (s.file("ca.pem"), s.file("client-cert.pem"), s.file("client-key.pem"));
+    let got = read_back(
+        s.get("MTLS"),
+        &[
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+            ("ssl.key.location", &key),
+        ],
+        &o.topic("Order"),
+        ids.len(),
+    );
+    assert_eq!(got, ids);
+    assert_eq!(relay.stop().code(), Some(0));
+    assert!(!relay.log_text().contains("client-pass"));
+    o.drop_slot().await;
+}
+
+/// A PEM keystore file (key and chain in one file) and the PEM-in-config keys work as well.
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_tls_with_pem_keystores_delivers() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_mtls_pem").await;
+    let read = |f: &str| std::fs::read_to_string(s.file(f)).unwrap().replace('\n', "\\n\\\n");
+    let keys = vec![
+        "security.protocol=SSL".to_string(),
+        format!("ssl.truststore.certificates={}", read("ca.pem")),
+        format!("ssl.keystore.certificate.chain={}", read("client-cert.pem")),
+        format!("ssl.keystore.key={}", read("client-key.pem")),
+        "producer.override.security.protocol=SSL".to_string(),
+        format!("producer.override.ssl.truststore.location={}", s.file("ca.pem")),
+        "producer.override.ssl.truststore.type=PEM".to_string(),
+        format!("producer.override.ssl.keystore.location={}", s.file("client.pem")),
+        "producer.override.ssl.keystore.type=PEM".to_string(),
+    ];
+    let mut relay = Relay::start_streaming(&secured(&o, s.get("MTLS"), &keys));
+    let ids = insert(&o, 3).await;
+    let (ca, cert, key) = (s.file("ca.pem"), s.file("client-cert.pem"), s.file("client-key.pem"));
+    let got = read_back(
+        s.get("MTLS"),
+        &[
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+            ("ssl.key.location", &key),
+        ],
+        &o.topic("Order"),
+        ids.len(),
+    );
+    assert_eq!(got, ids);
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+/// A wrong password: one clear error naming sasl.jaas.config, exit 7, no retry loop, no password
+/// in the log; the same from `check`.
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_sasl_password_stops_with_exit_7_naming_the_key() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_wrongpw").await;
+    let wrong = "Not-Alices-Password-93";
+    let keys = vec![
+        "security.protocol=SASL_SSL".to_string(),
+        "sasl.mechanism=SCRAM-SHA-512".to_string(),
+        format!("sasl.jaas.config={}", s.scram("alice", wrong)),
+        format!("ssl.truststore.location={}", s.file("ca.pem")),
+    ];
+    let config = secured(&o, s.get("SASL_SSL"), &keys);
+    let mut relay = Relay::start(&config);
+    assert_stops_refused(&mut relay, &["sasl.jaas.config"], &[wrong]);
+    assert_eq!(relay.log_text().matches("refused the SASL login").count(), 1, "reported once:\n{}", relay.log_text());
+    let cfg = write_config(&config);
+    let (code, text) = pgoutbox(&["check", "--config", &cfg.to_string_lossy()]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("sasl.jaas.config") && !text.contains(wrong), "{text}");
+}
+
+/// A broker certificate from a CA the client does not trust: exit 7 naming the truststore.
+#[tokio::test(flavor = "multi_thread")]
+async fn untrusted_broker_certificate_stops_naming_the_truststore() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_untrusted").await;
+    let keys = vec![
+        "security.protocol=SASL_SSL".to_string(),
+        "sasl.mechanism=SCRAM-SHA-512".to_string(),
+        format!("sasl.jaas.config={}", s.scram("alice", s.get("ALICE_PASSWORD"))),
+        format!("ssl.truststore.location={}", s.file("other-ca.pem")),
+        "ssl.truststore.type=PEM".to_string(),
+    ];
+    let mut relay = Relay::start(&secured(&o, s.get("SASL_SSL"), &keys));
+    assert_stops_refused(&mut relay, &["not trusted", "ssl.truststore.location"], &[s.get("ALICE_PASSWORD")]);
+}
+
+/// A certificate for another host name: with Java's default (https) the relay stops naming
+/// ssl.endpoint.identification.algorithm; with the check turned off (empty) events flow.
+#[tokio::test(flavor = "multi_thread")]
+async fn host_name_mismatch_stops_and_delivers_with_checks_off() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_hostname").await;
+    let keys = vec!["security.protocol=SSL".to_string(), format!("ssl.truststore.location={}", s.file("ca.pem"))];
+    let mut checked = Relay::start(&secured(&o, s.get("WRONGHOST"), &keys));
+    assert_stops_refused(&mut checked, &["ssl.endpoint.identification.algorithm"], &[]);
+
+    let mut keys = keys.clone();
+    keys.push("ssl.endpoint.identification.algorithm=".to_string());
+    let mut relay = Relay::start_streaming(&secured(&o, s.get("WRONGHOST"), &keys));
+    let ids = insert(&o, 3).await;
+    let ca = s.file("ca.pem");
+    let got = read_back(
+        s.get("WRONGHOST"),
+        &[("security.protocol", "SSL"), ("ssl.ca.location", &ca), ("ssl.endpoint.identification.algorithm", "none")],
+        &o.topic("Order"),
+        ids.len(),
+    );
+    assert_eq!(got, ids);
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+/// A JKS truststore (as keytool writes one) is refused at start with the command that converts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn jks_truststore_is_refused_with_the_keytool_command() {
+    let s = Secure::start();
+    let jks = s.file("truststore.jks");
+    if !std::path::Path::new(&jks).exists() {
+        eprintln!("keytool is not installed: the JKS case is covered by the unit tests only");
+        return;
+    }
+    let o = Outbox::new("sec_jks").await;
+    let keys = vec![
+        "security.protocol=SSL".to_string(),
+        format!("ssl.truststore.location={jks}"),
+        "ssl.truststore.password=trust-pass".to_string(),
+    ];
+    let cfg = write_config(&secured(&o, s.get("MTLS"), &keys));
+    let (code, text) = pgoutbox(&["run", "--config", &cfg.to_string_lossy()]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("keytool -importkeystore") && text.contains("ssl.truststore.location"), "{text}");
+    assert!(!text.contains("trust-pass"), "{text}");
+}
