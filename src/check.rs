@@ -12,22 +12,32 @@ use crate::postgres::{setup, ConnectParams};
 #[derive(Debug, Clone)]
 pub struct Finding {
     pub ok: bool,
+    /// Not a problem, but likely a mistake.
+    pub warning: bool,
     pub subject: String,
     pub detail: String,
 }
 
 fn ok(subject: &str, detail: impl Into<String>) -> Finding {
-    Finding { ok: true, subject: subject.into(), detail: detail.into() }
+    Finding { ok: true, warning: false, subject: subject.into(), detail: detail.into() }
 }
 
 fn problem(subject: &str, detail: impl Into<String>) -> Finding {
-    Finding { ok: false, subject: subject.into(), detail: detail.into() }
+    Finding { ok: false, warning: false, subject: subject.into(), detail: detail.into() }
 }
 
 pub async fn check(cfg: &Config) -> Vec<Finding> {
     let mut out = Vec::new();
     for i in &cfg.ignored {
         out.push(ok("config", format!("`{}` is ignored: {}", i.key, i.reason)));
+    }
+    for (key, alias) in &cfg.undeclared_providers {
+        out.push(Finding {
+            ok: true,
+            warning: true,
+            subject: "config".into(),
+            detail: format!("`{key}` refers to config provider `{alias}`, which config.providers does not declare: the reference is used literally (as Connect would); declare the provider or fix the reference"),
+        });
     }
     let params = ConnectParams::from_config(&cfg.database);
     let sql = match setup::connect_sql(&params).await {
@@ -272,7 +282,12 @@ async fn check_broker(cfg: &Config) -> Vec<Finding> {
 /// Renders findings; returns whether there was any problem.
 pub fn print(findings: &[Finding]) -> bool {
     for f in findings {
-        println!("{} {:<22} {}", if f.ok { "ok     " } else { "PROBLEM" }, f.subject, f.detail);
+        let label = match (f.ok, f.warning) {
+            (false, _) => "PROBLEM",
+            (true, true) => "WARNING",
+            (true, false) => "ok     ",
+        };
+        println!("{label} {:<22} {}", f.subject, f.detail);
     }
     let problems = findings.iter().filter(|f| !f.ok).count();
     if problems == 0 {

@@ -112,6 +112,9 @@ fn main() -> ExitCode {
             for ignored in &config.ignored {
                 tracing::warn!(key = %ignored.key, "ignored config key: {}", ignored.reason);
             }
+            for (key, alias) in &config.undeclared_providers {
+                tracing::warn!(%key, "the value refers to config provider `{alias}`, which config.providers does not declare: it is used literally, as Connect would; declare the provider or fix the reference");
+            }
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();
                 tokio::spawn(stop_on_signal(shutdown.clone()));

@@ -38,3 +38,31 @@ async fn check_names_each_problem_and_its_fix() {
     assert_eq!(code, 2);
     assert!(out.contains("database.port"), "{out}");
 }
+
+/// Config providers: an undeclared provider's reference stays literal and `check` warns about it;
+/// a declared provider's reference that does not resolve stops `check` (exit 2) naming the key.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_warns_about_undeclared_providers_and_refuses_unresolved_references() {
+    let o = Outbox::new("checkprov").await;
+    let (code, out) = check(&o.config(&["heartbeat.action.query=${vault:secret/db:query}"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("WARNING") && out.contains("heartbeat.action.query") && out.contains("`vault`"), "{out}");
+    let dir = std::env::temp_dir().join(unique("checkprov"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("db.properties"), "password=hunter2-from-file\n").unwrap();
+    let file = dir.join("db.properties").display().to_string();
+    let (code, out) = check(&o.config(&[
+        "config.providers=file",
+        "config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider",
+        &format!("database.password=${{file:{file}:passwd}}"),
+    ]));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("database.password") && out.contains("no key `passwd`") && !out.contains("hunter2"), "{out}");
+    let (code, out) = check(&o.config(&[
+        "config.providers=file",
+        "config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider",
+        &format!("database.password=${{file:{file}:password}}"),
+    ]));
+    assert_eq!(code, 0, "the resolved password is sent (trust auth accepts it): {out}");
+    assert!(!out.contains("hunter2"), "{out}");
+}

@@ -167,16 +167,32 @@ async fn sasl_ssl_scram_sha_512_with_a_ca_check_delivers_every_event() {
 }
 
 /// SCRAM-SHA-256 with a PEM truststore, all keys under producer.override. only (the admin client
-/// takes the producer's), and the password from a file config provider.
+/// takes the producer's), with the password, the mechanism and the truststore's path from Connect's
+/// file, directory and environment config providers.
 #[tokio::test(flavor = "multi_thread")]
 async fn sasl_ssl_scram_sha_256_with_a_pem_truststore_delivers() {
     let s = Secure::start();
     let o = Outbox::new("sec_scram256").await;
+    // Secrets as Connect users keep them: a properties file, a mounted directory, the environment.
+    let secrets = s.dir.join("secrets");
+    std::fs::create_dir_all(secrets.join("mounted")).unwrap();
+    std::fs::write(secrets.join("kafka.properties"), format!("bob.password={}\n", s.get("BOB_PASSWORD"))).unwrap();
+    std::fs::write(secrets.join("mounted").join("mechanism"), "SCRAM-SHA-256").unwrap();
+    std::env::set_var("PGOUTBOX_TEST_KAFKA_TRUSTSTORE", s.file("ca.pem"));
     let keys = vec![
+        "config.providers=file,env,dir".to_string(),
+        "config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider".to_string(),
+        format!("config.providers.file.param.allowed.paths={}", secrets.display()),
+        "config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider".to_string(),
+        "config.providers.env.param.allowlist.pattern=PGOUTBOX_TEST_.*".to_string(),
+        "config.providers.dir.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider".to_string(),
         "producer.override.security.protocol=SASL_SSL".to_string(),
-        "producer.override.sasl.mechanism=SCRAM-SHA-256".to_string(),
-        format!("producer.override.sasl.jaas.config={}", s.scram("bob", s.get("BOB_PASSWORD"))),
-        format!("producer.override.ssl.truststore.location={}", s.file("ca.pem")),
+        format!("producer.override.sasl.mechanism=${{dir:{}/mounted:mechanism}}", secrets.display()),
+        format!(
+            "producer.override.sasl.jaas.config={}",
+            s.scram("bob", &format!("${{file:{}/kafka.properties:bob.password}}", secrets.display()))
+        ),
+        "producer.override.ssl.truststore.location=${env:PGOUTBOX_TEST_KAFKA_TRUSTSTORE}".to_string(),
         "producer.override.ssl.truststore.type=PEM".to_string(),
     ];
     let mut relay = Relay::start_streaming(&secured(&o, s.get("SASL_SSL"), &keys));
@@ -196,6 +212,7 @@ async fn sasl_ssl_scram_sha_256_with_a_pem_truststore_delivers() {
     );
     assert_eq!(got, ids);
     assert_eq!(relay.stop().code(), Some(0));
+    assert!(!relay.log_text().contains(s.get("BOB_PASSWORD")), "{}", relay.log_text());
     o.drop_slot().await;
 }
 

@@ -86,7 +86,6 @@ const PREFIXES: &[(&str, &str)] = &[
     ("topic.creation.", "only topic.creation.default.partitions and .replication.factor are used"),
     ("errors.", "pgoutbox honours errors.tolerance and errors.deadletterqueue.topic.name only"),
     ("predicates", "predicates are not supported; pgoutbox applies the Event Router to the captured tables"),
-    ("config.providers", "config providers are not supported; put values in the file or use --set"),
     ("key.converter.", "this converter option does not change the bytes pgoutbox produces"),
     ("value.converter.", "this converter option does not change the bytes pgoutbox produces"),
     ("header.converter.", "this converter option does not change the bytes pgoutbox produces"),

@@ -5,6 +5,7 @@
 mod keys;
 mod producer;
 mod properties;
+pub mod providers;
 pub mod security;
 
 use std::time::Duration;
@@ -270,6 +271,9 @@ pub struct Config {
     /// LSN of the event's commit record, which orders events across aggregates and restarts.
     pub commit_lsn_header: Option<String>,
     pub ignored: Vec<IgnoredKey>,
+    /// Keys whose values keep a `${alias:...}` reference to a config provider the config does not
+    /// declare (key, alias): used literally, as Connect would, and worth a warning.
+    pub undeclared_providers: Vec<(String, String)>,
 }
 
 /// Reads keys off a `RawConfig`, remembering which were consumed so the rest can be reported.
@@ -341,7 +345,12 @@ pub const POSTGRES_CONNECTOR_CLASS: &str = "io.debezium.connector.postgresql.Pos
 
 impl Config {
     pub fn from_raw(raw: &RawConfig) -> Result<Config, ConfigError> {
+        let resolved = providers::resolve(raw)?;
+        let raw = &resolved.raw;
         let mut r = Reader { raw, used: Default::default() };
+        for k in raw.entries.keys().filter(|k| providers::is_provider_key(k)) {
+            r.used.insert(k.clone());
+        }
 
         if let Some(class) = r.str("connector.class") {
             if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
@@ -585,6 +594,7 @@ impl Config {
             errors,
             commit_lsn_header,
             ignored,
+            undeclared_providers: resolved.undeclared,
         })
     }
 }

@@ -96,7 +96,7 @@ pub enum PreflightError {
     /// Retrying will not help: credentials or certificates.
     #[error("{0}")]
     Refused(String),
-    #[error("cannot reach the Kafka brokers {servers}: {source}")]
+    #[error("cannot reach {servers}: {source}")]
     Unreachable {
         servers: String,
         #[source]

@@ -1,0 +1,351 @@
+//! Kafka Connect's config providers: values such as `${file:/secrets/db.properties:password}`,
+//! `${env:DB_PASSWORD}` or `${dir:/var/run/secrets/db:password}` are replaced before the config is
+//! read, as Connect's `ConfigTransformer` does, by the providers the config declares:
+//!
+//! ```properties
+//! config.providers=file,env,dir
+//! config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider
+//! config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
+//! config.providers.dir.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider
+//! config.providers.file.param.allowed.paths=/secrets
+//! config.providers.env.param.allowlist.pattern=^DB_.*
+//! ```
+//!
+//! The reference syntax is Connect's pattern `${provider:[path:]key}` (the first `:` ends the
+//! provider, the second, if any, the path). Where Connect differs from what an operator needs, we
+//! are stricter: a reference to a declared provider that does not resolve (a missing file, key or
+//! variable) is an error naming the key, where Connect would keep the placeholder and send it as the
+//! password. A reference to an undeclared provider stays literal, as in Connect, and is reported so
+//! `check` can warn about it. Resolved values are secrets: no error or log shows them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+use regex::Regex;
+
+use super::{invalid, parse_properties, ConfigError, RawConfig};
+
+const FILE: &[&str] = &["org.apache.kafka.common.config.provider.FileConfigProvider"];
+const ENV: &[&str] = &[
+    "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+    // Strimzi's, older than Kafka's and with the same behaviour.
+    "io.strimzi.kafka.EnvVarConfigProvider",
+];
+const DIR: &[&str] = &["org.apache.kafka.common.config.provider.DirectoryConfigProvider"];
+
+#[derive(Debug)]
+enum Provider {
+    /// Keys of a Java properties file at the path.
+    File { allowed: Option<Vec<PathBuf>> },
+    /// Environment variables, the path must be empty.
+    Env { allowlist: Regex },
+    /// The content of the file named by the key in the directory at the path.
+    Dir { allowed: Option<Vec<PathBuf>> },
+}
+
+/// The outcome: the config with references replaced, and the keys whose values keep a reference
+/// to a provider that is not declared.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    pub raw: RawConfig,
+    pub undeclared: Vec<(String, String)>,
+}
+
+/// Keys that configure the providers themselves; they are not resolved.
+pub fn is_provider_key(key: &str) -> bool {
+    key == "config.providers" || key.starts_with("config.providers.")
+}
+
+fn reference_pattern() -> Regex {
+    // Connect's ConfigTransformer.DEFAULT_PATTERN.
+    Regex::new(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}").expect("a valid pattern")
+}
+
+pub fn resolve(raw: &RawConfig) -> Result<Resolved, ConfigError> {
+    let providers = declared(raw)?;
+    let pattern = reference_pattern();
+    let mut files: HashMap<PathBuf, BTreeMap<String, String>> = HashMap::new();
+    let mut out = Resolved::default();
+    for (key, value) in &raw.entries {
+        if is_provider_key(key) || !value.contains("${") {
+            out.raw.entries.insert(key.clone(), value.clone());
+            continue;
+        }
+        let mut resolved = String::with_capacity(value.len());
+        let mut last = 0;
+        for c in pattern.captures_iter(value) {
+            let whole = c.get(0).expect("group 0 always matches");
+            resolved.push_str(&value[last..whole.start()]);
+            last = whole.end();
+            let alias = &c[1];
+            let path = c.get(2).map_or("", |m| m.as_str());
+            let name = &c[3];
+            let reference = whole.as_str();
+            match providers.get(alias) {
+                None => {
+                    out.undeclared.push((key.clone(), alias.to_string()));
+                    resolved.push_str(reference);
+                }
+                Some(p) => resolved.push_str(&lookup(key, reference, alias, p, path, name, &mut files)?),
+            }
+        }
+        resolved.push_str(&value[last..]);
+        out.raw.entries.insert(key.clone(), resolved);
+    }
+    Ok(out)
+}
+
+fn declared(raw: &RawConfig) -> Result<HashMap<String, Provider>, ConfigError> {
+    let mut out = HashMap::new();
+    let Some(list) = raw.entries.get("config.providers") else { return Ok(out) };
+    for alias in list.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let class_key = format!("config.providers.{alias}.class");
+        let param = |name: &str| {
+            raw.entries
+                .get(&format!("config.providers.{alias}.param.{name}"))
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+        };
+        let class = raw.entries.get(&class_key).map(|c| c.trim()).ok_or_else(|| {
+            invalid(&class_key, format!("provider `{alias}` is listed in config.providers but has no class"))
+        })?;
+        let allowed = |name: &str| -> Result<Option<Vec<PathBuf>>, ConfigError> {
+            let Some(v) = param(name) else { return Ok(None) };
+            let key = format!("config.providers.{alias}.param.{name}");
+            v.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let path = PathBuf::from(p);
+                    if path.is_absolute() {
+                        Ok(normalize(&path))
+                    } else {
+                        Err(invalid(&key, format!("`{p}` is not an absolute path")))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+        };
+        let provider = if FILE.contains(&class) {
+            Provider::File { allowed: allowed("allowed.paths")? }
+        } else if DIR.contains(&class) {
+            Provider::Dir { allowed: allowed("allowed.paths")? }
+        } else if ENV.contains(&class) {
+            let key = format!("config.providers.{alias}.param.allowlist.pattern");
+            let pattern = param("allowlist.pattern").unwrap_or(".*");
+            // Java's Pattern.matcher(name).matches(): the whole name.
+            let allowlist = Regex::new(&format!("^(?:{pattern})$"))
+                .map_err(|e| invalid(&key, format!("`{pattern}` is not a valid regex: {e}")))?;
+            Provider::Env { allowlist }
+        } else {
+            return Err(invalid(
+                &class_key,
+                format!(
+                    "`{class}` is not supported; use {}, {} or {} (secrets managers: mount the secret as a file or an environment variable)",
+                    FILE[0], ENV[0], DIR[0]
+                ),
+            ));
+        };
+        out.insert(alias.to_string(), provider);
+    }
+    Ok(out)
+}
+
+/// `path` with `.` and `..` taken out, without touching the file system (as Java's
+/// `Path.normalize`), so `allowed.paths` cannot be escaped with `..`.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn check_allowed(key: &str, reference: &str, allowed: &Option<Vec<PathBuf>>, path: &Path) -> Result<(), ConfigError> {
+    let Some(allowed) = allowed else { return Ok(()) };
+    let normal = normalize(path);
+    if allowed.iter().any(|a| normal.starts_with(a)) {
+        return Ok(());
+    }
+    Err(invalid(key, format!("{reference}: `{}` is outside the provider's allowed.paths", path.display())))
+}
+
+fn lookup(
+    key: &str,
+    reference: &str,
+    alias: &str,
+    provider: &Provider,
+    path: &str,
+    name: &str,
+    files: &mut HashMap<PathBuf, BTreeMap<String, String>>,
+) -> Result<String, ConfigError> {
+    let fail = |why: String| invalid(key, format!("{reference} does not resolve: {why}"));
+    match provider {
+        Provider::Env { allowlist } => {
+            if !path.is_empty() {
+                return Err(fail(format!("the env provider `{alias}` takes no path; write ${{{alias}:{name}}}")));
+            }
+            if !allowlist.is_match(name) {
+                return Err(fail(format!("`{name}` does not match the provider's allowlist.pattern")));
+            }
+            std::env::var(name).map_err(|_| fail(format!("the environment variable `{name}` is not set")))
+        }
+        Provider::File { allowed } => {
+            if path.is_empty() {
+                return Err(fail(format!(
+                    "the file provider `{alias}` needs a path; write ${{{alias}:/path/to/file.properties:{name}}}"
+                )));
+            }
+            let p = PathBuf::from(path);
+            check_allowed(key, reference, allowed, &p)?;
+            if !files.contains_key(&p) {
+                let text = std::fs::read_to_string(&p).map_err(|e| fail(format!("cannot read `{path}`: {e}")))?;
+                files.insert(p.clone(), parse_properties(&text).entries);
+            }
+            files[&p].get(name).cloned().ok_or_else(|| fail(format!("`{path}` has no key `{name}`")))
+        }
+        Provider::Dir { allowed } => {
+            if path.is_empty() {
+                return Err(fail(format!(
+                    "the directory provider `{alias}` needs a path; write ${{{alias}:/path/to/dir:{name}}}"
+                )));
+            }
+            let dir = PathBuf::from(path);
+            let file = dir.join(name);
+            // The key names a file in the directory, not a way out of it.
+            if name.contains('/') || name == ".." || name == "." {
+                return Err(fail(format!("`{name}` is not a file name in `{path}`")));
+            }
+            check_allowed(key, reference, allowed, &file)?;
+            // As Kafka's DirectoryConfigProvider: the file's content as it is (no trimming).
+            std::fs::read_to_string(&file).map_err(|e| fail(format!("cannot read `{}`: {e}", file.display())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(pairs: &[(&str, &str)]) -> RawConfig {
+        RawConfig { entries: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pgoutbox-providers-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    const FILE_CLASS: &str = "org.apache.kafka.common.config.provider.FileConfigProvider";
+    const ENV_CLASS: &str = "org.apache.kafka.common.config.provider.EnvVarConfigProvider";
+    const DIR_CLASS: &str = "org.apache.kafka.common.config.provider.DirectoryConfigProvider";
+
+    #[test]
+    fn file_env_and_dir_references_resolve_in_any_value() {
+        let d = temp_dir("resolve");
+        let props = d.join("db.properties");
+        std::fs::write(&props, "password=s3cr:et\nuser = relay\n").unwrap();
+        std::fs::write(d.join("token"), "tok-123\n").unwrap();
+        std::env::set_var("PGOUTBOX_TEST_PROVIDER_HOST", "db.internal");
+        let p = props.display().to_string();
+        let r = resolve(&raw(&[
+            ("config.providers", "file, env,dir"),
+            ("config.providers.file.class", FILE_CLASS),
+            ("config.providers.env.class", ENV_CLASS),
+            ("config.providers.dir.class", DIR_CLASS),
+            ("database.password", &format!("${{file:{p}:password}}")),
+            ("database.user", &format!("${{file:{p}:user}}")),
+            ("database.hostname", "${env:PGOUTBOX_TEST_PROVIDER_HOST}"),
+            ("transforms.outbox.route.topic.replacement", "${env:PGOUTBOX_TEST_PROVIDER_HOST}.${routedByValue}"),
+            ("sasl", &format!("user-${{dir:{}:token}}-end", d.display())),
+        ]))
+        .unwrap();
+        let e = &r.raw.entries;
+        assert_eq!(e["database.password"], "s3cr:et");
+        assert_eq!(e["database.user"], "relay");
+        assert_eq!(e["database.hostname"], "db.internal");
+        assert_eq!(
+            e["transforms.outbox.route.topic.replacement"], "db.internal.${routedByValue}",
+            "not a reference: no colon"
+        );
+        assert_eq!(e["sasl"], "user-tok-123\n-end", "the directory provider keeps the content as it is");
+        assert!(r.undeclared.is_empty());
+    }
+
+    #[test]
+    fn unresolved_references_name_the_key_and_never_the_value() {
+        let d = temp_dir("unresolved");
+        let props = d.join("db.properties");
+        std::fs::write(&props, "password=hunter2\n").unwrap();
+        let p = props.display().to_string();
+        let base = [
+            ("config.providers", "file,env"),
+            ("config.providers.file.class", FILE_CLASS),
+            ("config.providers.env.class", ENV_CLASS),
+            ("config.providers.env.param.allowlist.pattern", "DB_.*"),
+        ];
+        let cases = [
+            (format!("${{file:{p}:nope}}"), "has no key `nope`"),
+            (format!("${{file:{}/missing.properties:password}}", d.display()), "cannot read"),
+            ("${env:PGOUTBOX_SURELY_UNSET_VARIABLE_42}".to_string(), "allowlist.pattern"),
+            ("${env:DB_SURELY_UNSET_VARIABLE_42}".to_string(), "is not set"),
+            ("${env:/x:DB_X}".to_string(), "takes no path"),
+            ("${file:password}".to_string(), "needs a path"),
+        ];
+        for (value, needle) in cases {
+            let mut pairs = base.to_vec();
+            pairs.push(("database.password", &value));
+            let e = resolve(&raw(&pairs)).unwrap_err().to_string();
+            assert!(e.contains("database.password") && e.contains(needle), "{value}: {e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn allowed_paths_confine_the_file_providers() {
+        let d = temp_dir("allowed");
+        let inside = d.join("in");
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::write(inside.join("a.properties"), "k=v\n").unwrap();
+        std::fs::write(d.join("b.properties"), "k=w\n").unwrap();
+        let allowed = inside.display().to_string();
+        let with = |value: String| {
+            resolve(&raw(&[
+                ("config.providers", "file"),
+                ("config.providers.file.class", FILE_CLASS),
+                ("config.providers.file.param.allowed.paths", &allowed),
+                ("x", &value),
+            ]))
+        };
+        assert_eq!(with(format!("${{file:{allowed}/a.properties:k}}")).unwrap().raw.entries["x"], "v");
+        let e = with(format!("${{file:{allowed}/../b.properties:k}}")).unwrap_err().to_string();
+        assert!(e.contains("allowed.paths"), "{e}");
+    }
+
+    #[test]
+    fn undeclared_providers_stay_literal_and_are_reported() {
+        let r = resolve(&raw(&[("database.password", "${vault:secret/db:password}")])).unwrap();
+        assert_eq!(r.raw.entries["database.password"], "${vault:secret/db:password}");
+        assert_eq!(r.undeclared, vec![("database.password".to_string(), "vault".to_string())]);
+    }
+
+    #[test]
+    fn unknown_provider_classes_are_refused() {
+        let e = resolve(&raw(&[
+            ("config.providers", "aws"),
+            ("config.providers.aws.class", "com.amazonaws.secretsmanager.ConfigProvider"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("config.providers.aws.class") && e.contains("FileConfigProvider"), "{e}");
+        let e = resolve(&raw(&[("config.providers", "file")])).unwrap_err().to_string();
+        assert!(e.contains("config.providers.file.class"), "{e}");
+    }
+}
