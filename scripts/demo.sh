@@ -10,7 +10,7 @@ root=$(cd "$here/.." && pwd)
 
 bash "$here/install.sh" --demo
 log "building pgoutbox (release)"
-(cd "$root" && cargo build --release --locked --quiet)
+bash "$here/build-release.sh" --quiet
 bin="${CARGO_TARGET_DIR:-$root/target}/release/pgoutbox"
 
 work=$(mktemp -d /tmp/pgoutbox-demo.XXXXXX)

@@ -40,6 +40,10 @@ start=$(date +%s)
 cargo test --locked --all-targets -- --nocapture "$@"
 log "test suite took $(( $(date +%s) - start ))s"
 
+# The container image's build step (docker/Dockerfile runs this same script); no container engine
+# runs here, so this is what guards the image build.
+[ $# -eq 0 ] && { bstart=$(date +%s); bash "$here/build-release.sh" --quiet; log "release build (the image's build command) took $(( $(date +%s) - bstart ))s"; }
+
 # The version matrix: the relay, edge and fault-kill tests against the other PostgreSQL majors (the
 # whole suite above ran on the Debian 15 server). PGOUTBOX_PG_MAJORS narrows it ("" skips it); it is
 # skipped when test.sh is given a test filter.

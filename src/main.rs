@@ -18,8 +18,18 @@ use pgoutbox::kafka::consume::consume_all;
     about = "Transactional outbox relay: PostgreSQL logical replication to Kafka, a drop-in for Debezium's Outbox Event Router"
 )]
 struct Cli {
+    /// Log lines as text or as JSON objects (one per line, for log shippers). The level comes from
+    /// RUST_LOG (default `info`; e.g. RUST_LOG=pgoutbox=debug,librdkafka=warn).
+    #[arg(long, global = true, value_enum, env = "PGOUTBOX_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -35,6 +45,11 @@ enum Command {
         /// Serve /metrics, /health and /latency on this address, e.g. 127.0.0.1:9187.
         #[arg(long)]
         metrics_address: Option<std::net::SocketAddr>,
+        /// Take config keys from environment variables too (PGOUTBOX_<KEY>, CONNECT_<KEY>,
+        /// BOOTSTRAP_SERVERS, PGOUTBOX_SET_<n>=key=value; see docs/operations.md), over the file
+        /// and under --set. For containers.
+        #[arg(long)]
+        env_overrides: bool,
     },
     /// Check the configuration, database and broker; say what to fix (exit 1 if anything is wrong).
     Check {
@@ -42,6 +57,9 @@ enum Command {
         config: PathBuf,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// As for `run`.
+        #[arg(long)]
+        env_overrides: bool,
     },
     /// Print records of topics from the beginning (kcat does not speak to every broker).
     Consume {
@@ -75,7 +93,21 @@ enum Command {
 }
 
 fn load(config: &std::path::Path, set: &[String]) -> Result<Config, pgoutbox::config::ConfigError> {
+    load_with(config, set, false)
+}
+
+/// The file, then (with `env_overrides`) the environment's keys, then `--set`.
+fn load_with(
+    config: &std::path::Path,
+    set: &[String],
+    env_overrides: bool,
+) -> Result<Config, pgoutbox::config::ConfigError> {
     let mut raw = RawConfig::load(config)?;
+    if env_overrides {
+        for (k, v) in pgoutbox::config::env::overrides(std::env::vars())? {
+            raw.entries.insert(k, v);
+        }
+    }
     for s in set {
         raw.set(s)?;
     }
@@ -84,11 +116,22 @@ fn load(config: &std::path::Path, set: &[String]) -> Result<Config, pgoutbox::co
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    match cli.log_format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        // One JSON object per line: timestamp, level, target, fields (the message among them).
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
     // One thread runs the reader, the sink and the HTTP endpoint; librdkafka has threads of its own.
     // Measured against the multi-threaded runtime at 5,000 events/s: ~12% less CPU (5.3 vs 6.0 CPU s
     // over 20 s), since a batch no longer wakes another thread on its way from reader to sink; the
@@ -101,8 +144,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run { config, set, metrics_address } => {
-            let config = match load(&config, &set) {
+        Command::Run { config, set, metrics_address, env_overrides } => {
+            let config = match load_with(&config, &set, env_overrides) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!("{e}");
@@ -153,8 +196,8 @@ fn main() -> ExitCode {
             };
             runtime.block_on(offsets(&action, &config))
         }
-        Command::Check { config, set } => {
-            let config = match load(&config, &set) {
+        Command::Check { config, set, env_overrides } => {
+            let config = match load_with(&config, &set, env_overrides) {
                 Ok(c) => c,
                 Err(e) => {
                     println!("PROBLEM config                 {e}");

@@ -2,6 +2,7 @@
 //! once, at start-up. Every validation error names the key to fix. Keys pgoutbox accepts but does not
 //! act on are returned as `ignored`, with the reason, so `main` can list them once.
 
+pub mod env;
 mod keys;
 mod producer;
 mod properties;

@@ -1,0 +1,155 @@
+//! The container files, tested without a container engine (none runs on the CI machines): the
+//! Dockerfile's shape and its build command (the one CI runs), the compose file parsed, and the
+//! config the compose file runs, read the way the container reads it (mounted file, environment
+//! overrides, file config provider). What cannot be tested here: building the image and
+//! `docker compose up`.
+
+use std::path::{Path, PathBuf};
+
+use pgoutbox::config::{env, parse_properties, Config};
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repo(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn compose() -> Yaml {
+    YamlLoader::load_from_str(&read("docker/compose.yaml")).expect("docker/compose.yaml is YAML").remove(0)
+}
+
+fn strings(y: &Yaml) -> Vec<String> {
+    y.as_vec().map(|v| v.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+/// The exec-form CMD or ENTRYPOINT of the Dockerfile's last stage, as a list.
+fn exec_form(dockerfile: &str, instruction: &str) -> Vec<String> {
+    let line = dockerfile
+        .lines()
+        .filter(|l| l.starts_with(&format!("{instruction} ")))
+        .last()
+        .unwrap_or_else(|| panic!("no {instruction}"));
+    let json = line[instruction.len()..].trim();
+    json.trim_matches(|c| c == '[' || c == ']').split(',').map(|s| s.trim().trim_matches('"').to_string()).collect()
+}
+
+#[test]
+fn dockerfile_builds_with_the_ci_command_and_runs_non_root() {
+    let d = read("docker/Dockerfile");
+    let stages: Vec<&str> = d.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(stages.len(), 2, "a build stage and a runtime stage: {stages:?}");
+    assert!(stages[0].contains(" AS build") && stages[1].contains("slim"), "{stages:?}");
+    assert!(d.contains("RUN bash scripts/build-release.sh"), "the image builds with the command CI runs");
+    let ci = read("scripts/test.sh");
+    assert!(ci.contains("build-release.sh"), "scripts/test.sh runs the image's build command");
+    let user = d.lines().filter(|l| l.starts_with("USER ")).last().expect("a USER");
+    assert!(!user.contains("root") && !user.trim_end().ends_with(" 0"), "{user}");
+    assert_eq!(exec_form(&d, "ENTRYPOINT"), ["pgoutbox"]);
+    let cmd = exec_form(&d, "CMD");
+    assert_eq!(cmd[0], "run");
+    assert!(cmd.contains(&"--env-overrides".to_string()), "{cmd:?}");
+    // Every path the Dockerfile copies exists in the repository.
+    for l in d.lines().filter(|l| l.starts_with("COPY ") && !l.contains("--from")) {
+        let parts: Vec<&str> = l.split_whitespace().collect();
+        for src in &parts[1..parts.len() - 1] {
+            assert!(repo(src).exists(), "COPY source {src} is missing");
+        }
+    }
+}
+
+#[test]
+fn compose_runs_the_outbox_quickstart_with_logical_postgres_and_kraft_kafka() {
+    let c = compose();
+    let s = &c["services"];
+    let postgres = &s["postgres"];
+    assert!(strings(&postgres["command"]).iter().any(|a| a == "wal_level=logical"), "{postgres:?}");
+    let kafka = &s["kafka"];
+    assert!(kafka["image"].as_str().unwrap().starts_with("apache/kafka:"));
+    assert!(kafka["environment"]["KAFKA_PROCESS_ROLES"].as_str().unwrap().contains("controller"), "KRaft mode");
+    let relay = &s["pgoutbox"];
+    assert_eq!(relay["build"]["dockerfile"].as_str(), Some("docker/Dockerfile"));
+    assert!(repo("docker").join(relay["build"]["context"].as_str().unwrap()).join("docker/Dockerfile").exists());
+    let d = read("docker/Dockerfile");
+    let cmd = exec_form(&d, "CMD");
+    let config_path = &cmd[cmd.iter().position(|a| a == "--config").unwrap() + 1];
+    let volumes = strings(&relay["volumes"]);
+    assert!(
+        volumes.iter().any(|v| v.contains(&format!(":{config_path}"))),
+        "the config is mounted at {config_path}: {volumes:?}"
+    );
+    for v in &volumes {
+        let host = v.split(':').next().unwrap();
+        assert!(repo("docker").join(host).exists(), "mounted file {host} exists");
+    }
+    assert!(s["consumer"]["command"][0].as_str().unwrap().contains("order.events"));
+}
+
+/// The compose file's pgoutbox, configured as the container would be: the mounted connector file,
+/// its environment mapped onto keys, the secret read through the file config provider.
+#[test]
+fn compose_config_is_read_as_the_container_reads_it() {
+    let c = compose();
+    let relay = &c["services"]["pgoutbox"];
+    let secrets_dir = repo("docker");
+    let mut raw =
+        parse_properties(&read("docker/connector.properties").replace("/run/secrets", &secrets_dir.to_string_lossy()));
+    let vars: Vec<(String, String)> = relay["environment"]
+        .as_hash()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (k.as_str().unwrap().to_string(), v.as_str().map(str::to_string).unwrap_or_else(|| format!("{v:?}")))
+        })
+        .collect();
+    for (k, v) in env::overrides(vars).unwrap() {
+        raw.entries.insert(k, v);
+    }
+    let cfg = Config::from_raw(&raw).expect("the compose config is valid");
+    assert_eq!(cfg.database.hostname, "postgres");
+    assert_eq!(cfg.kafka.bootstrap_servers, "kafka:9092");
+    assert_eq!(cfg.database.password.as_ref().map(|p| p.expose()), Some("postgrespw"), "from the file provider");
+    assert!(cfg.undeclared_providers.is_empty());
+    let postgres_env = &c["services"]["postgres"]["environment"];
+    assert_eq!(postgres_env["POSTGRES_DB"].as_str(), Some(cfg.database.dbname.as_str()));
+    assert_eq!(postgres_env["POSTGRES_USER"].as_str(), Some(cfg.database.user.as_str()));
+    assert!(read("docker/init.sql").contains("inventory.outboxevent"));
+}
+
+/// The container's way of running: keys from the environment (`--env-overrides`) and JSON logs.
+/// A bad value given through the environment is reported as a JSON line naming the key.
+#[test]
+fn env_overrides_and_json_logs_work_from_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("pgoutbox-container-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("connector.properties");
+    std::fs::write(&cfg, read("examples/connector.properties")).unwrap();
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
+            .args(args)
+            .arg("--config")
+            .arg(&cfg)
+            .envs(env.iter().copied())
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, stderr, _) =
+        run(&[("PGOUTBOX_DATABASE_PORT", "notaport")], &["--log-format", "json", "run", "--env-overrides"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = stderr.lines().find(|l| l.contains("database.port")).unwrap_or_else(|| panic!("{stderr}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    assert_eq!(v["level"], "ERROR");
+    assert!(v["message"].as_str().unwrap().contains("notaport"), "{v}");
+    // Without --env-overrides the environment is not read.
+    let (code, _, stdout) = run(&[("PGOUTBOX_DATABASE_PORT", "notaport"), ("PGOUTBOX_LOG_FORMAT", "json")], &["check"]);
+    assert!(!stdout.contains("notaport"), "{stdout}");
+    assert_ne!(code, Some(2), "{stdout}");
+}
