@@ -151,6 +151,36 @@ pg_stop() {
     runuser -u postgres -- "$bindir/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null 2>&1 || true
 }
 
+# pg_standby_start PRIMARY_DIR PRIMARY_PORT STANDBY_DIR STANDBY_PORT: a streaming replica of the
+# cluster pg_start made in PRIMARY_DIR, with a physical slot and hot_standby_feedback (logical decoding
+# on a standby needs both, PostgreSQL 16+). The base copy is taken with the primary stopped cleanly,
+# so no pg_basebackup is needed (the npm server builds have none).
+pg_standby_start() {
+    local pdir=$1 pport=$2 sdir=$3 sport=$4 bindir
+    bindir=$(pg_bindir) || die "PostgreSQL server binaries not found"
+    psql -h 127.0.0.1 -p "$pport" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 \
+        -c "SELECT pg_create_physical_replication_slot('standby_slot') WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'standby_slot')" >/dev/null
+    runuser -u postgres -- "$bindir/pg_ctl" -D "$pdir/data" -m fast -w stop >/dev/null
+    mkdir -p "$sdir"
+    chown postgres "$sdir"
+    cp -a "$pdir/data" "$sdir/data"
+    rm -f "$sdir/data/postmaster.pid"
+    cat >>"$sdir/data/postgresql.conf" <<CONF
+port = $sport
+unix_socket_directories = '$sdir'
+primary_conninfo = 'host=127.0.0.1 port=$pport user=postgres application_name=standby'
+primary_slot_name = 'standby_slot'
+hot_standby = on
+hot_standby_feedback = on
+CONF
+    touch "$sdir/data/standby.signal"
+    chown -R postgres "$sdir"
+    runuser -u postgres -- "$bindir/pg_ctl" -D "$pdir/data" -l "$pdir/postgres.log" -w -t 60 start >/dev/null \
+        || { tail -20 "$pdir/postgres.log" >&2; die "the primary did not start again"; }
+    runuser -u postgres -- "$bindir/pg_ctl" -D "$sdir/data" -l "$sdir/postgres.log" -w -t 60 start >/dev/null \
+        || { tail -20 "$sdir/postgres.log" >&2; die "the standby did not start"; }
+}
+
 # broker_start DIR PORT [STORAGE]: start tansu on 127.0.0.1:PORT. STORAGE is `memory` (default) or
 # `sqlite` (survives restarts; the path is inside DIR). Writes DIR/broker.pid.
 broker_start() {

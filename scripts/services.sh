@@ -2,6 +2,7 @@
 # Start and stop throwaway PostgreSQL and broker instances (used by the benchmark and fault tests).
 #   services.sh pg-start DIR PORT          services.sh pg-stop DIR [fast|immediate]
 #   services.sh broker-start DIR PORT [memory|sqlite]    services.sh broker-stop DIR [term|kill]
+#   services.sh pg-standby-start PRIMARY_DIR PRIMARY_PORT STANDBY_DIR STANDBY_PORT
 #   services.sh free-port
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,6 +11,7 @@ cmd=${1:-}; shift || true
 case "$cmd" in
     pg-start) pg_start "$@" ;;
     pg-stop) pg_stop "$@" ;;
+    pg-standby-start) pg_standby_start "$@" ;;
     broker-start) broker_start "$@" ;;
     broker-stop) broker_stop "$@" ;;
     free-port) free_port ;;

@@ -124,7 +124,21 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
         }
     }
     out.extend(check_status_interval(&sql, cfg).await);
-    out.extend(check_publication(&sql, cfg).await);
+    if setup::in_recovery(&sql).await.unwrap_or(false) {
+        // A standby: the publication is the primary's, and nothing may be created here.
+        match setup::ensure_publication(&sql, cfg, true).await {
+            Ok(()) => out.push(ok(
+                "publication",
+                format!(
+                    "this server is a standby; `{}` (from the primary) covers the outbox table(s)",
+                    cfg.publication_name
+                ),
+            )),
+            Err(e) => out.push(problem("publication", e.to_string())),
+        }
+    } else {
+        out.extend(check_publication(&sql, cfg).await);
+    }
     out.extend(check_slot(&sql, cfg).await);
     out.extend(check_broker(cfg).await);
     out
@@ -212,7 +226,7 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
                 return vec![problem("slot", e.to_string())];
             }
             let lag = sql
-                .query_one("SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", &[&cfg.slot_name])
+                .query_one("SELECT ((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END) - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", &[&cfg.slot_name])
                 .await
                 .ok()
                 .and_then(|r| r.try_get::<_, Option<i64>>(0).ok())

@@ -595,6 +595,58 @@ async fn slow_broker_keeps_memory_bounded_and_postgres_alive() {
     .await;
 }
 
+/// The same fast shutdown while Kafka is down and events wait for acknowledgement: the relay cannot
+/// confirm what the server sent, and answering the server's pings kept the walsender (and so the
+/// shutdown) waiting for as long as Kafka stayed away. Now the relay notices that the server ended
+/// its SQL session and ends the stream; nothing unacknowledged was confirmed, so once PostgreSQL and
+/// Kafka are back every event is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_fast_shutdown_is_not_held_while_kafka_is_down() {
+    let name = "postgres_fast_shutdown_is_not_held_while_kafka_is_down";
+    bounded(name, Duration::from_secs(180), async {
+        let kinds = ["Order"];
+        let pg = PgCluster::start("fastshutdown_kafka_down");
+        let broker = Broker::start_sqlite("fastshutdown_kafka_down");
+        let bed = Bed::new("fastshutdown_kafka_down", pg.port, &broker.addr()).await;
+        bed.create_topics(&kinds, 1).await;
+        // A small producer queue, so that with Kafka down the whole pipeline backs up to the reader
+        // quickly (it then holds a batch it cannot hand over, as under any long outage).
+        let config = bed
+            .config(&["task.shutdown.graceful.timeout.ms=5000", "producer.override.queue.buffering.max.messages=10"])
+            .replace("status.update.interval.ms=500", "status.update.interval.ms=10000");
+        let mut relay = RelayProc::start("fastshutdown_kafka_down", &config);
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        bed.prefill("Order", 5).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        broker.crash();
+        for _ in 0..8 {
+            bed.prefill("Order", 1000).await;
+        }
+        let rows = bed.rows().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stopping = Instant::now();
+        pg.stop("fast");
+        let stopped = stopping.elapsed();
+        println!("{name}: pg_ctl stop -m fast with Kafka down took {}", ms(stopped));
+        assert!(
+            stopped < Duration::from_secs(10),
+            "the fast shutdown waited {stopped:?} for the relay; log tail:\n{}",
+            relay.log_tail(20)
+        );
+        assert!(relay.running(), "the relay keeps retrying; log tail:\n{}", relay.log_tail(20));
+        pg.start_again();
+        broker.start_again();
+        let records = bed.read_back(&kinds, &rows, Duration::from_secs(90));
+        let ids: std::collections::HashSet<&[u8]> = records.iter().filter_map(|r| r.header("id")).collect();
+        let missing: Vec<&str> =
+            rows.iter().filter(|r| !ids.contains(r.id.as_bytes())).map(|r| r.id.as_str()).collect();
+        assert!(missing.is_empty(), "missing after recovery: {missing:?}; log tail:\n{}", relay.log_tail(30));
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+        bed.drop_slot().await;
+    })
+    .await;
+}
+
 /// `pg_ctl stop -m fast` (and a switchover) waits until every walsender's client confirmed all it
 /// was sent. The relay answered the server's shutdown ping with the position confirmed before it
 /// had processed that ping, then stayed silent for a status interval (10 s by default): the

@@ -54,7 +54,13 @@ pub struct ReportingContext {
     /// Reports of the events served so far, taken by [`Producer::serve`]. Only the serving thread
     /// touches it, so the lock is never contended.
     acks: Mutex<Vec<Ack>>,
+    /// When each kind of connection error was last logged, and how many were not logged since:
+    /// librdkafka reports a broker that is away every second or so.
+    warned: Mutex<std::collections::HashMap<String, (Instant, u64)>>,
 }
+
+/// At most one warning per kind of connection error in this long.
+const CLIENT_ERROR_LOG_EVERY: Duration = Duration::from_secs(30);
 
 impl ReportingContext {
     fn report(&self, ack: Ack) {
@@ -86,7 +92,21 @@ impl ClientContext for ReportingContext {
             return;
         }
         // Broker connection problems land here; librdkafka keeps retrying them.
-        tracing::warn!(target: "librdkafka", %error, "Kafka client error: {reason}; waiting for the broker");
+        let kind = error.rdkafka_error_code().map_or_else(|| error.to_string(), |c| format!("{c:?}"));
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match warned.get_mut(&kind) {
+            Some((at, suppressed)) if now.duration_since(*at) < CLIENT_ERROR_LOG_EVERY => *suppressed += 1,
+            Some((at, suppressed)) => {
+                tracing::warn!(target: "librdkafka", %error, repeated = *suppressed, "Kafka client error: {reason}; waiting for the broker");
+                *at = now;
+                *suppressed = 0;
+            }
+            None => {
+                tracing::warn!(target: "librdkafka", %error, "Kafka client error: {reason}; waiting for the broker");
+                warned.insert(kind, (now, 0));
+            }
+        }
     }
 }
 
@@ -201,8 +221,10 @@ fn librdkafka_log_level() -> RDKafkaLogLevel {
 impl Producer {
     /// Must be called within the Tokio runtime that will serve the producer.
     pub fn new(cfg: &KafkaConfig) -> Result<Self, KafkaError> {
-        let inner: BaseProducer<ReportingContext> =
-            base_config(cfg).create_with_context(ReportingContext { acks: Mutex::new(Vec::new()) })?;
+        let inner: BaseProducer<ReportingContext> = base_config(cfg).create_with_context(ReportingContext {
+            acks: Mutex::new(Vec::new()),
+            warned: Mutex::new(Default::default()),
+        })?;
         let (wake_tx, wake) =
             pipe::pipe().map_err(|e| KafkaError::ClientCreation(format!("cannot create the wake-up pipe: {e}")))?;
         // SAFETY: the client is alive; the handle is released in MainQueue's drop, before the client.

@@ -31,6 +31,8 @@ pub const BATCH_MAX_BYTES: usize = 4 << 20;
 /// How often the reader checks that the publication still covers every captured table (an outbox
 /// table dropped and created again falls out of a `FOR TABLE` publication, silently).
 const PUBLICATION_CHECK: Duration = Duration::from_secs(5);
+/// How often the reader looks whether the server ended its SQL session (a cheap flag check).
+const SQL_SESSION_WATCH: Duration = Duration::from_secs(1);
 /// Bound on that check: the reader neither reads nor sends status updates meanwhile, so a dead SQL
 /// connection must not hold it (a stalled network is noticed within this, then the session restarts).
 const PUBLICATION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -140,6 +142,8 @@ impl<'a> Reader<'a> {
         let mut coverage = tokio::time::interval(PUBLICATION_CHECK);
         coverage.set_missed_tick_behavior(MissedTickBehavior::Delay);
         coverage.reset();
+        let mut session_watch = tokio::time::interval(SQL_SESSION_WATCH);
+        session_watch.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
         let Some(tx) = self.tx.clone() else { return Ok(()) };
         loop {
@@ -166,6 +170,16 @@ impl<'a> Reader<'a> {
                     }
                     self.metrics.received_lsn.store(self.received.0, std::sync::atomic::Ordering::Relaxed);
                     self.send_status(true).await?;
+                }
+                // 3b. The server ended our SQL session: it is shutting down (a fast shutdown ends
+                //     every session, then waits for each walsender's client to confirm all it was
+                //     sent, which it cannot while Kafka is down), or someone ended it, and the slot
+                //     lock went with it. Either way the stream must end now; nothing unacknowledged
+                //     was confirmed, so the next session resumes before it.
+                _ = session_watch.tick() => {
+                    if self.sql.is_closed() {
+                        return Err(PgError::SqlSessionEnded.into());
+                    }
                 }
                 // 4. Heartbeat: between transactions only, so it never splits one.
                 _ = heartbeat_tick.tick(), if heartbeat.is_some() && !self.in_transaction && !pending => {

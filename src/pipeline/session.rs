@@ -151,6 +151,9 @@ async fn start(
     kafka_preflight(cfg).await?;
     setup::ensure_publication(&sql, cfg, existing.is_some()).await?;
     let mut conn = ReplicationConnection::connect(&params).await?;
+    if existing.is_none() && setup::in_recovery(&sql).await? {
+        tracing::info!(slot = %cfg.slot_name, "creating the slot on a standby: it waits for the primary's next standby snapshot (logged every 15 s while the primary is busy; SELECT pg_log_standby_snapshot() on the primary makes one at once)");
+    }
     let offsets = OffsetStore::for_connector(cfg);
     if existing.is_none() {
         if state.streamed {

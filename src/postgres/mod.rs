@@ -67,6 +67,10 @@ pub enum PgError {
     ConnectionClosed,
     #[error("PostgreSQL ended the replication stream")]
     StreamEnded,
+    /// The server ended the relay's SQL session (a shutdown, a restart or an administrator). The slot
+    /// lock went with it, and a shutting-down server waits for the replication stream to end.
+    #[error("PostgreSQL ended this relay's SQL session (a shutdown, a restart or pg_terminate_backend); ending the replication stream and reconnecting")]
+    SqlSessionEnded,
     #[error("no message from PostgreSQL for {0:?} although a reply was requested; assuming the connection is dead")]
     PeerTimeout(Duration),
     #[error("PostgreSQL asks for a password for user `{user}`; set database.password")]

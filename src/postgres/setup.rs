@@ -250,6 +250,9 @@ pub async fn repair_coverage(sql: &Client, cfg: &Config, streamed: bool) -> Resu
         return Ok(());
     }
     let list = uncovered.iter().map(CapturedTable::qualified).collect::<Vec<_>>().join(", ");
+    if in_recovery(sql).await? {
+        return check_publication_on_standby(sql, cfg).await;
+    }
     if cfg.publication_autocreate != AutocreateMode::Filtered {
         return Err(SetupError(format!(
             "publication `{name}` does not include {list}, which table.include.list captures: pgoutput decodes nothing for it (was the table dropped and created again?). Run ALTER PUBLICATION {} ADD TABLE {list}, or set publication.autocreate.mode=filtered so pgoutbox maintains the publication; events already committed into it were not published (see `pgoutbox verify`)",
@@ -282,6 +285,9 @@ pub async fn repair_coverage(sql: &Client, cfg: &Config, streamed: bool) -> Resu
 /// Makes sure the publication exists as `publication.autocreate.mode` asks, as Debezium does, and
 /// covers every captured table (see `repair_coverage`). `slot_exists`: the relay streamed before.
 pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -> Result<(), SetupFailure> {
+    if in_recovery(sql).await? {
+        return check_publication_on_standby(sql, cfg).await;
+    }
     let name = &cfg.publication_name;
     let existing =
         sql.query_opt("SELECT puballtables, pubviaroot FROM pg_publication WHERE pubname = $1", &[name]).await?;
@@ -415,6 +421,41 @@ pub fn validate_slot(state: &SlotState, cfg: &Config) -> Result<(), SetupError> 
             "replication slot `{slot}` was invalidated (wal_status=lost, max_slot_wal_keep_size exceeded): the WAL it needed is gone, so events may have been missed; check the outbox for events after the last published one, then drop and recreate the slot (SELECT pg_drop_replication_slot({}))",
             quote_literal(slot)
         )));
+    }
+    Ok(())
+}
+
+/// Whether the server is a standby (in recovery): read-only, so the publication is the primary's.
+pub async fn in_recovery(sql: &Client) -> Result<bool, SetupFailure> {
+    Ok(sql.query_one("SELECT pg_is_in_recovery()", &[]).await?.get(0))
+}
+
+/// On a standby nothing can be created or altered: the publication must already be there (it comes
+/// from the primary by replication) and cover the captured tables, and decoding needs PostgreSQL 16.
+async fn check_publication_on_standby(sql: &Client, cfg: &Config) -> Result<(), SetupFailure> {
+    let name = &cfg.publication_name;
+    let major = server_major(sql).await?;
+    if major < 16 {
+        return Err(SetupError(format!(
+            "this server is a standby running PostgreSQL {major}; logical decoding on a standby needs PostgreSQL 16 or later: point database.hostname at the primary, or upgrade"
+        ))
+        .into());
+    }
+    let Some(uncovered) = uncovered_tables(sql, cfg).await? else {
+        return Err(SetupError(format!(
+            "this server is a standby (read-only), where publication `{name}` cannot be created; create it on the primary (CREATE PUBLICATION {} FOR TABLE <outbox table>{}), it reaches the standby by replication",
+            quote_ident(name),
+            if cfg.publish_via_partition_root { " WITH (publish_via_partition_root = true)" } else { "" }
+        ))
+        .into());
+    };
+    if !uncovered.is_empty() {
+        let list = uncovered.iter().map(CapturedTable::qualified).collect::<Vec<_>>().join(", ");
+        return Err(SetupError(format!(
+            "publication `{name}` does not include {list}, which table.include.list captures, and this server is a standby (read-only): run ALTER PUBLICATION {} ADD TABLE {list} on the primary",
+            quote_ident(name)
+        ))
+        .into());
     }
     Ok(())
 }
