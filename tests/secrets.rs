@@ -86,6 +86,32 @@ async fn secrets_never_appear_in_logs_errors_or_help() {
                 "trace",
                 Some(Duration::from_secs(5)),
             ),
+            // Kafka secrets (a JAAS password, a store password) with librdkafka's every debug
+            // context on (it dumps its configuration), broker unreachable.
+            (
+                "kafka secrets, unreachable broker",
+                vec![
+                    "run".into(),
+                    "--config".into(),
+                    write(
+                        "kafka_secrets.properties",
+                        bed.config_via(
+                            env.pg_port,
+                            &format!("127.0.0.1:{dead}"),
+                            &[
+                                "producer.override.security.protocol=SASL_SSL",
+                                "producer.override.sasl.mechanism=SCRAM-SHA-512",
+                                &format!("producer.override.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=\"{SECRET}\";"),
+                                &format!("producer.override.ssl.keystore.password={SECRET}"),
+                                &format!("producer.override.ssl.key.password={SECRET}"),
+                                "producer.override.debug=all",
+                            ],
+                        ),
+                    ),
+                ],
+                "trace",
+                Some(Duration::from_secs(5)),
+            ),
             // A config error elsewhere in a file that holds the password.
             (
                 "config error",

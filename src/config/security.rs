@@ -420,6 +420,17 @@ fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Re
         }
     }
 
+    // No truststore: Java trusts the JVM's public CAs. The vendored OpenSSL's own default path is
+    // not where the system keeps them, so ask librdkafka to probe the usual places
+    // (/etc/ssl/certs, ...), unless librdkafka's own keys say where they are.
+    if t.settings.get("ssl.ca.location").is_none()
+        && t.settings.get("ssl.ca.pem").is_none()
+        && !keys.contains_key("ssl.ca.location")
+        && !keys.contains_key("ssl.ca.pem")
+    {
+        t.settings.set("ssl.ca.location", "probe");
+    }
+
     if let Some(chain) = value("ssl.keystore.certificate.chain") {
         let Some(private) = value("ssl.keystore.key") else {
             return Err(invalid(

@@ -310,6 +310,10 @@ pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     for (k, v) in cfg.client_security.iter() {
         c.set(k, v);
     }
+    // librdkafka's debug contexts, when asked for, help with every client.
+    if let Some(debug) = cfg.producer_overrides.get("debug") {
+        c.set("debug", debug);
+    }
     c
 }
 

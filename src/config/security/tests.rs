@@ -277,3 +277,23 @@ fn librdkafka_names_pass_through() {
     assert_eq!(setting(&t, "sasl.username"), Some("u"));
     assert_eq!(setting(&t, "ssl.ca.location"), Some("/etc/ssl/certs/ca.pem"));
 }
+
+#[test]
+fn without_a_truststore_the_system_cas_are_trusted_as_the_jvm_s_would_be() {
+    let t = translate(&keys(&[
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.jaas.config", SCRAM),
+    ]))
+    .unwrap();
+    assert_eq!(setting(&t, "ssl.ca.location"), Some("probe"));
+    let t = translate(&keys(&[("security.protocol", "SSL"), ("ssl.ca.location", "/etc/ca.pem")])).unwrap();
+    assert_eq!(setting(&t, "ssl.ca.location"), Some("/etc/ca.pem"), "librdkafka's own key wins");
+    let t = translate(&keys(&[
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.jaas.config", SCRAM),
+    ]))
+    .unwrap();
+    assert!(setting(&t, "ssl.ca.location").is_none(), "no TLS, no CAs");
+}
