@@ -85,7 +85,8 @@ tansu_stop() {
 
 start() {
     local d=$1
-    command -v stunnel4 >/dev/null || die "stunnel4 is missing; run scripts/install.sh"
+    local stunnel
+    stunnel=$(command -v stunnel4 || command -v stunnel) || die "stunnel4 is missing; run scripts/install.sh"
     rm -rf "$d"
     mkdir -p "$d"
     certificates "$d"
@@ -129,7 +130,7 @@ accept = 127.0.0.1:$wrong_tls
 connect = 127.0.0.1:$wrong_plain
 cert = $d/wronghost.pem
 EOF
-    stunnel4 "$d/stunnel.conf" >>"$d/stunnel.log" 2>&1 &
+    "$stunnel" "$d/stunnel.conf" >>"$d/stunnel.log" 2>&1 &
     echo $! >"$d/stunnel.pid"
     wait_port "$sasl_tls"; wait_port "$mtls_tls"; wait_port "$wrong_tls"
 
