@@ -637,9 +637,7 @@ async fn postgres_fast_shutdown_is_not_held_while_kafka_is_down() {
         pg.start_again();
         broker.start_again();
         let records = bed.read_back(&kinds, &rows, Duration::from_secs(90));
-        let ids: std::collections::HashSet<&[u8]> = records.iter().filter_map(|r| r.header("id")).collect();
-        let missing: Vec<&str> =
-            rows.iter().filter(|r| !ids.contains(r.id.as_bytes())).map(|r| r.id.as_str()).collect();
+        let missing = verify(&rows, &records, rows.len() as u64).missing;
         assert!(missing.is_empty(), "missing after recovery: {missing:?}; log tail:\n{}", relay.log_tail(30));
         assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
         bed.drop_slot().await;

@@ -105,6 +105,18 @@ fn read_back(bootstrap: &str, settings: &[(&str, &str)], topic: &str, expected: 
     })
 }
 
+/// [`read_back`] from the mutual-TLS broker, with the test's client certificate.
+fn read_back_mtls(s: &Secure, topic: &str, expected: usize) -> Vec<String> {
+    let (ca, cert, key) = (s.file("ca.pem"), s.file("client-cert.pem"), s.file("client-key.pem"));
+    let settings = [
+        ("security.protocol", "SSL"),
+        ("ssl.ca.location", ca.as_str()),
+        ("ssl.certificate.location", cert.as_str()),
+        ("ssl.key.location", key.as_str()),
+    ];
+    read_back(s.get("MTLS"), &settings, topic, expected)
+}
+
 fn assert_stops_refused(relay: &mut Relay, needles: &[&str], secrets: &[&str]) {
     let status =
         relay.wait(Duration::from_secs(90)).unwrap_or_else(|| panic!("relay kept running:\n{}", relay.log_text()));
@@ -242,18 +254,7 @@ async fn mutual_tls_with_a_client_keystore_delivers_and_without_one_stops() {
     }
     let mut relay = Relay::start_streaming(&secured(&o, s.get("MTLS"), &keys));
     let ids = insert(&o, 5).await;
-    let (ca, cert, key) = (s.file("ca.pem"), s.file("client-cert.pem"), s.file("client-key.pem"));
-    let got = read_back(
-        s.get("MTLS"),
-        &[
-            ("security.protocol", "SSL"),
-            ("ssl.ca.location", &ca),
-            ("ssl.certificate.location", &cert),
-            ("ssl.key.location", &key),
-        ],
-        &o.topic("Order"),
-        ids.len(),
-    );
+    let got = read_back_mtls(&s, &o.topic("Order"), ids.len());
     assert_eq!(got, ids);
     assert_eq!(relay.stop().code(), Some(0));
     assert!(!relay.log_text().contains("client-pass"));
@@ -279,18 +280,7 @@ async fn mutual_tls_with_pem_keystores_delivers() {
     ];
     let mut relay = Relay::start_streaming(&secured(&o, s.get("MTLS"), &keys));
     let ids = insert(&o, 3).await;
-    let (ca, cert, key) = (s.file("ca.pem"), s.file("client-cert.pem"), s.file("client-key.pem"));
-    let got = read_back(
-        s.get("MTLS"),
-        &[
-            ("security.protocol", "SSL"),
-            ("ssl.ca.location", &ca),
-            ("ssl.certificate.location", &cert),
-            ("ssl.key.location", &key),
-        ],
-        &o.topic("Order"),
-        ids.len(),
-    );
+    let got = read_back_mtls(&s, &o.topic("Order"), ids.len());
     assert_eq!(got, ids);
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;

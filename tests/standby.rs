@@ -11,8 +11,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use faults_support::bed::Bed;
-use faults_support::procs::{connect_sql, free_port, scratch_dir, scripts_dir};
+use faults_support::procs::{connect_sql, free_port, scratch_dir, scripts_dir, services_with};
 use faults_support::scenario::bounded;
+use faults_support::verify::verify;
 use support::{Env, Relay};
 
 /// Server binaries of PostgreSQL 16 or later: `PG_BINDIR` when it is one (the version matrix),
@@ -32,20 +33,7 @@ fn bindir() -> String {
 }
 
 fn services(bindir: &str, args: &[&str]) {
-    tokio::task::block_in_place(|| {
-        let out = Command::new("bash")
-            .arg(scripts_dir().join("services.sh"))
-            .args(args)
-            .env("PG_BINDIR", bindir)
-            .output()
-            .expect("run services.sh");
-        assert!(
-            out.status.success(),
-            "services.sh {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    services_with(&[("PG_BINDIR", bindir)], args);
 }
 
 /// A primary and its streaming standby, stopped on drop.
@@ -120,9 +108,7 @@ async fn relay_decodes_from_a_streaming_standby_on_16_and_later() {
         let rows = bed.rows().await;
         assert_eq!(rows.len(), 15);
         let records = bed.read_back(&["Order"], &rows, Duration::from_secs(90));
-        let ids: std::collections::HashSet<&[u8]> = records.iter().filter_map(|r| r.header("id")).collect();
-        let missing: Vec<&str> =
-            rows.iter().filter(|r| !ids.contains(r.id.as_bytes())).map(|r| r.id.as_str()).collect();
+        let missing = verify(&rows, &records, rows.len() as u64).missing;
         assert!(missing.is_empty(), "not delivered from the standby: {missing:?}\n{}", relay.log_text());
         assert!(has_slot(&standby, &bed.slot).await, "the slot lives on the standby");
         assert!(!has_slot(&primary, &bed.slot).await, "and not on the primary");

@@ -26,10 +26,16 @@ pub fn scripts_dir() -> PathBuf {
 
 /// Runs `scripts/services.sh ARGS`, off the async workers (starting PostgreSQL takes seconds).
 pub fn services(args: &[&str]) {
+    services_with(&[], args);
+}
+
+/// [`services`] with extra environment variables (`PG_BINDIR` for another PostgreSQL major).
+pub fn services_with(env: &[(&str, &str)], args: &[&str]) {
     let run = || {
         let out = Command::new("bash")
             .arg(scripts_dir().join("services.sh"))
             .args(args)
+            .envs(env.iter().copied())
             .output()
             .expect("run scripts/services.sh");
         assert!(
