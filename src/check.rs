@@ -109,7 +109,11 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
     if tables.is_empty() {
         out.push(problem("tables", "no table matches table.include.list / schema.include.list; create the outbox table (sql/outbox.sql) or fix the lists"));
     }
-    let router = Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, None);
+    let router = Router::new(
+        cfg.router.clone(),
+        crate::outbox::Converters { key: cfg.key_converter, value: cfg.value_converter },
+        None,
+    );
     for (schema, table) in &tables {
         let name = format!("{schema}.{table}");
         match setup::table_columns(&sql, schema, table).await {

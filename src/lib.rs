@@ -5,6 +5,8 @@
 
 pub mod check;
 pub mod config;
+pub mod connect;
+pub mod debezium;
 pub mod error;
 pub mod http;
 pub mod kafka;

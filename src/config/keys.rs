@@ -91,15 +91,6 @@ const PREFIXES: &[(&str, &str)] = &[
     ("header.converter.", "this converter option does not change the bytes pgoutbox produces"),
 ];
 
-/// Router keys that would change the records produced and are not implemented yet: rejected rather
-/// than ignored, so nobody gets different bytes silently.
-pub const ROUTER_UNSUPPORTED: &[&str] = &[
-    // Debezium's avro name sanitising of expanded JSON field names is not implemented.
-    "field.name.adjustment.mode",
-    // 3.7 only; Debezium 3.6 drops empty arrays, as pgoutbox does.
-    "table.json.payload.empty.array.behavior",
-];
-
 pub fn ignored(raw: &RawConfig, used: &BTreeSet<String>) -> Vec<IgnoredKey> {
     let mut out = Vec::new();
     for key in raw.entries.keys().filter(|k| !used.contains(*k)) {

@@ -263,7 +263,7 @@ fn config_refuses_what_it_cannot_honour() {
 
 #[test]
 fn config_time_precision_mode_is_read_like_debezium() {
-    use crate::outbox::TemporalPrecision as M;
+    use crate::debezium::TemporalPrecision as M;
     let mode = |v: &str| with(&[&format!("time.precision.mode={v}")]).unwrap().router.type_modes.temporal;
     assert_eq!(with(&[]).unwrap().router.type_modes.temporal, M::Adaptive);
     assert_eq!(mode("connect"), M::Connect);
@@ -286,6 +286,6 @@ fn config_time_precision_mode_is_read_like_debezium() {
         Some(Converter::Json { schemas: false })
     );
     let intervals = |v: &str| with(&[&format!("interval.handling.mode={v}")]).unwrap().router.type_modes.intervals;
-    assert_eq!(with(&[]).unwrap().router.type_modes.intervals, crate::outbox::IntervalHandling::Numeric);
-    assert_eq!(intervals("STRING"), crate::outbox::IntervalHandling::String);
+    assert_eq!(with(&[]).unwrap().router.type_modes.intervals, crate::debezium::IntervalHandling::Numeric);
+    assert_eq!(intervals("STRING"), crate::debezium::IntervalHandling::String);
 }

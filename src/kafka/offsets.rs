@@ -29,7 +29,7 @@ use crate::lsn::Lsn;
 
 /// Kafka Connect's default for `offset.storage.topic` is `connect-offsets`; pgoutbox keeps its own
 /// unless told otherwise, so that a Connect cluster still running beside it is never disturbed.
-pub const DEFAULT_TOPIC: &str = "pgoutbox-offsets";
+pub use crate::config::DEFAULT_OFFSET_TOPIC as DEFAULT_TOPIC;
 
 /// How long a read of the offsets topic waits without new records before it is taken as complete.
 const READ_IDLE: Duration = Duration::from_millis(400);

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::json::write_string;
 use super::{Header, OutboxRecord};
+use crate::connect::json::write_string;
 use crate::pgoutput::{TupleData, Value};
 
 /// Where the failure happened, as Connect names its stages.

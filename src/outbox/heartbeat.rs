@@ -6,12 +6,19 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::json::write_string;
 use super::OutboxRecord;
-use crate::config::Converter;
+use crate::connect::{Converter, Schema, Type, Value};
 
-const KEY_SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey"}"#;
-const VALUE_SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat"}"#;
+/// A required struct of one required field, as Debezium's heartbeat key and value are.
+fn one_field_struct(name: &str, field: &str, ty: Type) -> Schema {
+    Schema::Struct {
+        name: Some(name.to_string()),
+        fields: vec![(field.to_string(), Schema::primitive(ty, false))],
+        optional: false,
+        version: None,
+        doc: None,
+    }
+}
 
 pub fn record(
     topic: &Arc<str>,
@@ -20,26 +27,15 @@ pub fn record(
     value_converter: Converter,
     ts_ms: i64,
 ) -> OutboxRecord {
-    let mut name = Vec::new();
-    write_string(&mut name, server_name.as_bytes());
-    let key_payload = format!(r#"{{"serverName":{}}}"#, String::from_utf8_lossy(&name));
-    let value_payload = format!(r#"{{"ts_ms":{ts_ms}}}"#);
-    let encode = |c: Converter, schema: &str, payload: &str, as_string: String| -> Option<Bytes> {
-        match c {
-            // Connect's Struct.toString().
-            Converter::String => Some(Bytes::from(as_string)),
-            Converter::Json { schemas: false } => Some(Bytes::from(payload.to_string())),
-            Converter::Json { schemas: true } => {
-                Some(Bytes::from(format!(r#"{{"schema":{schema},"payload":{payload}}}"#)))
-            }
-            // BinaryDataConverter refuses structs; Debezium would fail on the heartbeat too.
-            Converter::Binary => None,
-        }
-    };
+    let key_schema = one_field_struct("io.debezium.connector.common.ServerNameKey", "serverName", Type::String);
+    let value_schema = one_field_struct("io.debezium.connector.common.Heartbeat", "ts_ms", Type::Int64);
+    let key = Value::Struct(vec![Value::String(Bytes::copy_from_slice(server_name.as_bytes()))]);
+    let value = Value::Struct(vec![Value::Int(ts_ms)]);
+    // BinaryDataConverter refuses structs; Debezium would fail on the heartbeat too.
     OutboxRecord {
         topic: topic.clone(),
-        key: encode(key_converter, KEY_SCHEMA, &key_payload, format!("Struct{{serverName={server_name}}}")),
-        value: encode(value_converter, VALUE_SCHEMA, &value_payload, format!("Struct{{ts_ms={ts_ms}}}")),
+        key: key_converter.encode(Some(&key_schema), &key).unwrap_or_default(),
+        value: value_converter.encode(Some(&value_schema), &value).unwrap_or_default(),
         headers: Vec::new(),
         partition: Some(0),
         timestamp_ms: ts_ms,

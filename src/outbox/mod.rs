@@ -1,24 +1,24 @@
 //! The Outbox Event Router: which rows become records, and the exact topic, key, value and headers
 //! Debezium's `io.debezium.transforms.outbox.EventRouter` would give them under the configured
-//! converters (see `../shared/reference/debezium.md`, sections 1.2 and 1.3).
+//! converters. Its options are parsed here (`options`); the router plans a table's columns once
+//! (`router::plan`) and routes each row; `topic` is RegexRouter's replacement; `heartbeat` and
+//! `dead_letter` are the connector's two other kinds of record.
+//!
+//! Built on `debezium` (column types and values) and `connect` (converters); knows nothing of the
+//! config file, PostgreSQL connections or Kafka.
 
-pub mod connect;
-pub mod converter;
 pub mod dead_letter;
-pub mod expand;
 pub mod heartbeat;
-pub mod json;
+pub mod options;
 pub mod router;
-pub mod schema;
 pub mod topic;
-pub mod value;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use router::{ColumnInfo, ContextHeaders, RelationInfo, RouteError, RoutePlan, Router};
-pub use schema::{BinaryHandling, DecimalHandling, IntervalHandling, TemporalPrecision, TypeModes};
+pub use options::{AdditionalField, InvalidOpBehavior, Placement, RouterConfig};
+pub use router::{ColumnInfo, ContextHeaders, Converters, RelationInfo, RouteError, RoutePlan, Router};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -50,7 +50,8 @@ impl OutboxRecord {
             .unwrap_or_else(|| "<none>".to_string())
     }
 
-    /// Bytes this record occupies in the producer's queue, roughly.
+    /// Bytes this record occupies in the producer's queue, roughly (the reader bounds its batches
+    /// by it).
     pub fn size(&self) -> usize {
         self.key.as_ref().map_or(0, Bytes::len)
             + self.value.as_ref().map_or(0, Bytes::len)

@@ -58,7 +58,11 @@ pub fn context_headers(cfg: &Config) -> Option<ContextHeaders> {
 }
 
 pub fn router(cfg: &Config, context: Option<ContextHeaders>) -> Router {
-    Router::new(cfg.router.clone(), cfg.key_converter, cfg.value_converter, context)
+    Router::new(
+        cfg.router.clone(),
+        crate::outbox::Converters { key: cfg.key_converter, value: cfg.value_converter },
+        context,
+    )
 }
 
 pub async fn run(

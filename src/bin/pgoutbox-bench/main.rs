@@ -327,7 +327,11 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
         connector_name: "postgresql".into(),
         run_id: "r".into(),
     };
-    let mut router = Router::new(config.router.clone(), config.key_converter, config.value_converter, Some(ctx));
+    let mut router = Router::new(
+        config.router.clone(),
+        pgoutbox::outbox::Converters { key: config.key_converter, value: config.value_converter },
+        Some(ctx),
+    );
     let col = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, type_modifier: -1, not_null };
     let plan = router.plan(&RelationInfo {
         oid: 1,

@@ -2,7 +2,7 @@ use bytes::Bytes;
 use regex::Regex;
 
 use super::*;
-use crate::outbox::schema::oid;
+use crate::debezium::oid;
 
 fn cfg() -> RouterConfig {
     RouterConfig {
@@ -13,13 +13,13 @@ fn cfg() -> RouterConfig {
         field_event_key: "aggregateid".into(),
         field_event_payload: "payload".into(),
         tombstone_on_empty_payload: false,
-        op_invalid_behavior: crate::config::InvalidOpBehavior::Warn,
+        op_invalid_behavior: crate::outbox::InvalidOpBehavior::Warn,
         additional: vec![],
         additional_missing_ignore: false,
         field_event_timestamp: None,
         field_event_schema_version: None,
         expand_json_payload: false,
-        json_null_behavior: crate::outbox::expand::JsonNullBehavior::Ignore,
+        json_null_behavior: crate::debezium::JsonNullBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
         type_modes: Default::default(),
         header_converter: None,
@@ -46,7 +46,11 @@ fn row(vals: &[Option<&str>]) -> TupleData {
     TupleData {
         values: vals
             .iter()
-            .map(|v| v.map_or(Value::Null, |s| Value::Text(Bytes::copy_from_slice(s.as_bytes()))))
+            .map(|v| {
+                v.map_or(crate::pgoutput::Value::Null, |s| {
+                    crate::pgoutput::Value::Text(Bytes::copy_from_slice(s.as_bytes()))
+                })
+            })
             .collect(),
     }
 }
@@ -71,7 +75,7 @@ fn router_string_converters_give_raw_text() {
         connector_name: "postgresql".into(),
         run_id: "r".into(),
     };
-    let mut r = Router::new(cfg(), Converter::String, Converter::String, Some(ctx));
+    let mut r = Router::new(cfg(), Converters { key: Converter::String, value: Converter::String }, Some(ctx));
     let rec = one(&mut r, Some(PAYLOAD)).unwrap();
     assert_eq!(&*rec.topic, "outbox.event.Order");
     assert_eq!(s(&rec.key), Some("order-4"));
@@ -94,7 +98,11 @@ fn router_string_converters_give_raw_text() {
 
 #[test]
 fn router_json_converters_follow_connect() {
-    let mut r = Router::new(cfg(), Converter::Json { schemas: true }, Converter::Json { schemas: false }, None);
+    let mut r = Router::new(
+        cfg(),
+        Converters { key: Converter::Json { schemas: true }, value: Converter::Json { schemas: false } },
+        None,
+    );
     let rec = one(&mut r, Some(PAYLOAD)).unwrap();
     assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":false},"payload":"order-4"}"#));
     assert_eq!(s(&rec.value), Some(r#""{\"n\": 4, \"note\": \"héllo \\\"q\\\"\"}""#));
@@ -103,12 +111,13 @@ fn router_json_converters_follow_connect() {
 
 #[test]
 fn router_null_payload_and_tombstones() {
-    let mut r = Router::new(cfg(), Converter::String, Converter::Json { schemas: false }, None);
+    let mut r =
+        Router::new(cfg(), Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
     assert_eq!(s(&one(&mut r, None).unwrap().value), Some("null"));
     assert_eq!(s(&one(&mut r, Some("  ")).unwrap().value), Some("\"  \""));
     let mut c = cfg();
     c.tombstone_on_empty_payload = true;
-    let mut r = Router::new(c, Converter::String, Converter::Json { schemas: false }, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
     let rec = one(&mut r, None).unwrap();
     assert_eq!((rec.value, s(&rec.key)), (None, Some("order-4")), "tombstone keeps the key");
     assert_eq!(one(&mut r, Some(" \t")).unwrap().value, None);
@@ -120,7 +129,7 @@ fn router_regex_and_replacement_route_topics() {
     let mut c = cfg();
     c.route_topic_regex = Regex::new("^(?:(?<routedByValue>Ord.*))$").unwrap();
     c.route_topic_replacement = "${routedByValue}.events".into();
-    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
     let route = |r: &mut Router, t: &str| {
         r.route(&plan, &row(&[Some(ID), Some(t), Some("k"), Some("x"), None]), 0).unwrap().topic
@@ -131,7 +140,7 @@ fn router_regex_and_replacement_route_topics() {
 
 #[test]
 fn router_rejects_rows_it_cannot_publish() {
-    let mut r = Router::new(cfg(), Converter::String, Converter::String, None);
+    let mut r = Router::new(cfg(), Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
     let err = r.route(&plan, &row(&[None, Some("Order"), Some("k"), Some("t"), None]), 0).unwrap_err();
     assert!(err.to_string().contains("`id` is NULL"), "{err}");
@@ -151,18 +160,19 @@ fn router_rejects_rows_it_cannot_publish() {
 fn router_null_key_follows_converter() {
     let mut rel = outbox();
     rel.columns[2].not_null = false;
-    let mut r = Router::new(cfg(), Converter::String, Converter::String, None);
+    let mut r = Router::new(cfg(), Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&rel);
     let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(rec.key, None);
-    let mut r = Router::new(cfg(), Converter::Json { schemas: true }, Converter::String, None);
+    let mut r =
+        Router::new(cfg(), Converters { key: Converter::Json { schemas: true }, value: Converter::String }, None);
     let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":true},"payload":null}"#));
 }
 
 #[test]
 fn router_additional_placements_in_config_order() {
-    use crate::config::{AdditionalField, Placement};
+    use crate::outbox::{AdditionalField, Placement};
     let mut rel = outbox();
     rel.columns.push(ColumnInfo { name: "part".into(), type_oid: oid::INT4, type_modifier: -1, not_null: false });
     rel.columns.push(ColumnInfo { name: "ts".into(), type_oid: oid::TIMESTAMP, type_modifier: 6, not_null: false });
@@ -173,7 +183,7 @@ fn router_additional_placements_in_config_order() {
         AdditionalField { column: "aggregateid".into(), placement: Placement::Header, alias: "aggregateid".into() },
     ];
     c.field_event_timestamp = Some("ts".into());
-    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&rel);
     let rec = r
         .route(
@@ -203,14 +213,14 @@ fn router_additional_placements_in_config_order() {
 
 #[test]
 fn router_additional_missing_column_error_or_ignore() {
-    use crate::config::{AdditionalField, Placement};
+    use crate::outbox::{AdditionalField, Placement};
     let mut c = cfg();
     c.additional = vec![AdditionalField { column: "nope".into(), placement: Placement::Header, alias: "nope".into() }];
-    let mut r = Router::new(c.clone(), Converter::String, Converter::String, None);
+    let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
     assert!(r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).is_err());
     c.additional_missing_ignore = true;
-    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
     assert_eq!(
         r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).unwrap().headers.len(),
@@ -224,7 +234,7 @@ fn router_rejects_timestamptz_event_timestamp() {
     rel.columns.push(ColumnInfo { name: "ts".into(), type_oid: oid::TIMESTAMPTZ, type_modifier: -1, not_null: false });
     let mut c = cfg();
     c.field_event_timestamp = Some("ts".into());
-    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&rel);
     let err = r
         .route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0)
@@ -234,18 +244,20 @@ fn router_rejects_timestamptz_event_timestamp() {
 
 #[test]
 fn router_envelope_placement_matches_debezium() {
-    use crate::config::{AdditionalField, Placement};
+    use crate::outbox::{AdditionalField, Placement};
     let mut c = cfg();
     c.additional =
         vec![AdditionalField { column: "type".into(), placement: Placement::Envelope, alias: "eventType".into() }];
-    let mut r = Router::new(c.clone(), Converter::String, Converter::Json { schemas: false }, None);
+    let mut r =
+        Router::new(c.clone(), Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
     let plan = r.plan(&outbox());
     let rec = r
         .route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0)
         .unwrap();
     // debezium.md 1.3: envelope placement with JsonConverter, schemas disabled.
     assert_eq!(s(&rec.value), Some(r#"{"payload":"{\"id\": 1}","eventType":"OrderCreated"}"#));
-    let mut r = Router::new(c.clone(), Converter::String, Converter::Json { schemas: true }, None);
+    let mut r =
+        Router::new(c.clone(), Converters { key: Converter::String, value: Converter::Json { schemas: true } }, None);
     let rec =
         r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(
@@ -254,7 +266,7 @@ fn router_envelope_placement_matches_debezium() {
             r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},{"type":"string","optional":false,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.Order.Value"},"payload":{"payload":"{}","eventType":"OrderCreated"}}"#
         )
     );
-    let mut r = Router::new(c, Converter::String, Converter::String, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let rec =
         r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some("Struct{payload={},eventType=OrderCreated}"));
@@ -264,7 +276,7 @@ fn router_envelope_placement_matches_debezium() {
 fn router_expands_json_payloads() {
     let mut c = cfg();
     c.expand_json_payload = true;
-    let mut r = Router::new(c, Converter::String, Converter::Json { schemas: false }, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
     let plan = r.plan(&outbox());
     let rec = r
         .route(

@@ -53,7 +53,8 @@ mod parse;
 use bytes::Bytes;
 
 use self::parse::{read_tree, Node};
-use super::connect::{Schema, Type, Value};
+use super::column::ColumnType;
+use crate::connect::{Schema, Type, Value};
 
 /// `table.json.payload.null.behavior`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -371,6 +372,37 @@ fn schema_name(schema: &Schema) -> String {
         Schema::Primitive { ty, .. } => format!("{ty:?}").to_lowercase(),
         Schema::Array { .. } => "array".into(),
         Schema::Struct { name, .. } => format!("struct {}", name.as_deref().unwrap_or("(unnamed)")),
+    }
+}
+
+/// The payload after `table.expand.json.payload`: `(schema, value)`, the schema `None` for a
+/// top-level `[]` (Debezium publishes it with no schema). Where Debezium would keep the string, or
+/// where Debezium 3.6 would stop its task, pgoutbox keeps the string and says so (`event` names the
+/// event in the warning).
+pub fn expand_payload(
+    field: &str,
+    column: &ColumnType,
+    payload: &Value,
+    nulls: JsonNullBehavior,
+    event: &str,
+) -> (Option<Schema>, Value) {
+    let unexpanded = || (Some(column.schema.clone()), payload.clone());
+    let Value::String(text) = payload else { return unexpanded() };
+    let Ok(text) = std::str::from_utf8(text) else { return unexpanded() };
+    if !(text.starts_with('{') || text.starts_with('[')) {
+        return unexpanded();
+    }
+    match expand_json_payload(text, field, nulls) {
+        Ok(e) => (Some(e.schema), e.value),
+        Err(ExpandError::NoSchema) => (None, payload.clone()),
+        Err(e) if e.debezium_keeps_string() => {
+            tracing::warn!(event, reason = %e, "JSON payload not expanded; published as a string, as Debezium does");
+            unexpanded()
+        }
+        Err(e) => {
+            tracing::warn!(event, reason = %e, "JSON payload not expanded; published as a string (Debezium 3.6 stops its task on this payload)");
+            unexpanded()
+        }
     }
 }
 

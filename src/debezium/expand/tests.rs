@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::outbox::connect::json_envelope;
+use crate::connect::json::json_envelope;
 
 /// The payload column's own schema (jsonb), which Debezium keeps when it does not expand.
 fn json_column() -> Schema {
@@ -275,7 +275,7 @@ fn jackson_reading_quirks_are_kept() {
 fn schema_names_follow_the_payload_column_and_path() {
     let e = expand_json_payload(r#"{"o": {"p": {"q": 1}}}"#, "body", JsonNullBehavior::Ignore).unwrap();
     let mut out = Vec::new();
-    crate::outbox::connect::write_schema(&mut out, &e.schema);
+    crate::connect::json::write_schema(&mut out, &e.schema);
     let schema = String::from_utf8(out).unwrap();
     assert!(schema.ends_with(r#""optional":true,"name":"body"}"#), "{schema}");
     assert!(schema.contains(r#""name":"body.o.p","field":"p""#), "{schema}");

@@ -1,5 +1,7 @@
 use bytes::Bytes;
 
+use super::java::float::{write_java_double, write_java_float};
+use super::json::{json_converter, write_schema, write_string, write_value};
 use super::*;
 
 fn text(s: &'static str) -> Value {

@@ -1,0 +1,108 @@
+//! Reading a connector's configuration, a map of string keys to string values, the way Kafka
+//! Connect's `ConfigDef` does: typed getters with defaults, and errors that name the key to fix.
+//! The reader remembers which keys were read so the caller can report the others.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use regex::Regex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {message}")]
+    File { path: String, message: String },
+    /// Holds only what precedes a `=` (nothing, if there is none): the argument may be a secret.
+    #[error("a `--set` argument is not of the form key=value (the argument is not shown: it may hold a secret)")]
+    Override(String),
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: String, message: String },
+    #[error("config key `{key}` is required: {hint}")]
+    Missing { key: String, hint: String },
+}
+
+impl ConfigError {
+    pub fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { key: key.to_string(), message: message.into() }
+    }
+}
+
+/// Reads keys off a config map, remembering which were consumed so the rest can be reported.
+pub struct Reader<'a> {
+    entries: &'a BTreeMap<String, String>,
+    used: BTreeSet<String>,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(entries: &'a BTreeMap<String, String>) -> Self {
+        Reader { entries, used: BTreeSet::new() }
+    }
+
+    /// The keys read so far (given or not).
+    pub fn used(&self) -> &BTreeSet<String> {
+        &self.used
+    }
+
+    /// Marks a key as consumed without reading it (a key another part of the program handles).
+    pub fn consume(&mut self, key: &str) {
+        self.used.insert(key.to_string());
+    }
+
+    /// The trimmed value; an empty value counts as unset.
+    pub fn str(&mut self, key: &str) -> Option<&'a str> {
+        self.used.insert(key.to_string());
+        self.entries.get(key).map(|s| s.trim()).filter(|s| !s.is_empty())
+    }
+
+    pub fn string_or(&mut self, key: &str, default: &str) -> String {
+        self.str(key).unwrap_or(default).to_string()
+    }
+
+    pub fn required(&mut self, key: &str, hint: &str) -> Result<String, ConfigError> {
+        self.str(key)
+            .map(str::to_string)
+            .ok_or_else(|| ConfigError::Missing { key: key.to_string(), hint: hint.to_string() })
+    }
+
+    pub fn bool_or(&mut self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(ConfigError::invalid(key, format!("`{v}` is not a boolean; use true or false"))),
+        }
+    }
+
+    pub fn int_or<T: std::str::FromStr>(&mut self, key: &str, default: T, what: &str) -> Result<T, ConfigError> {
+        match self.str(key) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| ConfigError::invalid(key, format!("`{v}` is not {what}"))),
+        }
+    }
+
+    pub fn millis_or(&mut self, key: &str, default_ms: u64) -> Result<Duration, ConfigError> {
+        Ok(Duration::from_millis(self.int_or(key, default_ms, "a number of milliseconds")?))
+    }
+
+    /// One of the named options, matched case-insensitively.
+    pub fn choice<T: Copy>(&mut self, key: &str, default: T, options: &[(&str, T)]) -> Result<T, ConfigError> {
+        let Some(v) = self.str(key) else { return Ok(default) };
+        options.iter().find(|(name, _)| name.eq_ignore_ascii_case(v)).map(|(_, t)| *t).ok_or_else(|| {
+            let names: Vec<_> = options.iter().map(|(n, _)| *n).collect();
+            ConfigError::invalid(key, format!("`{v}` is not one of {}", names.join(", ")))
+        })
+    }
+
+    /// A comma-separated list of regexes, each anchored and case-insensitive (as Debezium matches
+    /// its include and exclude lists).
+    pub fn regex_list(&mut self, key: &str) -> Result<Vec<Regex>, ConfigError> {
+        let Some(v) = self.str(key) else { return Ok(Vec::new()) };
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|p| {
+                Regex::new(&format!("(?i)^(?:{p})$"))
+                    .map_err(|e| ConfigError::invalid(key, format!("`{p}` is not a valid regex: {e}")))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,22 @@
+//! Debezium's PostgreSQL connector, as far as the records depend on it: which Connect schema a
+//! column gets (`column`), how its pgoutput text becomes the value (`value`, with the PostgreSQL
+//! text readers `temporal`, `numeric`, `interval` and `array`), the options that change both
+//! (`modes`), and the Event Router's JSON payload expansion (`expand`).
+//!
+//! Built on `connect`'s data model; knows nothing of the outbox, the config file or Kafka.
+
+pub mod array;
+pub mod column;
+pub mod expand;
+pub mod interval;
+pub mod modes;
+pub mod numeric;
+pub mod temporal;
+pub mod value;
+
+pub use column::{oid, ColumnType, TextForm};
+pub use expand::JsonNullBehavior;
+pub use modes::{BinaryHandling, DecimalHandling, IntervalHandling, TemporalPrecision, TypeModes};
+
+#[cfg(test)]
+mod tests;

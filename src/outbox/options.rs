@@ -1,0 +1,154 @@
+//! The Outbox Event Router's options (`transforms.<alias>.*`) and the connector options its records
+//! depend on, owned and parsed here. Errors name the key to fix.
+
+use regex::Regex;
+
+use crate::connect::{ConfigError, Converter, Reader};
+use crate::debezium::{JsonNullBehavior, TypeModes};
+
+pub const EVENT_ROUTER_CLASS: &str = "io.debezium.transforms.outbox.EventRouter";
+
+/// Router options that would change the records produced and are not implemented yet: refused
+/// rather than ignored, so nobody gets different bytes silently.
+pub const UNSUPPORTED: &[&str] = &[
+    // Debezium's avro name sanitising of expanded JSON field names is not implemented.
+    "field.name.adjustment.mode",
+    // 3.7 only; Debezium 3.6 drops empty arrays, as pgoutbox does.
+    "table.json.payload.empty.array.behavior",
+];
+
+/// `table.op.invalid.behavior`: what an UPDATE or DELETE of the outbox table does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidOpBehavior {
+    Warn,
+    Error,
+    Fatal,
+}
+
+/// Where `table.fields.additional.placement` puts a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    Header,
+    Envelope,
+    Partition,
+}
+
+/// One `column:placement[:alias]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdditionalField {
+    pub column: String,
+    pub placement: Placement,
+    /// The header or envelope field name (the column's own name by default).
+    pub alias: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    pub route_by_field: String,
+    pub route_topic_regex: Regex,
+    pub route_topic_replacement: String,
+    pub field_event_id: String,
+    pub field_event_key: String,
+    pub field_event_payload: String,
+    pub tombstone_on_empty_payload: bool,
+    pub op_invalid_behavior: InvalidOpBehavior,
+    pub additional: Vec<AdditionalField>,
+    /// `table.field.additional.missing=ignore`: placements of absent columns are skipped.
+    pub additional_missing_ignore: bool,
+    pub field_event_timestamp: Option<String>,
+    pub field_event_schema_version: Option<String>,
+    /// `table.expand.json.payload`.
+    pub expand_json_payload: bool,
+    pub json_null_behavior: JsonNullBehavior,
+    /// `topic.prefix`: names the envelope struct's schema.
+    pub topic_prefix: String,
+    /// The connector's type options: how the router's columns are typed.
+    pub type_modes: TypeModes,
+    /// `header.converter`; `None` is SimpleHeaderConverter.
+    pub header_converter: Option<Converter>,
+}
+
+impl RouterConfig {
+    /// The router's options under `transforms.<alias>.`, with `topic.prefix`, the type modes and
+    /// the header converter given by the connector.
+    pub fn parse(r: &mut Reader<'_>, alias: &str, topic_prefix: &str) -> Result<RouterConfig, ConfigError> {
+        let p = |k: &str| format!("transforms.{alias}.{k}");
+        for option in UNSUPPORTED {
+            if r.str(&p(option)).is_some() {
+                return Err(ConfigError::invalid(&p(option), "this Event Router option is not supported yet; remove it (pgoutbox would otherwise produce different records than Debezium)"));
+            }
+        }
+        // Defined by Debezium but unused by its router since 1.2; accepted the same way.
+        r.str(&p("table.field.event.type"));
+        let regex_key = p("route.topic.regex");
+        let regex_src = r.string_or(&regex_key, "(?<routedByValue>.*)");
+        // Java's Matcher.matches() is a full match: anchor the pattern.
+        let route_topic_regex = Regex::new(&format!("^(?:{regex_src})$"))
+            .map_err(|e| ConfigError::invalid(&regex_key, format!("`{regex_src}` is not a valid regex: {e}")))?;
+        let placement_key = p("table.fields.additional.placement");
+        Ok(RouterConfig {
+            route_by_field: r.string_or(&p("route.by.field"), "aggregatetype"),
+            route_topic_regex,
+            route_topic_replacement: r.string_or(&p("route.topic.replacement"), "outbox.event.${routedByValue}"),
+            field_event_id: r.string_or(&p("table.field.event.id"), "id"),
+            field_event_key: r.string_or(&p("table.field.event.key"), "aggregateid"),
+            field_event_payload: r.string_or(&p("table.field.event.payload"), "payload"),
+            tombstone_on_empty_payload: r.bool_or(&p("route.tombstone.on.empty.payload"), false)?,
+            op_invalid_behavior: r.choice(
+                &p("table.op.invalid.behavior"),
+                InvalidOpBehavior::Warn,
+                &[
+                    ("warn", InvalidOpBehavior::Warn),
+                    ("error", InvalidOpBehavior::Error),
+                    ("fatal", InvalidOpBehavior::Fatal),
+                ],
+            )?,
+            additional: parse_placements(r.str(&placement_key), &placement_key)?,
+            additional_missing_ignore: r.choice(
+                &p("table.field.additional.missing"),
+                false,
+                &[("error", false), ("ignore", true)],
+            )?,
+            field_event_timestamp: r.str(&p("table.field.event.timestamp")).map(str::to_string),
+            field_event_schema_version: r.str(&p("table.field.event.schema.version")).map(str::to_string),
+            expand_json_payload: r.bool_or(&p("table.expand.json.payload"), false)?,
+            json_null_behavior: r.choice(
+                &p("table.json.payload.null.behavior"),
+                JsonNullBehavior::Ignore,
+                &[("ignore", JsonNullBehavior::Ignore), ("optional_bytes", JsonNullBehavior::OptionalBytes)],
+            )?,
+            topic_prefix: topic_prefix.to_string(),
+            type_modes: TypeModes::parse(r)?,
+            header_converter: Converter::parse_header(r)?,
+        })
+    }
+}
+
+/// Parses `col:placement[:alias],...` as Debezium's AdditionalFieldsValidator accepts it.
+fn parse_placements(v: Option<&str>, key: &str) -> Result<Vec<AdditionalField>, ConfigError> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
+        if !(2..=3).contains(&parts.len()) || parts.iter().any(|p| p.is_empty()) {
+            return Err(ConfigError::invalid(key, format!("`{entry}` is not of the form column:placement[:alias]")));
+        }
+        let placement = match parts[1].to_ascii_lowercase().as_str() {
+            "header" => Placement::Header,
+            "envelope" => Placement::Envelope,
+            "partition" => Placement::Partition,
+            other => {
+                return Err(ConfigError::invalid(
+                    key,
+                    format!("placement `{other}` in `{entry}` is not one of header, envelope, partition"),
+                ))
+            }
+        };
+        out.push(AdditionalField {
+            column: parts[0].to_string(),
+            placement,
+            alias: parts.get(2).unwrap_or(&parts[0]).to_string(),
+        });
+    }
+    Ok(out)
+}
