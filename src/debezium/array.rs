@@ -1,24 +1,4 @@
-//! One-dimensional array columns: which element types are routed, and PostgreSQL's array literal.
-
-use super::column::oid;
-use crate::pgoutput::Oid;
-
-/// The element type of the one-dimensional array types pgoutbox routes.
-pub fn element(type_oid: Oid) -> Option<Oid> {
-    Some(match type_oid {
-        1000 => oid::BOOL,
-        1005 => oid::INT2,
-        1007 => oid::INT4,
-        1016 => oid::INT8,
-        1009 => oid::TEXT,
-        1015 => oid::VARCHAR,
-        1014 => oid::BPCHAR,
-        1021 => oid::FLOAT4,
-        1022 => oid::FLOAT8,
-        2951 => oid::UUID,
-        _ => return None,
-    })
-}
+//! PostgreSQL's text of a one-dimensional array.
 
 /// A one-dimensional array literal as PostgreSQL prints it (`{a,"b c",NULL,"q\"x"}`): the elements,
 /// `None` for an unquoted NULL. `None` for anything else (nested arrays, explicit bounds).

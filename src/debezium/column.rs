@@ -154,7 +154,7 @@ impl ColumnType {
                 }
             }),
             oid::NUMERIC => numeric(type_modifier, optional),
-            _ => match super::array::element(type_oid) {
+            _ => match array_element(type_oid) {
                 Some(elem) => {
                     let items = ColumnType::of(elem, -1, true, TypeModes::default())?;
                     let TextForm::Plain(ty) = items.form else { return None };
@@ -249,4 +249,21 @@ fn scalar(type_oid: Oid, optional: bool) -> Option<ColumnType> {
         oid::XML => named(XML),
         _ => None,
     }
+}
+
+/// The element type of the one-dimensional array types pgoutbox routes.
+fn array_element(type_oid: Oid) -> Option<Oid> {
+    Some(match type_oid {
+        1000 => oid::BOOL,
+        1005 => oid::INT2,
+        1007 => oid::INT4,
+        1016 => oid::INT8,
+        1009 => oid::TEXT,
+        1015 => oid::VARCHAR,
+        1014 => oid::BPCHAR,
+        1021 => oid::FLOAT4,
+        1022 => oid::FLOAT8,
+        2951 => oid::UUID,
+        _ => return None,
+    })
 }

@@ -298,6 +298,4 @@ fn tuple(c: &mut Cursor) -> Result<TupleData, DecodeError> {
 }
 
 #[cfg(test)]
-mod fuzz;
-#[cfg(test)]
 mod tests;

@@ -149,3 +149,6 @@ impl PgError {
         matches!(self, PgError::SlotBusy(_)) || self.sqlstate() == Some("55006")
     }
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -6,8 +6,8 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::{decode, LogicalMessage};
-use crate::postgres::wire::{parse_copy_data, parse_data_row, parse_frame};
+use super::wire::{parse_copy_data, parse_data_row, parse_frame};
+use crate::pgoutput::{decode, LogicalMessage};
 
 /// xorshift64*: deterministic, so a failure reproduces from its seed.
 struct Rng(u64);
