@@ -7,12 +7,8 @@ use super::security::{self, ClientSettings};
 use super::{invalid, ConfigError, IgnoredKey};
 
 /// Java producer key -> librdkafka key, for names that differ.
-const RENAMED: &[(&str, &str)] = &[
-    ("max.request.size", "message.max.bytes"),
-    ("delivery.timeout.ms", "message.timeout.ms"),
-    ("max.in.flight.requests.per.connection", "max.in.flight.requests.per.connection"),
-    ("retry.backoff.ms", "retry.backoff.ms"),
-];
+const RENAMED: &[(&str, &str)] =
+    &[("max.request.size", "message.max.bytes"), ("delivery.timeout.ms", "message.timeout.ms")];
 
 /// Keys pgoutbox sets itself because its guarantees depend on them.
 const PROTECTED: &[(&str, &str)] = &[

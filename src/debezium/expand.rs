@@ -1,6 +1,6 @@
 //! `table.expand.json.payload`: the payload column's JSON text becomes a Connect struct with an
 //! inferred schema, exactly as Debezium 3.6.3 does it (`EventRouterDelegate.apply` step 8 and
-//! `io.debezium.transforms.outbox.JsonSchemaData`; `../shared/reference/debezium.md` section 1.1).
+//! `io.debezium.transforms.outbox.JsonSchemaData`).
 //!
 //! Debezium's steps, and what each one means for the record:
 //! 1. Only text starting with `{` or `[` is parsed (Jackson `readTree`, see `parse`). Failure: a

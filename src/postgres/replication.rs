@@ -22,55 +22,9 @@ use crate::lsn::Lsn;
 /// syscall during catch-up.
 const READ_CHUNK: usize = 256 * 1024;
 
-/// The connection's byte stream: plain TCP, or TLS over it.
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl tokio::io::AsyncRead for Stream {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for Stream {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
+/// The connection's byte stream: plain TCP, or TLS over it (tokio-util's `Either` forwards both
+/// directions to whichever it holds).
+type Stream = tokio_util::either::Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 
 pub struct ReplicationConnection {
     stream: Stream,
@@ -178,7 +132,7 @@ impl ReplicationConnection {
                         method: offered.iter().map(|m| String::from_utf8_lossy(m)).collect::<Vec<_>>().join(","),
                     });
                 }
-                // No TLS, so no channel binding: the client says "n,,", as libpq does without TLS.
+                // No channel binding, over TLS or not: the client says "n,," (libpq with channel_binding=disable).
                 let s = ScramSha256::new(password()?, ChannelBinding::unsupported());
                 frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut out).map_err(PgError::Io)?;
                 *scram = Some(s);
@@ -339,11 +293,6 @@ impl ReplicationConnection {
         }
     }
 
-    /// Bytes buffered but not yet parsed.
-    pub fn buffered(&self) -> usize {
-        self.read_buf.len()
-    }
-
     pub async fn send_status(&mut self, write: Lsn, flush: Lsn, reply: bool) -> Result<(), PgError> {
         wire::standby_status_update(&mut self.write_buf, write, flush, flush, reply);
         self.flush().await
@@ -393,7 +342,7 @@ impl ReplicationConnection {
 async fn negotiate_tls(mut tcp: TcpStream, params: &ConnectParams, addr: &str) -> Result<Stream, PgError> {
     let (want, must) = super::tls::wants_tls(params.sslmode);
     if !want {
-        return Ok(Stream::Plain(tcp));
+        return Ok(Stream::Left(tcp));
     }
     let config = params
         .tls
@@ -411,9 +360,9 @@ async fn negotiate_tls(mut tcp: TcpStream, params: &ConnectParams, addr: &str) -
                 .connect(name, tcp)
                 .await
                 .map_err(|e| PgError::Tls(e.to_string()))?;
-            Ok(Stream::Tls(Box::new(tls)))
+            Ok(Stream::Right(Box::new(tls)))
         }
-        b'N' if !must => Ok(Stream::Plain(tcp)),
+        b'N' if !must => Ok(Stream::Left(tcp)),
         b'N' => Err(PgError::TlsRefused(addr.to_string())),
         _ => Err(PgError::Protocol(WireError::Malformed { what: "SSLRequest answer" })),
     }
