@@ -31,8 +31,8 @@ pub enum RelayError {
     KafkaTransient(String),
     #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
     KafkaConfig(String),
-    #[error("the Kafka producer failed fatally: {0}; grant this client IDEMPOTENT_WRITE (and WRITE on the topics) if it is an authorization error")]
-    KafkaFatal(String),
+    #[error("the Kafka producer failed fatally: {reason}; grant this client IDEMPOTENT_WRITE (and WRITE on the topics) if it is an authorization error")]
+    KafkaFatal { reason: String, code: Option<rdkafka::types::RDKafkaErrorCode> },
     #[error("replication slot `{0}` disappeared while pgoutbox was using it; recreating it could skip events, so stopping: check what dropped it, then restart pgoutbox (it creates the slot)")]
     SlotDropped(String),
     #[error("replication slot `{slot}` does not exist, but this connector streamed from it before (up to {lsn}, as recorded in Kafka topic `{topic}`): the slot was dropped, invalidated or lost in a failover while pgoutbox was stopped, and events committed since {lsn} may never have been published. Creating a new slot would silently skip them, so stopping. To publish what is still in the outbox table and go on, start once with snapshot.mode=when_needed; to go on from the current position and accept the loss, run `pgoutbox offsets reset --config <file>`; `pgoutbox verify` shows what is missing")]
@@ -55,7 +55,7 @@ impl RelayError {
             RelayError::KafkaTransient(_) => true,
             // A fresh producer (a new session) recovers from a lost idempotence state, not from a
             // missing permission.
-            RelayError::KafkaFatal(reason) => !reason.to_ascii_lowercase().contains("authoriz"),
+            RelayError::KafkaFatal { code, .. } => !code.is_some_and(crate::kafka::errors::is_authorization),
             _ => false,
         }
     }
@@ -73,8 +73,25 @@ impl RelayError {
             RelayError::Setup(_) => 4,
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
             RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) => 6,
-            RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) | RelayError::KafkaFatal(_) => 7,
+            RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) | RelayError::KafkaFatal { .. } => 7,
             RelayError::SlotDropped(_) | RelayError::SlotLost { .. } => 8,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::types::RDKafkaErrorCode as C;
+
+    /// Retryability comes from the error's kind, never from its text.
+    #[test]
+    fn a_fatal_producer_error_is_retried_unless_a_permission_is_missing() {
+        let fatal = |code, reason: &str| RelayError::KafkaFatal { reason: reason.into(), code };
+        assert!(fatal(Some(C::OutOfOrderSequenceNumber), "not authorized? no: sequence").is_retryable());
+        assert!(fatal(None, "authorization").is_retryable());
+        assert!(!fatal(Some(C::TopicAuthorizationFailed), "whatever the text says").is_retryable());
+        assert!(!fatal(Some(C::ClusterAuthorizationFailed), "").is_retryable());
+        assert_eq!(fatal(None, "x").exit_code(), 7);
     }
 }

@@ -53,6 +53,20 @@ pub fn is_permanent(error: &KafkaError) -> Option<&'static str> {
     })
 }
 
+/// The codes that say the client lacks a permission: no retry helps until an operator grants it.
+pub fn is_authorization(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::TopicAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::TransactionalIdAuthorizationFailed
+            | C::GroupAuthorizationFailed
+            | C::DelegationTokenAuthorizationFailed
+            | C::SaslAuthenticationFailed
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The Kafka producer: configuration, delivery reports, error classification, topic creation.
 
 pub mod consume;
-mod errors;
+pub mod errors;
 pub mod offsets;
 mod producer;
 pub mod security;

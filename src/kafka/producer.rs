@@ -43,8 +43,9 @@ pub enum Ack {
     /// The record failed for good: the error, its topic and event id.
     Failed { seq: u64, error: KafkaError, topic: String, event_id: String },
     /// The producer itself failed fatally (e.g. the idempotent producer lost its state, or the client
-    /// may not write idempotently); nothing queued in it will be delivered.
-    Fatal(String),
+    /// may not write idempotently); nothing queued in it will be delivered. `code` is the
+    /// underlying error librdkafka records for it, filled in by [`Producer::serve`].
+    Fatal { reason: String, code: Option<RDKafkaErrorCode> },
     /// The broker refused the client's credentials or certificates (see `kafka::security`):
     /// no retry will help.
     Refused(String),
@@ -84,7 +85,7 @@ impl ClientContext for ReportingContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
-            self.report(Ack::Fatal(reason.to_string()));
+            self.report(Ack::Fatal { reason: reason.to_string(), code: None });
             return;
         }
         if let Some(r) = super::security::refusal(&error, reason) {
@@ -277,7 +278,13 @@ impl Producer {
                 break;
             }
         }
+        let start = out.len();
         out.append(&mut self.inner.context().acks.lock().unwrap_or_else(|e| e.into_inner()));
+        for ack in &mut out[start..] {
+            if let Ack::Fatal { code: code @ None, .. } = ack {
+                *code = self.inner.client().fatal_error().map(|(c, _)| c);
+            }
+        }
         self.served_at.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }

@@ -249,7 +249,7 @@ impl Sink {
                 RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, f),
                 e => Err(e),
             },
-            Ack::Fatal(reason) => Err(RelayError::KafkaFatal(reason)),
+            Ack::Fatal { reason, code } => Err(RelayError::KafkaFatal { reason, code }),
             Ack::Refused(reason) => Err(RelayError::KafkaConfig(reason)),
         }
     }
