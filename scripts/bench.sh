@@ -13,6 +13,6 @@ for a in "$@"; do
 done
 bash "$here/install.sh" "${install_args[@]}"
 log "building pgoutbox and pgoutbox-bench (release)"
-(cd "$root" && cargo build --release --locked --bins --quiet)
+(cd "$root" && cargo build --release --locked --workspace --bins --quiet)
 cd "$root"
 exec target/release/pgoutbox-bench "$@"

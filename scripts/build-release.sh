@@ -3,4 +3,4 @@
 # and CI (scripts/test.sh) all run, so a green CI run means the image's build step works too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo build --release --locked --bin pgoutbox "$@"
+exec cargo build --release --locked -p pgoutbox --bin pgoutbox "$@"

@@ -37,7 +37,7 @@ export PGOUTBOX_TEST_SCRIPTS=$here
 
 cd "$root"
 start=$(date +%s)
-cargo test --locked --all-targets -- --nocapture "$@"
+cargo test --locked --workspace --all-targets -- --nocapture "$@"
 log "test suite took $(( $(date +%s) - start ))s"
 
 # The container image's build step (docker/Dockerfile runs this same script); no container engine
