@@ -75,7 +75,7 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
         .await
     {
         let (max, used, senders): (i32, i32, i32) = (row.get(0), row.get(1), row.get(2));
-        let slot_exists = matches!(setup::slot_state(&sql, &cfg.slot_name).await, Ok(Some(_)));
+        let slot_exists = matches!(crate::postgres::slot::state(&sql, &cfg.slot_name).await, Ok(Some(_)));
         if !slot_exists && used + 2 > max {
             out.push(problem("slots", format!("{used} of max_replication_slots={max} are used and pgoutbox needs one more (two during a snapshot); raise max_replication_slots")));
         } else {
@@ -183,7 +183,7 @@ async fn check_publication(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Fi
         vec![ok("publication", format!("`{name}` includes the outbox table(s)"))]
     } else if cfg.publication_autocreate == AutocreateMode::Filtered {
         // Not harmless when the relay streamed before: rows written meanwhile were never decoded.
-        let streamed = matches!(setup::slot_state(sql, &cfg.slot_name).await, Ok(Some(_)));
+        let streamed = matches!(crate::postgres::slot::state(sql, &cfg.slot_name).await, Ok(Some(_)));
         let detail = format!(
             "`{name}` lacks {}; pgoutbox will add it (publication.autocreate.mode=filtered){}",
             missing.join(", "),
@@ -223,10 +223,10 @@ async fn check_lost_slot(cfg: &Config) -> Finding {
 }
 
 async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
-    match setup::slot_state(sql, &cfg.slot_name).await {
+    match crate::postgres::slot::state(sql, &cfg.slot_name).await {
         Ok(None) => vec![check_lost_slot(cfg).await],
         Ok(Some(s)) => {
-            if let Err(e) = setup::validate_slot(&s, cfg) {
+            if let Err(e) = crate::postgres::slot::validate(&s, cfg) {
                 return vec![problem("slot", e.to_string())];
             }
             let lag = sql
@@ -258,7 +258,7 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
 
 /// A failover slot protects the events only if logical walsenders wait for the standbys to have them:
 /// `synchronized_standby_slots` must name the standbys' physical slots (PostgreSQL 17+).
-async fn check_failover(sql: &tokio_postgres::Client, cfg: &Config, s: &setup::SlotState) -> Finding {
+async fn check_failover(sql: &tokio_postgres::Client, cfg: &Config, s: &crate::postgres::slot::SlotState) -> Finding {
     let Ok(major) = setup::server_major(sql).await else {
         return problem("failover", "cannot read server_version_num");
     };

@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::metrics::RelayState;
 use crate::outbox::{ContextHeaders, Router};
 use crate::postgres::replication::ReplicationConnection;
-use crate::postgres::{setup, ConnectParams, PgError};
+use crate::postgres::{setup, slot, ConnectParams, PgError};
 
 /// Batches the reader may run ahead of the sink. With batches of up to `reader::BATCH_MAX` events this
 /// bounds what sits between the two stages.
@@ -141,13 +141,8 @@ async fn start(
 ) -> Result<Option<Started>, RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
-    take_slot_lock(&sql, &cfg.slot_name, state).await?;
-    let existing = setup::slot_state(&sql, &cfg.slot_name).await?;
-    if let Some(pid) = existing.as_ref().and_then(|s| s.active_pid) {
-        return Err(
-            PgError::SlotBusy(format!("replication slot `{}` is in use by process {pid}", cfg.slot_name)).into()
-        );
-    }
+    state.previous_sql_pid = Some(slot::take_lock(&sql, &cfg.slot_name, state.previous_sql_pid).await?);
+    let slot::Inspection { existing, on_standby } = slot::inspect(&sql, cfg).await?;
     setup::check_wal_level(&sql).await?;
     let wal_sender_timeout = setup::wal_sender_timeout(&sql).await?;
     check_status_interval(cfg, wal_sender_timeout)?;
@@ -155,7 +150,7 @@ async fn start(
     kafka_preflight(cfg).await?;
     setup::ensure_publication(&sql, cfg, existing.is_some()).await?;
     let mut conn = ReplicationConnection::connect(&params).await?;
-    if existing.is_none() && setup::in_recovery(&sql).await? {
+    if existing.is_none() && on_standby {
         tracing::info!(slot = %cfg.slot_name, "creating the slot on a standby: it waits for the primary's next standby snapshot (logged every 15 s while the primary is busy; SELECT pg_log_standby_snapshot() on the primary makes one at once)");
     }
     let offsets = OffsetStore::for_connector(cfg);
@@ -175,7 +170,7 @@ async fn start(
     let slot = match existing {
         Some(s) => {
             // A staging slot left by a crash between the copy and its drop is stale now.
-            drop_slot_named(&sql, &snapshot::staging_slot(&cfg.slot_name)).await;
+            slot::drop(&sql, &slot::staging_name(&cfg.slot_name)).await;
             if snapshot_wanted {
                 // `always` with an existing slot: a snapshot of its own, then the stream from the
                 // slot's position; rows changed in between arrive twice (as with Debezium).
@@ -195,13 +190,11 @@ async fn start(
                 Err(e) if e.sqlstate() == Some("42710") => {}
                 Err(e) => return Err(e.into()),
             }
-            setup::slot_state(&sql, &cfg.slot_name)
-                .await?
-                .ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
+            slot::state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
         }
     };
     state.snapshot_taken |= snapshot_wanted;
-    setup::validate_slot(&slot, cfg)?;
+    slot::validate(&slot, cfg)?;
     ensure_failover(cfg, &sql, &mut conn, &slot).await?;
     let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
     record_offset(cfg, &offsets, requested).await?;
@@ -219,7 +212,7 @@ async fn start(
     })?;
     // The slot is ours now and cannot move; a previous holder may have confirmed further between our
     // read and START_REPLICATION. Never start (and so never report) below what the slot has.
-    let now = setup::slot_state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
+    let now = slot::state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
     let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
     Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
 }
@@ -231,7 +224,7 @@ async fn ensure_failover(
     cfg: &Config,
     sql: &Client,
     conn: &mut ReplicationConnection,
-    slot: &setup::SlotState,
+    slot: &slot::SlotState,
 ) -> Result<(), RelayError> {
     if !cfg.slot_failover || slot.failover == Some(true) {
         return Ok(());
@@ -244,57 +237,6 @@ async fn ensure_failover(
     conn.set_failover(&cfg.slot_name).await?;
     tracing::info!(slot = %cfg.slot_name, "made the replication slot a failover slot (slot.failover=true)");
     Ok(())
-}
-
-/// One relay per slot: a session-level advisory lock, held on `sql` for the whole session (the
-/// connection's end releases it, also when the process dies). The slot itself stays the lock that
-/// makes a hand-over safe (START_REPLICATION fails on a slot another process streams from, Debezium
-/// included); this one makes standing by cheap and keeps two instances from snapshotting at once.
-async fn take_slot_lock(sql: &Client, slot: &str, state: &mut SessionState) -> Result<(), RelayError> {
-    let key = snapshot::lock_key(slot);
-    // The server notices a client that vanished (a lost machine, a partition) by TCP keepalives on
-    // this session, then ends it and so releases the lock; the defaults would take hours.
-    let _ = sql
-        .batch_execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3")
-        .await;
-    let mut locked = try_lock(sql, key).await?;
-    if !locked {
-        // Our own previous session, stalled rather than closed, may still hold it: end it.
-        if let Some(pid) = state.previous_sql_pid {
-            let holder: Option<i32> = sql
-                .query_opt(
-                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
-                     AND ((classid::bigint << 32) | objid::bigint) = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                    &[&key],
-                )
-                .await
-                .map_err(PgError::Sql)?
-                .map(|r| r.get(0));
-            if holder == Some(pid) {
-                tracing::info!(
-                    pid,
-                    "ending this relay's previous session on the server, which still holds the slot lock"
-                );
-                let _ = sql.execute("SELECT pg_terminate_backend($1)", &[&pid]).await;
-                for _ in 0..50 {
-                    locked = try_lock(sql, key).await?;
-                    if locked {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-    if !locked {
-        return Err(PgError::SlotBusy(format!("another pgoutbox instance holds replication slot `{slot}`")).into());
-    }
-    state.previous_sql_pid = sql.query_one("SELECT pg_backend_pid()", &[]).await.map_err(PgError::Sql)?.get(0);
-    Ok(())
-}
-
-async fn try_lock(sql: &Client, key: i64) -> Result<bool, RelayError> {
-    Ok(sql.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(PgError::Sql)?.get(0))
 }
 
 /// The server drops a walsender that is silent for `wal_sender_timeout`. While the pipeline is
@@ -384,24 +326,22 @@ async fn snapshot_into_new_slot(
     context: &Option<ContextHeaders>,
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
-) -> Result<setup::SlotState, RelayError> {
+) -> Result<slot::SlotState, RelayError> {
     // Another instance may have finished the snapshot while we waited for the lock.
-    if let Some(s) = setup::slot_state(sql, &cfg.slot_name).await? {
+    if let Some(s) = slot::state(sql, &cfg.slot_name).await? {
         return Ok(s);
     }
-    let staging = snapshot::staging_slot(&cfg.slot_name);
+    let staging = slot::staging_name(&cfg.slot_name);
     // Under the lock, a staging slot can only be a leftover of a crash.
-    drop_slot_named(sql, &staging).await;
+    slot::drop(sql, &staging).await;
     let (consistent, exported) = conn.create_slot_exporting_snapshot(&staging).await?;
     tracing::info!(slot = %staging, consistent_point = %consistent, "snapshot: created staging slot");
     run_snapshot(cfg, params, Some(&exported), context, shutdown, metrics).await?;
     // Only now does the real slot exist: a crash before this point snapshots again.
-    sql.execute("SELECT pg_copy_logical_replication_slot($1, $2)", &[&staging, &cfg.slot_name])
-        .await
-        .map_err(PgError::Sql)?;
-    drop_slot_named(sql, &staging).await;
+    slot::copy(sql, &staging, &cfg.slot_name).await?;
+    slot::drop(sql, &staging).await;
     tracing::info!(slot = %cfg.slot_name, consistent_point = %consistent, "created replication slot after the snapshot");
-    setup::slot_state(sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))
+    slot::state(sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))
 }
 
 /// Publishes the existing rows through a sink of its own and waits for every acknowledgement.
@@ -430,17 +370,6 @@ async fn run_snapshot(
     Ok(())
 }
 
-async fn drop_slot_named(sql: &Client, slot: &str) {
-    for _ in 0..50 {
-        match sql.execute("SELECT pg_drop_replication_slot($1)", &[&slot]).await {
-            Err(e) if e.code().is_some_and(|c| c.code() == "55006") => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            _ => return,
-        }
-    }
-}
-
 /// `slot.drop.on.stop`: drop the slot after a graceful stop (its walsender may need a moment to
 /// release it).
 async fn drop_slot(cfg: &Config) {
@@ -449,8 +378,8 @@ async fn drop_slot(cfg: &Config) {
         tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: cannot connect to drop the slot");
         return;
     };
-    drop_slot_named(&sql, &cfg.slot_name).await;
-    match setup::slot_state(&sql, &cfg.slot_name).await {
+    slot::drop(&sql, &cfg.slot_name).await;
+    match slot::state(&sql, &cfg.slot_name).await {
         Ok(None) => {
             // Dropped on purpose: the next start creates a new slot without calling it lost.
             if let Err(e) = OffsetStore::for_connector(cfg).clear().await {

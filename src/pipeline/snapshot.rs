@@ -25,24 +25,6 @@ use crate::postgres::{setup, PgError};
 /// Events per batch handed to the sink.
 const BATCH: usize = 1024;
 
-/// The temporary slot a new slot's snapshot is taken from (slot names are at most 63 bytes).
-pub fn staging_slot(slot: &str) -> String {
-    let mut base = slot.to_string();
-    base.truncate(63 - "_snapshot".len());
-    format!("{base}_snapshot")
-}
-
-/// The advisory-lock key that lets one instance at a time use a slot (and take its snapshot).
-pub fn lock_key(slot: &str) -> i64 {
-    // FNV-1a: stable across processes and versions, unlike std's hasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in "pgoutbox.slot:".bytes().chain(slot.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h as i64
-}
-
 /// Opens the snapshot transaction on `sql`, importing `exported` when given.
 pub async fn begin(sql: &Client, exported: Option<&str>) -> Result<(), PgError> {
     sql.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await.map_err(PgError::Sql)?;

@@ -3,6 +3,7 @@
 
 pub mod replication;
 pub mod setup;
+pub mod slot;
 pub mod tls;
 pub mod wire;
 

@@ -6,10 +6,9 @@ use std::collections::HashMap;
 
 use tokio_postgres::{Client, NoTls};
 
-use super::replication::{quote_ident, quote_literal};
+use super::replication::quote_ident;
 use super::{ConnectParams, PgError};
 use crate::config::{AutocreateMode, Config};
-use crate::lsn::Lsn;
 
 /// An operator-fixable problem found while setting up.
 #[derive(Debug, thiserror::Error)]
@@ -369,60 +368,6 @@ fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> Set
     } else {
         PgError::Sql(e).into()
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct SlotState {
-    pub plugin: Option<String>,
-    pub database: Option<String>,
-    pub confirmed_flush: Option<Lsn>,
-    pub active_pid: Option<i32>,
-    pub wal_status: Option<String>,
-    /// `failover` (PostgreSQL 17+; `None` before).
-    pub failover: Option<bool>,
-}
-
-pub async fn slot_state(sql: &Client, slot: &str) -> Result<Option<SlotState>, SetupFailure> {
-    let row = sql
-        .query_opt(
-            // The row as JSON for `failover`, a column PostgreSQL 17 added.
-            "SELECT plugin::text, database::text, confirmed_flush_lsn::text, active_pid, wal_status, (to_jsonb(s) ->> 'failover')::bool FROM pg_replication_slots s WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await?;
-    Ok(row.map(|r| SlotState {
-        plugin: r.get(0),
-        database: r.get(1),
-        confirmed_flush: r.get::<_, Option<String>>(2).and_then(|l| l.parse().ok()),
-        active_pid: r.get(3),
-        wal_status: r.get(4),
-        failover: r.get(5),
-    }))
-}
-
-/// Checks an existing slot can serve this relay.
-pub fn validate_slot(state: &SlotState, cfg: &Config) -> Result<(), SetupError> {
-    let slot = &cfg.slot_name;
-    if state.plugin.as_deref() != Some("pgoutput") {
-        return Err(SetupError(format!(
-            "replication slot `{slot}` uses the `{}` plugin, not pgoutput; drop it (SELECT pg_drop_replication_slot('{slot}')) or set slot.name to a pgoutput slot",
-            state.plugin.as_deref().unwrap_or("physical")
-        )));
-    }
-    if state.database.as_deref() != Some(cfg.database.dbname.as_str()) {
-        return Err(SetupError(format!(
-            "replication slot `{slot}` belongs to database `{}`, not `{}`; set slot.name to a slot of this database",
-            state.database.as_deref().unwrap_or("?"),
-            cfg.database.dbname
-        )));
-    }
-    if state.wal_status.as_deref() == Some("lost") {
-        return Err(SetupError(format!(
-            "replication slot `{slot}` was invalidated (wal_status=lost, max_slot_wal_keep_size exceeded): the WAL it needed is gone, so events may have been missed; check the outbox for events after the last published one, then drop and recreate the slot (SELECT pg_drop_replication_slot({}))",
-            quote_literal(slot)
-        )));
-    }
-    Ok(())
 }
 
 /// Whether the server is a standby (in recovery): read-only, so the publication is the primary's.
