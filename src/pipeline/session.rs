@@ -203,7 +203,7 @@ async fn start(
     }
     conn.start_replication(&cfg.slot_name, requested, &cfg.publication_name).await.map_err(|e| match e {
         PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => {
-            RelayError::Setup(setup::SetupError(format!(
+            RelayError::Setup(setup::SetupError::Publication(format!(
                 "{s}; create publication `{}` or set publication.autocreate.mode=filtered",
                 cfg.publication_name
             )))

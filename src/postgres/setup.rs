@@ -10,10 +10,31 @@ use super::replication::quote_ident;
 use super::{ConnectParams, PgError};
 use crate::config::{AutocreateMode, Config};
 
-/// An operator-fixable problem found while setting up.
+/// An operator-fixable problem found while setting up, by what has to be fixed. Each message says
+/// how; the relay stops on every kind (none is retried).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetupError(pub String);
+pub enum SetupError {
+    /// The server cannot decode logically as configured (wal_level, version, a standby).
+    #[error("{0}")]
+    Server(String),
+    /// The publication is missing, does not cover a captured table, or cannot be made to.
+    #[error("{0}")]
+    Publication(String),
+    /// Rows were committed where the publication did not cover them: their events were never decoded.
+    #[error("{0}")]
+    EventsMissed(String),
+    /// The replication slot cannot serve this connector.
+    #[error("{0}")]
+    Slot(String),
+    /// The database user lacks a privilege; the server's refusal is the source.
+    #[error("cannot create publication `{publication}`: {source}; {fix}")]
+    Privilege {
+        publication: String,
+        fix: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupFailure {
@@ -96,7 +117,7 @@ fn tls_failure(e: &tokio_postgres::Error) -> Option<String> {
 pub async fn check_wal_level(sql: &Client) -> Result<(), SetupFailure> {
     let level: String = sql.query_one("SHOW wal_level", &[]).await?.get(0);
     if level != "logical" {
-        return Err(SetupError(format!(
+        return Err(SetupError::Server(format!(
             "wal_level is `{level}`, but logical decoding needs `logical`; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL"
         ))
         .into());
@@ -239,7 +260,7 @@ async fn heap_bytes(sql: &Client, table: &CapturedTable) -> Result<i64, SetupFai
 pub async fn repair_coverage(sql: &Client, cfg: &Config, streamed: bool) -> Result<(), SetupFailure> {
     let name = &cfg.publication_name;
     let Some(uncovered) = uncovered_tables(sql, cfg).await? else {
-        return Err(SetupError(format!(
+        return Err(SetupError::Publication(format!(
             "publication `{name}` does not exist any more; nothing would be decoded. Create it again (CREATE PUBLICATION {} FOR TABLE <outbox table>) or set publication.autocreate.mode=filtered, then restart pgoutbox",
             quote_ident(name)
         ))
@@ -253,7 +274,7 @@ pub async fn repair_coverage(sql: &Client, cfg: &Config, streamed: bool) -> Resu
         return check_publication_on_standby(sql, cfg).await;
     }
     if cfg.publication_autocreate != AutocreateMode::Filtered {
-        return Err(SetupError(format!(
+        return Err(SetupError::Publication(format!(
             "publication `{name}` does not include {list}, which table.include.list captures: pgoutput decodes nothing for it (was the table dropped and created again?). Run ALTER PUBLICATION {} ADD TABLE {list}, or set publication.autocreate.mode=filtered so pgoutbox maintains the publication; events already committed into it were not published (see `pgoutbox verify`)",
             quote_ident(name)
         ))
@@ -274,7 +295,7 @@ pub async fn repair_coverage(sql: &Client, cfg: &Config, streamed: bool) -> Resu
         tracing::warn!(publication = %name, tables = %list, "publication repaired before anything was written to the tables: nothing was missed");
         return Ok(());
     }
-    Err(SetupError(format!(
+    Err(SetupError::EventsMissed(format!(
         "{} received rows while publication `{name}` did not cover it (the table was dropped and created again, or added to table.include.list): their events were never decoded and cannot be re-read from the slot. The publication covers it again now. To publish the rows still in the table, start once with snapshot.mode=always (duplicates of the rest are possible); rows already deleted are lost (`pgoutbox verify` lists what is missing). Starting again as is goes on from here",
         written.join(", ")
     ))
@@ -293,7 +314,7 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -
     let via_root = if cfg.publish_via_partition_root { " WITH (publish_via_partition_root = true)" } else { "" };
     match (cfg.publication_autocreate, existing.as_ref().map(|r| r.get::<_, bool>(0))) {
         (AutocreateMode::Disabled, None) => {
-            return Err(SetupError(format!(
+            return Err(SetupError::Publication(format!(
                 "publication `{name}` does not exist and publication.autocreate.mode=disabled; create it (CREATE PUBLICATION {} FOR TABLE <outbox table>) or set publication.autocreate.mode=filtered",
                 quote_ident(name)
             ))
@@ -313,7 +334,7 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -
         (AutocreateMode::Filtered, all) => {
             let tables = captured(sql, cfg).await?;
             if tables.is_empty() {
-                return Err(SetupError(format!(
+                return Err(SetupError::Publication(format!(
                     "no table matches table.include.list for publication `{name}`; create the outbox table (see sql/outbox.sql) or fix table.include.list"
                 ))
                 .into());
@@ -328,7 +349,7 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -
                     return Ok(());
                 }
                 Some(true) => {
-                    return Err(SetupError(format!(
+                    return Err(SetupError::Publication(format!(
                         "publication `{name}` is FOR ALL TABLES, which publication.autocreate.mode=filtered cannot narrow; drop it, use another publication.name, or set publication.autocreate.mode=disabled"
                     ))
                     .into())
@@ -364,7 +385,7 @@ fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> Set
             .into();
     }
     if e.code().is_some_and(|c| c.code() == "42501") {
-        SetupError(format!("cannot create publication `{name}`: {e}; {fix}")).into()
+        SetupError::Privilege { publication: name.to_string(), fix: fix.to_string(), source: e }.into()
     } else {
         PgError::Sql(e).into()
     }
@@ -381,13 +402,13 @@ async fn check_publication_on_standby(sql: &Client, cfg: &Config) -> Result<(), 
     let name = &cfg.publication_name;
     let major = server_major(sql).await?;
     if major < 16 {
-        return Err(SetupError(format!(
+        return Err(SetupError::Server(format!(
             "this server is a standby running PostgreSQL {major}; logical decoding on a standby needs PostgreSQL 16 or later: point database.hostname at the primary, or upgrade"
         ))
         .into());
     }
     let Some(uncovered) = uncovered_tables(sql, cfg).await? else {
-        return Err(SetupError(format!(
+        return Err(SetupError::Publication(format!(
             "this server is a standby (read-only), where publication `{name}` cannot be created; create it on the primary (CREATE PUBLICATION {} FOR TABLE <outbox table>{}), it reaches the standby by replication",
             quote_ident(name),
             if cfg.publish_via_partition_root { " WITH (publish_via_partition_root = true)" } else { "" }
@@ -396,7 +417,7 @@ async fn check_publication_on_standby(sql: &Client, cfg: &Config) -> Result<(), 
     };
     if !uncovered.is_empty() {
         let list = uncovered.iter().map(CapturedTable::qualified).collect::<Vec<_>>().join(", ");
-        return Err(SetupError(format!(
+        return Err(SetupError::Publication(format!(
             "publication `{name}` does not include {list}, which table.include.list captures, and this server is a standby (read-only): run ALTER PUBLICATION {} ADD TABLE {list} on the primary",
             quote_ident(name)
         ))

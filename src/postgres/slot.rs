@@ -74,20 +74,20 @@ pub async fn state(sql: &Client, slot: &str) -> Result<Option<SlotState>, SetupF
 pub fn validate(state: &SlotState, cfg: &Config) -> Result<(), SetupError> {
     let slot = &cfg.slot_name;
     if state.plugin.as_deref() != Some("pgoutput") {
-        return Err(SetupError(format!(
+        return Err(SetupError::Slot(format!(
             "replication slot `{slot}` uses the `{}` plugin, not pgoutput; drop it (SELECT pg_drop_replication_slot('{slot}')) or set slot.name to a pgoutput slot",
             state.plugin.as_deref().unwrap_or("physical")
         )));
     }
     if state.database.as_deref() != Some(cfg.database.dbname.as_str()) {
-        return Err(SetupError(format!(
+        return Err(SetupError::Slot(format!(
             "replication slot `{slot}` belongs to database `{}`, not `{}`; set slot.name to a slot of this database",
             state.database.as_deref().unwrap_or("?"),
             cfg.database.dbname
         )));
     }
     if state.wal_status.as_deref() == Some("lost") {
-        return Err(SetupError(format!(
+        return Err(SetupError::Slot(format!(
             "replication slot `{slot}` was invalidated (wal_status=lost, max_slot_wal_keep_size exceeded): the WAL it needed is gone, so events may have been missed; check the outbox for events after the last published one, then drop and recreate the slot (SELECT pg_drop_replication_slot({}))",
             quote_literal(slot)
         )));

@@ -121,7 +121,7 @@ fn sql_error(e: tokio_postgres::Error) -> VerifyError {
 pub async fn outbox_table(sql: &Client, config: &Config) -> Result<OutboxTable, VerifyError> {
     let tables = captured_tables(sql, config).await.map_err(|e| match e {
         SetupFailure::Pg(e) => VerifyError::Postgres(e),
-        SetupFailure::Setup(e) => VerifyError::Usage(e.0),
+        SetupFailure::Setup(e) => VerifyError::Usage(e.to_string()),
     })?;
     let (schema, name) = match &tables[..] {
         [one] => one.clone(),
