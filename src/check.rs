@@ -27,18 +27,7 @@ fn problem(subject: &str, detail: impl Into<String>) -> Finding {
 }
 
 pub async fn check(cfg: &Config) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for i in &cfg.ignored {
-        out.push(ok("config", format!("`{}` is ignored: {}", i.key, i.reason)));
-    }
-    for (key, alias) in &cfg.undeclared_providers {
-        out.push(Finding {
-            ok: true,
-            warning: true,
-            subject: "config".into(),
-            detail: format!("`{key}` refers to config provider `{alias}`, which config.providers does not declare: the reference is used literally (as Connect would); declare the provider or fix the reference"),
-        });
-    }
+    let mut out = config_findings(cfg);
     let params = ConnectParams::from_config(&cfg.database);
     let sql = match setup::connect_sql(&params).await {
         Ok(s) => s,
@@ -55,78 +44,10 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
         Ok(()) => out.push(ok("wal_level", "logical")),
         Err(e) => out.push(problem("wal_level", e.to_string())),
     }
-    if let Ok(row) =
-        sql.query_one("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user", &[]).await
-    {
-        if row.get::<_, bool>(0) {
-            out.push(ok("privileges", "the user may replicate"));
-        } else {
-            out.push(problem(
-                "privileges",
-                format!(
-                    "user `{}` lacks the REPLICATION attribute; run ALTER ROLE {} REPLICATION",
-                    cfg.database.user, cfg.database.user
-                ),
-            ));
-        }
-    }
-    if let Ok(row) = sql
-        .query_one("SELECT current_setting('max_replication_slots')::int, (SELECT count(*)::int FROM pg_replication_slots), current_setting('max_wal_senders')::int", &[])
-        .await
-    {
-        let (max, used, senders): (i32, i32, i32) = (row.get(0), row.get(1), row.get(2));
-        let slot_exists = matches!(crate::postgres::slot::state(&sql, &cfg.slot_name).await, Ok(Some(_)));
-        if !slot_exists && used + 2 > max {
-            out.push(problem("slots", format!("{used} of max_replication_slots={max} are used and pgoutbox needs one more (two during a snapshot); raise max_replication_slots")));
-        } else {
-            out.push(ok("slots", format!("{used} of {max} replication slots used; max_wal_senders={senders}")));
-        }
-    }
-    // The replication connection itself (pg_hba needs a `replication` entry).
-    match ReplicationConnection::connect(&params).await {
-        Ok(mut conn) => {
-            match conn.identify_system().await {
-                Ok(id) => out.push(ok(
-                    "replication connection",
-                    format!("system {}, timeline {}, WAL at {}", id.system_id, id.timeline, id.xlog_pos),
-                )),
-                Err(e) => out.push(problem("replication connection", e.to_string())),
-            }
-            conn.terminate().await;
-        }
-        Err(e) => out.push(problem(
-            "replication connection",
-            format!("{e}; pg_hba.conf needs a `host replication {} ...` line", cfg.database.user),
-        )),
-    }
-    let tables = match setup::captured_tables(&sql, cfg).await {
-        Ok(t) => t,
-        Err(e) => {
-            out.push(problem("tables", e.to_string()));
-            Vec::new()
-        }
-    };
-    if tables.is_empty() {
-        out.push(problem("tables", "no table matches table.include.list / schema.include.list; create the outbox table (sql/outbox.sql) or fix the lists"));
-    }
-    let router = Router::new(
-        cfg.router.clone(),
-        crate::outbox::Converters { key: cfg.key_converter, value: cfg.value_converter },
-        None,
-    );
-    for (schema, table) in &tables {
-        let name = format!("{schema}.{table}");
-        match setup::table_columns(&sql, schema, table).await {
-            Ok(columns) => {
-                let plan = router.plan(&RelationInfo { oid: 0, schema: schema.clone(), table: table.clone(), columns });
-                match plan.problem() {
-                    None => out.push(ok("outbox table", format!("`{name}` has the columns the Event Router needs"))),
-                    Some(e) => out.push(problem("outbox table", e.to_string())),
-                }
-            }
-            Err(e) => out.push(problem("outbox table", format!("`{name}`: {e}"))),
-        }
-    }
+    out.extend(check_privileges(&sql, cfg).await);
+    out.extend(check_slot_capacity(&sql, cfg).await);
+    out.push(check_replication_connection(&params, cfg).await);
+    out.extend(check_tables(&sql, cfg).await);
     out.extend(check_status_interval(&sql, cfg).await);
     if setup::in_recovery(&sql).await.unwrap_or(false) {
         // A standby: the publication is the primary's, and nothing may be created here.
@@ -145,6 +66,113 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
     }
     out.extend(check_slot(&sql, cfg).await);
     out.extend(check_broker(cfg).await);
+    out
+}
+
+/// The keys pgoutbox does not act on, and references to undeclared config providers.
+fn config_findings(cfg: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for i in &cfg.ignored {
+        out.push(ok("config", format!("`{}` is ignored: {}", i.key, i.reason)));
+    }
+    for w in &cfg.warnings {
+        out.push(Finding { ok: true, warning: true, subject: "config".into(), detail: w.clone() });
+    }
+    for (key, alias) in &cfg.undeclared_providers {
+        out.push(Finding {
+            ok: true,
+            warning: true,
+            subject: "config".into(),
+            detail: format!("`{key}` refers to config provider `{alias}`, which config.providers does not declare: the reference is used literally (as Connect would); declare the provider or fix the reference"),
+        });
+    }
+    out
+}
+
+async fn check_privileges(sql: &tokio_postgres::Client, cfg: &Config) -> Option<Finding> {
+    let row = sql
+        .query_one("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user", &[])
+        .await
+        .ok()?;
+    Some(if row.get::<_, bool>(0) {
+        ok("privileges", "the user may replicate")
+    } else {
+        problem(
+            "privileges",
+            format!(
+                "user `{}` lacks the REPLICATION attribute; run ALTER ROLE {} REPLICATION",
+                cfg.database.user, cfg.database.user
+            ),
+        )
+    })
+}
+
+async fn check_slot_capacity(sql: &tokio_postgres::Client, cfg: &Config) -> Option<Finding> {
+    let row = sql
+        .query_one("SELECT current_setting('max_replication_slots')::int, (SELECT count(*)::int FROM pg_replication_slots), current_setting('max_wal_senders')::int", &[])
+        .await
+        .ok()?;
+    let (max, used, senders): (i32, i32, i32) = (row.get(0), row.get(1), row.get(2));
+    let slot_exists = matches!(crate::postgres::slot::state(sql, &cfg.slot_name).await, Ok(Some(_)));
+    Some(if !slot_exists && used + 2 > max {
+        problem("slots", format!("{used} of max_replication_slots={max} are used and pgoutbox needs one more (two during a snapshot); raise max_replication_slots"))
+    } else {
+        ok("slots", format!("{used} of {max} replication slots used; max_wal_senders={senders}"))
+    })
+}
+
+/// The replication connection itself (pg_hba needs a `replication` entry).
+async fn check_replication_connection(params: &ConnectParams, cfg: &Config) -> Finding {
+    match ReplicationConnection::connect(params).await {
+        Ok(mut conn) => {
+            let finding = match conn.identify_system().await {
+                Ok(id) => ok(
+                    "replication connection",
+                    format!("system {}, timeline {}, WAL at {}", id.system_id, id.timeline, id.xlog_pos),
+                ),
+                Err(e) => problem("replication connection", e.to_string()),
+            };
+            conn.terminate().await;
+            finding
+        }
+        Err(e) => problem(
+            "replication connection",
+            format!("{e}; pg_hba.conf needs a `host replication {} ...` line", cfg.database.user),
+        ),
+    }
+}
+
+/// The captured tables, each planned by the Event Router as the relay would.
+async fn check_tables(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let tables = match setup::captured_tables(sql, cfg).await {
+        Ok(t) => t,
+        Err(e) => {
+            out.push(problem("tables", e.to_string()));
+            Vec::new()
+        }
+    };
+    if tables.is_empty() {
+        out.push(problem("tables", "no table matches table.include.list / schema.include.list; create the outbox table (sql/outbox.sql) or fix the lists"));
+    }
+    let router = Router::new(
+        cfg.router.clone(),
+        crate::outbox::Converters { key: cfg.key_converter, value: cfg.value_converter },
+        None,
+    );
+    for (schema, table) in &tables {
+        let name = format!("{schema}.{table}");
+        match setup::table_columns(sql, schema, table).await {
+            Ok(columns) => {
+                let plan = router.plan(&RelationInfo { oid: 0, schema: schema.clone(), table: table.clone(), columns });
+                match plan.problem() {
+                    None => out.push(ok("outbox table", format!("`{name}` has the columns the Event Router needs"))),
+                    Some(e) => out.push(problem("outbox table", e.to_string())),
+                }
+            }
+            Err(e) => out.push(problem("outbox table", format!("`{name}`: {e}"))),
+        }
+    }
     out
 }
 

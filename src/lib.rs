@@ -40,6 +40,9 @@ pub async fn run(config: Config, options: RunOptions, shutdown: CancellationToke
     for ignored in &config.ignored {
         tracing::warn!(key = %ignored.key, "ignored config key: {}", ignored.reason);
     }
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
     for (key, alias) in &config.undeclared_providers {
         tracing::warn!(%key, "the value refers to config provider `{alias}`, which config.providers does not declare: it is used literally, as Connect would; declare the provider or fix the reference");
     }

@@ -114,6 +114,11 @@ differential_cases! {
     time_end_of_day_adaptive;
     time_end_of_day_connect;
     time_end_of_day_isostring;
+    chain_router_header_predicates;
+    chain_filter_and_headers_before_router;
+    chain_envelope_struct_transforms;
+    chain_hoist_extract_timestamp_router;
+    chain_tombstone_and_header_key_predicates;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

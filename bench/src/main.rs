@@ -349,7 +349,7 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
     for r in &rows {
         let text = |i: usize| Value::Text(bytes::Bytes::from(r.get::<_, String>(i)));
         let tuple = TupleData { values: vec![text(0), text(1), text(2), text(3), text(4)] };
-        records.push(router.route(&plan, &tuple, 0)?);
+        records.extend(router.route(&plan, &tuple, 0)?);
     }
     drop(rows);
     let kafka = pgoutbox::config::KafkaConfig {

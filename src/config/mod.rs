@@ -207,6 +207,9 @@ pub struct Config {
     /// Keys whose values keep a `${alias:...}` reference to a config provider the config does not
     /// declare (key, alias): used literally, as Connect would, and worth a warning.
     pub undeclared_providers: Vec<(String, String)>,
+    /// What works but should change: Debezium 1.x keys and class names read as 1.x did, the
+    /// tracing transform passing records through. Logged at start, listed by `check`.
+    pub warnings: Vec<String>,
 }
 
 pub const POSTGRES_CONNECTOR_CLASS: &str = "io.debezium.connector.postgresql.PostgresConnector";
@@ -218,6 +221,7 @@ impl Config {
     /// The typed configuration, each section read by the module that owns it; every key that is
     /// not read is reported in `ignored` with the reason.
     pub fn from_raw(raw: &RawConfig) -> Result<Config, ConfigError> {
+        let source_name = raw.source_name.clone();
         let resolved = providers::resolve(raw)?;
         let raw = &resolved.raw;
         let mut r = Reader::new(&raw.entries);
@@ -227,9 +231,19 @@ impl Config {
         check_connector(&mut r)?;
         let database = parse_database(&mut r)?;
         let stream = parse_stream(&mut r)?;
-        let topic_prefix = r.required("topic.prefix", "Debezium's logical server name, e.g. topic.prefix=dbserver1")?;
-        let alias = router_alias(&mut r)?;
-        let router = RouterConfig::parse(&mut r, &alias, &topic_prefix)?;
+        let topic_prefix =
+            r.str_or_legacy("topic.prefix", "database.server.name").map(str::to_string).ok_or_else(|| {
+                ConfigError::Missing {
+                    key: "topic.prefix".into(),
+                    hint: "Debezium's logical server name, e.g. topic.prefix=dbserver1".into(),
+                }
+            })?;
+        let chain = crate::outbox::chain::Chain::parse(&mut r)?;
+        let mut router = RouterConfig::parse(&mut r, &chain.router_alias, &topic_prefix)?;
+        for w in &chain.warnings {
+            r.warn(w.clone());
+        }
+        router.chain = chain;
         let key_converter = Converter::parse(&mut r, "key")?;
         let value_converter = Converter::parse(&mut r, "value")?;
         let extended_headers = r.bool_or("extended.headers.enabled", true)?;
@@ -248,8 +262,13 @@ impl Config {
             Some(v) if v.eq_ignore_ascii_case("true") => Some("__pgoutbox.commit_lsn".to_string()),
             Some(name) => Some(name.to_string()),
         };
-        let connector_name = r.string_or("name", "pgoutbox");
+        let connector_name = match r.str("name") {
+            Some(n) => n.to_string(),
+            // A bare config map (no `name`): named after its file, as the deployment named it.
+            None => source_name.unwrap_or_else(|| "pgoutbox".to_string()),
+        };
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
+        let warnings = r.take_warnings();
         let mut ignored = keys::ignored(raw, r.used());
         ignored.extend(producer_ignored);
         Ok(Config {
@@ -278,6 +297,7 @@ impl Config {
             commit_lsn_header,
             ignored,
             undeclared_providers: resolved.undeclared,
+            warnings,
         })
     }
 }
@@ -401,10 +421,10 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         ],
     )?;
     let tables = TableFilter {
-        table_include: r.regex_list("table.include.list")?,
-        table_exclude: r.regex_list("table.exclude.list")?,
-        schema_include: r.regex_list("schema.include.list")?,
-        schema_exclude: r.regex_list("schema.exclude.list")?,
+        table_include: r.regex_list_or_legacy("table.include.list", "table.whitelist")?,
+        table_exclude: r.regex_list_or_legacy("table.exclude.list", "table.blacklist")?,
+        schema_include: r.regex_list_or_legacy("schema.include.list", "schema.whitelist")?,
+        schema_exclude: r.regex_list_or_legacy("schema.exclude.list", "schema.blacklist")?,
     };
     if publication_autocreate == AutocreateMode::Filtered
         && tables.table_include.is_empty()
@@ -443,25 +463,6 @@ fn parse_skipped(v: Option<&str>) -> Result<SkippedOps, ConfigError> {
         }
     }
     Ok(s)
-}
-
-/// The alias of the one transform, which must be the Outbox Event Router.
-fn router_alias(r: &mut Reader<'_>) -> Result<String, ConfigError> {
-    let hint = format!("pgoutbox relays the Outbox Event Router's output: set transforms=outbox and transforms.outbox.type={EVENT_ROUTER_CLASS}");
-    let names = r.required("transforms", &hint)?;
-    let names: Vec<&str> = names.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    let [name] = names[..] else {
-        return Err(invalid(
-            "transforms",
-            format!("pgoutbox supports exactly one transform, the Outbox Event Router; got `{}`", names.join(",")),
-        ));
-    };
-    let type_key = format!("transforms.{name}.type");
-    let class = r.required(&type_key, &hint)?;
-    if class != EVENT_ROUTER_CLASS {
-        return Err(invalid(&type_key, format!("`{class}` is not supported; {hint}")));
-    }
-    Ok(name.to_string())
 }
 
 /// The Kafka clients' settings, and the client keys pgoutbox does not pass on (with reasons).

@@ -11,6 +11,8 @@ use super::ConfigError;
 #[derive(Debug, Clone, Default)]
 pub struct RawConfig {
     pub entries: BTreeMap<String, String>,
+    /// The file's name without its extension: the connector's name when the config has no `name`.
+    pub source_name: Option<String>,
 }
 
 impl RawConfig {
@@ -18,11 +20,13 @@ impl RawConfig {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::File { path: path.display().to_string(), message: e.to_string() })?;
         let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        if is_json {
-            parse_json(&text).map_err(|message| ConfigError::File { path: path.display().to_string(), message })
+        let mut raw = if is_json {
+            parse_json(&text).map_err(|message| ConfigError::File { path: path.display().to_string(), message })?
         } else {
-            Ok(parse_properties(&text))
-        }
+            parse_properties(&text)
+        };
+        raw.source_name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        Ok(raw)
     }
 
     /// Applies a `key=value` override from the command line.
@@ -61,7 +65,7 @@ pub fn parse_properties(text: &str) -> RawConfig {
         entries.insert(unescape(&k), unescape(&v));
         logical.clear();
     }
-    RawConfig { entries }
+    RawConfig { entries, source_name: None }
 }
 
 fn split_key_value(line: &str) -> (String, String) {
@@ -144,7 +148,7 @@ pub fn parse_json(text: &str) -> Result<RawConfig, String> {
         };
         entries.insert(k.clone(), s);
     }
-    Ok(RawConfig { entries })
+    Ok(RawConfig { entries, source_name: None })
 }
 
 #[cfg(test)]

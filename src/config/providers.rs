@@ -234,7 +234,7 @@ mod tests {
     use super::*;
 
     fn raw(pairs: &[(&str, &str)]) -> RawConfig {
-        RawConfig { entries: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+        RawConfig { entries: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), source_name: None }
     }
 
     fn temp_dir(name: &str) -> PathBuf {

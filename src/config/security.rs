@@ -403,10 +403,23 @@ fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Re
     };
     t.settings.set("ssl.endpoint.identification.algorithm", identification);
 
+    truststore(keys, t)?;
+    keystore(keys, t)
+}
+
+/// A key's trimmed value, `None` when absent or empty.
+fn value_of<'k>(keys: &'k Keys, name: &str) -> Option<&'k str> {
+    keys.get(name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty())
+}
+
+/// Whom the client trusts: `ssl.truststore.*` (PEM in the config, a PEM file or PKCS12), else the
+/// system's CAs.
+fn truststore(keys: &Keys, t: &mut Translated) -> Result<(), ConfigError> {
+    let value = |name: &str| value_of(keys, name);
     if let Some(pem) = value("ssl.truststore.certificates") {
         t.settings.set("ssl.ca.pem", pem);
     } else if let Some(path) = value("ssl.truststore.location") {
-        let key = full("ssl.truststore.location");
+        let key = full_key(keys, "ssl.truststore.location");
         let bytes = read_store(&key, path)?;
         match store_format(&key, path, value("ssl.truststore.type"), &bytes)? {
             StoreFormat::Pem => t.settings.set("ssl.ca.location", path),
@@ -419,7 +432,6 @@ fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Re
             }
         }
     }
-
     // No truststore: Java trusts the JVM's public CAs. The vendored OpenSSL's own default path is
     // not where the system keeps them, so ask librdkafka to probe the usual places
     // (/etc/ssl/certs, ...), unless librdkafka's own keys say where they are.
@@ -430,29 +442,31 @@ fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Re
     {
         t.settings.set("ssl.ca.location", "probe");
     }
+    Ok(())
+}
 
-    if let Some(chain) = value("ssl.keystore.certificate.chain") {
+/// The client's own certificate, for brokers that require one: `ssl.keystore.*` (PEM in the
+/// config, a PEM file or PKCS12).
+fn keystore(keys: &Keys, t: &mut Translated) -> Result<(), ConfigError> {
+    let value = |name: &str| value_of(keys, name);
+    let pem_key = if let Some(chain) = value("ssl.keystore.certificate.chain") {
         let Some(private) = value("ssl.keystore.key") else {
             return Err(invalid(
-                &full("ssl.keystore.key"),
+                &full_key(keys, "ssl.keystore.key"),
                 "required with ssl.keystore.certificate.chain: the client's private key (PEM)",
             ));
         };
         t.settings.set("ssl.certificate.pem", chain);
         t.settings.set("ssl.key.pem", private);
-        if let Some(p) = value("ssl.key.password") {
-            t.settings.set("ssl.key.password", p);
-        }
+        true
     } else if let Some(path) = value("ssl.keystore.location") {
-        let key = full("ssl.keystore.location");
+        let key = full_key(keys, "ssl.keystore.location");
         let bytes = read_store(&key, path)?;
         match store_format(&key, path, value("ssl.keystore.type"), &bytes)? {
             StoreFormat::Pem => {
                 t.settings.set("ssl.certificate.location", path);
                 t.settings.set("ssl.key.location", path);
-                if let Some(p) = value("ssl.key.password") {
-                    t.settings.set("ssl.key.password", p);
-                }
+                true
             }
             StoreFormat::Pkcs12 => {
                 let password = value("ssl.keystore.password").unwrap_or("");
@@ -464,8 +478,15 @@ fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Re
                 })?;
                 t.settings.set("ssl.keystore.location", path);
                 t.settings.set("ssl.keystore.password", password);
+                false
             }
         }
+    } else {
+        false
+    };
+    // The password of a PEM private key (PKCS12 stores carry their own).
+    if let (true, Some(p)) = (pem_key, value("ssl.key.password")) {
+        t.settings.set("ssl.key.password", p);
     }
     Ok(())
 }

@@ -126,6 +126,34 @@ fn config_malformed_values_name_the_key() {
         "transforms.outbox.type"
     );
     assert_eq!(err_key(&["transforms=a,b"]), "transforms");
+    assert_eq!(
+        err_key(&["transforms=outbox,b", "transforms.b.type=com.example.MySmt"]),
+        "transforms.b.type",
+        "a class pgoutbox does not implement is refused, naming the alias"
+    );
+    assert_eq!(
+        err_key(&[
+            "transforms=r,outbox",
+            "transforms.r.type=org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.r.regex=x",
+            "transforms.r.replacement=y"
+        ]),
+        "transforms.r.type",
+        "a record transform before the router is refused"
+    );
+    assert_eq!(
+        err_key(&["transforms=only", "transforms.only.type=org.apache.kafka.connect.transforms.Filter"]),
+        "transforms.only.type"
+    );
+    assert_eq!(
+        err_key(&[
+            "transforms=outbox,f",
+            "transforms.f.type=org.apache.kafka.connect.transforms.Filter",
+            "transforms.f.predicate=nope"
+        ]),
+        "transforms.f.predicate"
+    );
+    assert_eq!(err_key(&["value.converter=io.apicurio.registry.utils.converter.AvroConverter"]), "value.converter");
     assert_eq!(err_key(&["key.converter=io.confluent.connect.avro.AvroConverter"]), "key.converter");
     assert_eq!(err_key(&["value.converter.schemas.enable=maybe"]), "value.converter.schemas.enable");
     assert_eq!(err_key(&["header.converter=x.Y"]), "header.converter");
@@ -186,8 +214,102 @@ fn config_lists_ignored_keys_with_reasons() {
     assert!(find("frobnicate").contains("not a key"));
     assert!(!c.ignored.iter().any(|i| i.key == "producer.linger.ms"), "producer settings are passed through");
     assert_eq!(c.kafka.producer_overrides.get("linger.ms"), Some("5"));
-    assert!(find("transforms.outbox.debezium.op.invalid.behavior").contains("table.op.invalid.behavior"));
     assert!(!c.ignored.iter().any(|i| i.key == "slot.name"), "used keys are not listed");
+    // A 1.x key whose current name is not set is read as 1.x did, with a warning.
+    assert!(!c.ignored.iter().any(|i| i.key == "transforms.outbox.debezium.op.invalid.behavior"));
+    assert!(c
+        .warnings
+        .iter()
+        .any(|w| w.contains("debezium.op.invalid.behavior") && w.contains("table.op.invalid.behavior")));
+}
+
+/// Debezium 1.x keys still found in running deployments, read as 1.x read them unless the current
+/// key is set too.
+#[test]
+fn config_reads_debezium_1x_keys_as_1x_did() {
+    let mut raw = base();
+    raw.entries.remove("topic.prefix");
+    raw.entries.remove("table.include.list");
+    for (k, v) in [
+        ("database.server.name", "legacy1"),
+        ("table.whitelist", "public.outbox"),
+        ("schema.blacklist", "audit"),
+        ("transforms.outbox.table.field.event.payload.id", "stream_id"),
+        ("transforms.outbox.debezium.op.invalid.behavior", "fatal"),
+        ("transforms.outbox.debezium.expand.json.payload", "true"),
+        ("value.converter", "io.debezium.converters.ByteBufferConverter"),
+        ("value.converter.delegate.converter.type", "org.apache.kafka.connect.json.JsonConverter"),
+        ("value.converter.delegate.converter.type.schemas.enable", "false"),
+    ] {
+        raw.entries.insert(k.into(), v.into());
+    }
+    let c = Config::from_raw(&raw).unwrap();
+    assert_eq!(c.topic_prefix, "legacy1");
+    assert!(c.tables.matches("public", "outbox") && !c.tables.matches("public", "other"));
+    assert!(!c.tables.matches("audit", "outbox"));
+    assert_eq!(c.router.field_event_key, "stream_id");
+    assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Fatal);
+    assert!(c.router.expand_json_payload);
+    assert_eq!(c.value_converter, Converter::BinaryOr(crate::connect::converter::Delegate::Json { schemas: false }));
+    for key in [
+        "database.server.name",
+        "table.whitelist",
+        "schema.blacklist",
+        "payload.id",
+        "debezium.expand.json.payload",
+        "ByteBufferConverter",
+    ] {
+        assert!(c.warnings.iter().any(|w| w.contains(key)), "no warning about {key}: {:?}", c.warnings);
+    }
+    assert!(c.ignored.is_empty(), "{:?}", c.ignored);
+    // The current key wins, and the 1.x one is listed as ignored.
+    raw.entries.insert("topic.prefix".into(), "current".into());
+    raw.entries.insert("transforms.outbox.table.field.event.key".into(), "aggregateid".into());
+    let c = Config::from_raw(&raw).unwrap();
+    assert_eq!((c.topic_prefix.as_str(), c.router.field_event_key.as_str()), ("current", "aggregateid"));
+    assert!(c.ignored.iter().any(|i| i.key == "database.server.name"));
+}
+
+/// A bare config map without `name` takes the connector's name from its file.
+#[test]
+fn config_without_name_is_named_after_its_file() {
+    let dir = std::env::temp_dir().join(format!("pgoutbox-name-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut raw = base();
+    raw.entries.remove("name");
+    let body: Vec<String> = raw.entries.iter().map(|(k, v)| format!("{:?}: {:?}", k, v)).collect();
+    let path = dir.join("orders-outbox.json");
+    std::fs::write(&path, format!("{{{}}}", body.join(","))).unwrap();
+    let c = Config::from_raw(&RawConfig::load(&path).unwrap()).unwrap();
+    assert_eq!(c.connector_name, "orders-outbox");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Transform chains: aliases in order around the router, predicates, the tracing transform.
+#[test]
+fn config_reads_transform_chains() {
+    let c = with(&[
+        "transforms=trace,outbox,route,tag",
+        "transforms.trace.type=io.debezium.transforms.tracing.ActivateTracingSpan",
+        "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex=(.*)",
+        "transforms.route.replacement=x.$1",
+        "transforms.tag.type=org.apache.kafka.connect.transforms.InsertHeader",
+        "transforms.tag.header=h",
+        "transforms.tag.value.literal=v",
+        "transforms.tag.predicate=p",
+        "transforms.tag.negate=true",
+        "predicates=p",
+        "predicates.p.type=org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+        "predicates.p.name=id",
+    ])
+    .unwrap();
+    let chain = &c.router.chain;
+    assert_eq!(chain.router_alias, "outbox");
+    assert_eq!(chain.before.iter().map(|s| s.alias.as_str()).collect::<Vec<_>>(), ["trace"]);
+    assert_eq!(chain.after.iter().map(|s| s.alias.as_str()).collect::<Vec<_>>(), ["route", "tag"]);
+    assert!(c.warnings.iter().any(|w| w.contains("ActivateTracingSpan")));
+    assert!(c.ignored.is_empty(), "{:?}", c.ignored);
 }
 
 #[test]

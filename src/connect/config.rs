@@ -30,11 +30,37 @@ impl ConfigError {
 pub struct Reader<'a> {
     entries: &'a BTreeMap<String, String>,
     used: BTreeSet<String>,
+    warnings: Vec<String>,
 }
 
 impl<'a> Reader<'a> {
     pub fn new(entries: &'a BTreeMap<String, String>) -> Self {
-        Reader { entries, used: BTreeSet::new() }
+        Reader { entries, used: BTreeSet::new(), warnings: Vec::new() }
+    }
+
+    /// Something the operator should change, though it works (a deprecated class or key).
+    pub fn warn(&mut self, message: impl Into<String>) {
+        self.warnings.push(message.into());
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Whether the key is given (with a non-empty value), without consuming it.
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.get(key).is_some_and(|v| !v.trim().is_empty())
+    }
+
+    /// `key`, or when it is not given, the legacy key of Debezium 1.x read as 1.x did, with a
+    /// warning naming the current key.
+    pub fn str_or_legacy(&mut self, key: &str, legacy: &str) -> Option<&'a str> {
+        if let Some(v) = self.str(key) {
+            return Some(v);
+        }
+        let v = self.str(legacy)?;
+        self.warn(format!("`{legacy}` is Debezium 1.x's name for `{key}`; it is read as `{key}`, rename it"));
+        Some(v)
     }
 
     /// The keys read so far (given or not).
@@ -51,6 +77,12 @@ impl<'a> Reader<'a> {
     pub fn str(&mut self, key: &str) -> Option<&'a str> {
         self.used.insert(key.to_string());
         self.entries.get(key).map(|s| s.trim()).filter(|s| !s.is_empty())
+    }
+
+    /// The value as given, even empty; `None` only when the key is absent.
+    pub fn raw(&mut self, key: &str) -> Option<&'a str> {
+        self.used.insert(key.to_string());
+        self.entries.get(key).map(String::as_str)
     }
 
     pub fn string_or(&mut self, key: &str, default: &str) -> String {
@@ -95,7 +127,19 @@ impl<'a> Reader<'a> {
     /// A comma-separated list of regexes, each anchored and case-insensitive (as Debezium matches
     /// its include and exclude lists).
     pub fn regex_list(&mut self, key: &str) -> Result<Vec<Regex>, ConfigError> {
-        let Some(v) = self.str(key) else { return Ok(Vec::new()) };
+        let v = self.str(key);
+        Self::regexes(key, v)
+    }
+
+    /// [`regex_list`](Self::regex_list), falling back to Debezium 1.x's name of the key.
+    pub fn regex_list_or_legacy(&mut self, key: &str, legacy: &str) -> Result<Vec<Regex>, ConfigError> {
+        let from_legacy = !self.has(key) && self.has(legacy);
+        let v = self.str_or_legacy(key, legacy);
+        Self::regexes(if from_legacy { legacy } else { key }, v)
+    }
+
+    fn regexes(key: &str, v: Option<&str>) -> Result<Vec<Regex>, ConfigError> {
+        let Some(v) = v else { return Ok(Vec::new()) };
         v.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())

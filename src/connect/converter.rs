@@ -11,6 +11,8 @@ pub const STRING_CONVERTER: &str = "org.apache.kafka.connect.storage.StringConve
 pub const SIMPLE_HEADER_CONVERTER: &str = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
 pub const BINARY_DATA_CONVERTER: &str = "io.debezium.converters.BinaryDataConverter";
 
+pub const BYTE_BUFFER_CONVERTER: &str = "io.debezium.converters.ByteBufferConverter";
+
 /// Kafka Connect converters pgoutbox reproduces byte for byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Converter {
@@ -21,7 +23,20 @@ pub enum Converter {
     /// `io.debezium.converters.BinaryDataConverter` (and Kafka's `ByteArrayConverter`): BYTES values
     /// as they are (the Avro-in-outbox recipe with a bytea payload column).
     Binary,
+    /// BinaryDataConverter with `delegate.converter.type`: BYTES as they are, anything else
+    /// through the delegate (JsonConverter or StringConverter).
+    BinaryOr(Delegate),
 }
+
+/// The delegate of a BinaryDataConverter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delegate {
+    String,
+    Json { schemas: bool },
+}
+
+/// Schema-registry converters: their bytes depend on a registry's schema ids.
+const REGISTRY_CONVERTERS: &[&str] = &["io.confluent.connect.", "io.apicurio.registry."];
 
 impl Converter {
     /// `<which>.converter` and its `schemas.enable`; without one, JsonConverter with schemas, as
@@ -33,13 +48,24 @@ impl Converter {
         match class.as_str() {
             STRING_CONVERTER => Ok(Converter::String),
             JSON_CONVERTER => Ok(Converter::Json { schemas }),
+            BYTE_BUFFER_CONVERTER => {
+                r.warn(format!("{key}={BYTE_BUFFER_CONVERTER} is Debezium 1.x's name of {BINARY_DATA_CONVERTER}; it works the same, rename it"));
+                binary(r, &key)
+            }
+            BINARY_DATA_CONVERTER => binary(r, &key),
             // Kafka's own ByteArrayConverter behaves the same: BYTES as they are, null as null, any
             // other schema refused.
-            BINARY_DATA_CONVERTER
-            | "io.debezium.converters.ByteArrayConverter"
-            | "org.apache.kafka.connect.converters.ByteArrayConverter" => Ok(Converter::Binary),
+            "io.debezium.converters.ByteArrayConverter" | "org.apache.kafka.connect.converters.ByteArrayConverter" => {
+                Ok(Converter::Binary)
+            }
+            other if REGISTRY_CONVERTERS.iter().any(|p| other.starts_with(p)) => Err(ConfigError::invalid(&key, format!("`{other}` is a schema-registry converter, which pgoutbox does not implement: its bytes carry a registry's schema ids. For payloads the application already serialised (Avro or Protobuf in the registry's wire format, in a bytea column) use {BINARY_DATA_CONVERTER} (or org.apache.kafka.connect.converters.ByteArrayConverter), which publishes the bytes as they are"))),
             other => Err(ConfigError::invalid(&key, format!("`{other}` is not supported; use {STRING_CONVERTER}, {JSON_CONVERTER}, {BINARY_DATA_CONVERTER} or org.apache.kafka.connect.converters.ByteArrayConverter"))),
         }
+    }
+
+    /// Whether the converter publishes BYTES values as they are (and refuses or delegates others).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Converter::Binary | Converter::BinaryOr(_))
     }
 
     /// `header.converter`: `None` is SimpleHeaderConverter (Connect's default).
@@ -63,6 +89,27 @@ impl Converter {
                 Value::Bytes(b) => Ok(Some(b.clone())),
                 _ => Err(ConvertError::NotBytes("BinaryDataConverter")),
             },
+            // Debezium's BinaryDataConverter: a BYTES schema (or none) as bytes, other schemas to
+            // the delegate.
+            Converter::BinaryOr(delegate) => match (schema, value) {
+                (None | Some(Schema::Primitive { ty: super::Type::Bytes, .. }), Value::Bytes(b)) => Ok(Some(b.clone())),
+                (None | Some(Schema::Primitive { ty: super::Type::Bytes, .. }), Value::Null) => Ok(None),
+                _ => match delegate {
+                    Delegate::String => Converter::String.encode(schema, value),
+                    Delegate::Json { schemas } => Converter::Json { schemas }.encode(schema, value),
+                },
+            },
+        }
+    }
+
+    /// A header's bytes under `header.converter` (`None`: SimpleHeaderConverter), schemaless or not.
+    pub fn encode_header_data(
+        converter: Option<Converter>,
+        data: &super::record::Data,
+    ) -> Result<Option<Bytes>, ConvertError> {
+        match converter {
+            None => Ok(header::encode(data.schema(), &data.value)),
+            Some(c) => c.encode(data.schema(), &data.value),
         }
     }
 
@@ -78,6 +125,24 @@ impl Converter {
             Some(c) => c.encode(Some(schema), value),
         }
     }
+}
+
+/// BinaryDataConverter and its `delegate.converter.type` (with the delegate's own options under
+/// `delegate.converter.type.`).
+fn binary(r: &mut Reader<'_>, key: &str) -> Result<Converter, ConfigError> {
+    let delegate_key = format!("{key}.delegate.converter.type");
+    let Some(class) = r.str(&delegate_key) else { return Ok(Converter::Binary) };
+    let delegate = match class {
+        STRING_CONVERTER => Delegate::String,
+        JSON_CONVERTER => Delegate::Json { schemas: r.bool_or(&format!("{delegate_key}.schemas.enable"), true)? },
+        other => {
+            return Err(ConfigError::invalid(
+                &delegate_key,
+                format!("`{other}` is not supported as a delegate; use {JSON_CONVERTER} or {STRING_CONVERTER}"),
+            ))
+        }
+    };
+    Ok(Converter::BinaryOr(delegate))
 }
 
 #[cfg(test)]

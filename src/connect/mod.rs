@@ -6,7 +6,8 @@
 //! - `header`: `SimpleHeaderConverter` (`Values.convertToString`);
 //! - `converter`: the configured converter classes and the one `encode` the router calls;
 //! - `java`: Java's number and date formatting that all of the above share;
-//! - `config`: reading a connector's string map with typed getters whose errors name the key.
+//! - `config`: reading a connector's string map with typed getters whose errors name the key;
+//! - `record`: a Connect record (topic, key, value, headers as Connect data) and its encoding.
 //!
 //! Nothing here knows of PostgreSQL, Debezium or the outbox: `debezium` maps columns onto this model
 //! and `outbox` builds records from it.
@@ -16,7 +17,9 @@ pub mod converter;
 pub mod header;
 pub mod java;
 pub mod json;
+pub mod record;
 pub mod string;
+pub mod transforms;
 
 use bytes::Bytes;
 

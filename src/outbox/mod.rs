@@ -1,17 +1,17 @@
 //! The Outbox Event Router: which rows become records, and the exact topic, key, value and headers
 //! Debezium's `io.debezium.transforms.outbox.EventRouter` would give them under the configured
 //! converters. Its options are parsed here (`options`); the router plans a table's columns once
-//! (`router::plan`) and routes each row; `topic` is RegexRouter's replacement; `heartbeat` and
+//! (`router::plan`) and routes each row; `heartbeat` and
 //! `dead_letter` are the connector's two other kinds of record.
 //!
 //! Built on `debezium` (column types and values) and `connect` (converters); knows nothing of the
 //! config file, PostgreSQL connections or Kafka.
 
+pub mod chain;
 pub mod dead_letter;
 pub mod heartbeat;
 pub mod options;
 pub mod router;
-pub mod topic;
 
 use std::sync::Arc;
 

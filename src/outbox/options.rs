@@ -84,6 +84,8 @@ pub struct RouterConfig {
     pub type_modes: TypeModes,
     /// `header.converter`; `None` is SimpleHeaderConverter.
     pub header_converter: Option<Converter>,
+    /// The transforms before and after the router.
+    pub chain: super::chain::Chain,
 }
 
 impl RouterConfig {
@@ -109,11 +111,13 @@ impl RouterConfig {
             route_topic_regex,
             route_topic_replacement: r.string_or(&p("route.topic.replacement"), "outbox.event.${routedByValue}"),
             field_event_id: r.string_or(&p("table.field.event.id"), "id"),
-            field_event_key: r.string_or(&p("table.field.event.key"), "aggregateid"),
+            field_event_key: event_key(r, alias),
             field_event_payload: r.string_or(&p("table.field.event.payload"), "payload"),
             tombstone_on_empty_payload: r.bool_or(&p("route.tombstone.on.empty.payload"), false)?,
-            op_invalid_behavior: r.choice(
+            op_invalid_behavior: legacy_choice(
+                r,
                 &p("table.op.invalid.behavior"),
+                &p("debezium.op.invalid.behavior"),
                 InvalidOpBehavior::Warn,
                 &[
                     ("warn", InvalidOpBehavior::Warn),
@@ -129,7 +133,20 @@ impl RouterConfig {
             )?,
             field_event_timestamp: r.str(&p("table.field.event.timestamp")).map(str::to_string),
             field_event_schema_version: r.str(&p("table.field.event.schema.version")).map(str::to_string),
-            expand_json_payload: r.bool_or(&p("table.expand.json.payload"), false)?,
+            expand_json_payload: {
+                let v = r.str_or_legacy(&p("table.expand.json.payload"), &p("debezium.expand.json.payload"));
+                match v {
+                    None => false,
+                    Some(v) if v.eq_ignore_ascii_case("true") => true,
+                    Some(v) if v.eq_ignore_ascii_case("false") => false,
+                    Some(v) => {
+                        return Err(ConfigError::invalid(
+                            &p("table.expand.json.payload"),
+                            format!("`{v}` is not a boolean; use true or false"),
+                        ))
+                    }
+                }
+            },
             json_null_behavior: r.choice(
                 &p("table.json.payload.null.behavior"),
                 JsonNullBehavior::Ignore,
@@ -138,8 +155,44 @@ impl RouterConfig {
             topic_prefix: topic_prefix.to_string(),
             type_modes: TypeModes::parse(r)?,
             header_converter: Converter::parse_header(r)?,
+            chain: Default::default(),
         })
     }
+}
+
+/// `table.field.event.key`; without it, Debezium 1.x's `table.field.event.payload.id`, which 1.x
+/// used as the key column when no key column was set.
+fn event_key(r: &mut Reader<'_>, alias: &str) -> String {
+    let key = format!("transforms.{alias}.table.field.event.key");
+    let legacy = format!("transforms.{alias}.table.field.event.payload.id");
+    if !r.has(&key) && r.has(&legacy) {
+        let column = r.str(&legacy).unwrap_or_default().to_string();
+        r.warn(format!(
+            "`{legacy}` is Debezium 1.x's key column (removed in 2.0): `{column}` is used as {key}, rename the key"
+        ));
+        return column;
+    }
+    r.string_or(&key, "aggregateid")
+}
+
+/// A choice that Debezium 1.x named `legacy`.
+fn legacy_choice<T: Copy>(
+    r: &mut Reader<'_>,
+    key: &str,
+    legacy: &str,
+    default: T,
+    options: &[(&str, T)],
+) -> Result<T, ConfigError> {
+    if !r.has(key) && r.has(legacy) {
+        let v = r.str_or_legacy(key, legacy).unwrap_or_default();
+        return options.iter().find(|(n, _)| n.eq_ignore_ascii_case(v)).map(|(_, t)| *t).ok_or_else(|| {
+            ConfigError::invalid(
+                legacy,
+                format!("`{v}` is not one of {}", options.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")),
+            )
+        });
+    }
+    r.choice(key, default, options)
 }
 
 /// Parses `col:placement[:alias],...` as Debezium's AdditionalFieldsValidator accepts it.

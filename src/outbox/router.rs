@@ -13,9 +13,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use self::plan::{Columns, PlannedColumn, Planner};
+use super::chain;
 use super::options::{Placement, RouterConfig};
-use super::{topic, Header, OutboxRecord};
-use crate::connect::{header, ConvertError, Converter, Schema, Value};
+use super::OutboxRecord;
+use crate::connect::record::{Data, Header, Record};
+use crate::connect::{header, Converter, Schema, Value};
 use crate::debezium::expand::expand_payload;
 use crate::pgoutput::{Oid, TupleData};
 
@@ -106,20 +108,16 @@ impl Row<'_> {
         column_value(self.table, self.tuple, col, Some(self.event))
     }
 
-    fn converted(&self, r: Result<Option<Bytes>, ConvertError>) -> Result<Option<Bytes>, RouteError> {
-        r.map_err(|e| {
-            self.error(
-                format!("the value cannot be converted: {e}"),
-                "check value.converter against the payload column and placements",
-            )
-        })
+    /// The column's value with its schema.
+    fn data(&self, col: &PlannedColumn) -> Result<Data, RouteError> {
+        Ok(Data::new(col.schema.clone(), self.value(col)?))
     }
 }
 
 impl Router {
     pub fn new(cfg: RouterConfig, converters: Converters, context: Option<ContextHeaders>) -> Self {
         // Debezium adds them as Connect headers with a required STRING schema.
-        let string = Schema::primitive(crate::connect::Type::String, false);
+        let string = Arc::new(Schema::primitive(crate::connect::Type::String, false));
         let leading_headers = context
             .map(|c| {
                 [
@@ -130,9 +128,8 @@ impl Router {
                 ]
                 .into_iter()
                 .map(|(n, v)| Header {
-                    name: Arc::from(n),
-                    value: Converter::encode_header(cfg.header_converter, &string, &Value::String(Bytes::from(v)))
-                        .unwrap_or_default(),
+                    key: Arc::from(n),
+                    data: Data::new(string.clone(), Value::String(Bytes::from(v))),
                 })
                 .collect()
             })
@@ -153,17 +150,102 @@ impl Router {
         RoutePlan { table, plan }
     }
 
-    /// The record for one inserted row.
+    /// The converters the records are meant for (transforms and `encode` use them).
+    pub fn converters(&self) -> crate::connect::record::Converters {
+        crate::connect::record::Converters {
+            key: self.converters.key,
+            value: self.converters.value,
+            header: self.cfg.header_converter,
+        }
+    }
+
+    /// The record for one inserted row, through the transform chain and the converters; `None`
+    /// when a transform drops it (`Filter`).
     pub fn route(
         &mut self,
         plan: &RoutePlan,
         tuple: &TupleData,
         timestamp_ms: i64,
-    ) -> Result<OutboxRecord, RouteError> {
+    ) -> Result<Option<OutboxRecord>, RouteError> {
+        let mut leading = self.leading_headers.clone();
+        if !self.cfg.chain.before.is_empty() {
+            match self.before_router(plan, leading)? {
+                Some(headers) => leading = headers,
+                None => return Ok(None),
+            }
+        }
+        let record = self.connect_record(plan, tuple, timestamp_ms, leading)?;
+        let event = || match record.headers.iter().rev().find(|h| &*h.key == "id") {
+            Some(h) => match header::encode(h.data.schema(), &h.data.value) {
+                Some(t) => format!("event `{}` of `{}`", String::from_utf8_lossy(&t), plan.table),
+                None => format!("an event of `{}`", plan.table),
+            },
+            None => format!("an event of `{}`", plan.table),
+        };
+        let what = event();
+        let record = match chain::apply(&self.cfg.chain.after, record) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err((alias, e)) => {
+                return Err(RouteError {
+                    what,
+                    problem: format!("transform `{alias}` failed: {e}"),
+                    fix: format!("check transforms.{alias}.* against the records the Event Router produces"),
+                })
+            }
+        };
+        let encoded = self.converters().encode(&record).map_err(|e| RouteError {
+            what,
+            problem: format!("the record cannot be converted: {e}"),
+            fix:
+                "check key.converter, value.converter and header.converter against the record's key, value and headers"
+                    .into(),
+        })?;
+        Ok(Some(OutboxRecord {
+            topic: record.topic,
+            key: encoded.key,
+            value: encoded.value,
+            headers: encoded.headers.into_iter().map(|(name, value)| super::Header { name, value }).collect(),
+            partition: record.partition,
+            timestamp_ms: record.timestamp_ms,
+        }))
+    }
+
+    /// The transforms before the router, on what pgoutbox has of Debezium's change event: its
+    /// topic and its headers. `None` when one drops the event.
+    fn before_router(&self, plan: &RoutePlan, headers: Vec<Header>) -> Result<Option<Vec<Header>>, RouteError> {
+        let change_event = Record {
+            topic: Arc::from(format!("{}.{}", self.cfg.topic_prefix, plan.table)),
+            partition: None,
+            key: Data::null(),
+            // Not a tombstone: an INSERT's change event always has a value.
+            value: Data { schema: None, value: Value::Struct(Vec::new()) },
+            timestamp_ms: 0,
+            headers,
+        };
+        match chain::apply(&self.cfg.chain.before, change_event) {
+            Ok(r) => Ok(r.map(|r| r.headers)),
+            Err((alias, e)) => Err(RouteError {
+                what: format!("an event of `{}`", plan.table),
+                problem: format!("transform `{alias}` failed: {e}"),
+                fix: format!("check transforms.{alias}.*"),
+            }),
+        }
+    }
+
+    /// The Event Router's record for one inserted row, as Connect data, its headers after
+    /// `leading` (the context headers, as the transforms before the router left them).
+    pub fn connect_record(
+        &mut self,
+        plan: &RoutePlan,
+        tuple: &TupleData,
+        timestamp_ms: i64,
+        leading: Vec<Header>,
+    ) -> Result<Record, RouteError> {
         let cols = plan.plan.as_ref().map_err(Clone::clone)?;
         let table = &plan.table;
         let id = column_value(table, tuple, &cols.id, None)?;
-        let id_text = header::encode(Some(&cols.id.column.schema), &id);
+        let id_text = header::encode(Some(&cols.id.schema), &id);
         let event = || match &id_text {
             Some(t) => format!("event `{}` of `{table}`", String::from_utf8_lossy(t)),
             None => format!("an event of `{table}`"),
@@ -183,25 +265,15 @@ impl Router {
             ));
         };
         let topic = self.topic(std::str::from_utf8(route_text).unwrap_or_default(), &event)?;
-        let key_value = row.value(&cols.key)?;
-        let key = row.converted(self.converters.key.encode(Some(&cols.key.column.schema), &key_value))?;
+        let key = row.data(&cols.key)?;
         let value = self.value(&row, cols, route_text)?;
-        let mut headers = Vec::with_capacity(self.leading_headers.len() + 1 + cols.additional.len());
-        headers.extend(self.leading_headers.iter().cloned());
-        let id_header = match self.cfg.header_converter {
-            None => id_text.clone(),
-            converter => row.converted(Converter::encode_header(converter, &cols.id.column.schema, &id))?,
-        };
-        headers.push(Header { name: self.id_header.clone(), value: id_header });
+        let mut headers = leading;
+        headers.reserve(1 + cols.additional.len());
+        headers.push(Header { key: self.id_header.clone(), data: Data::new(cols.id.schema.clone(), id) });
         let mut partition = None;
         for (col, placement, alias) in &cols.additional {
             match placement {
-                Placement::Header => {
-                    let v = row.value(col)?;
-                    let value =
-                        row.converted(Converter::encode_header(self.cfg.header_converter, &col.column.schema, &v))?;
-                    headers.push(Header { name: alias.clone(), value });
-                }
+                Placement::Header => headers.push(Header { key: alias.clone(), data: row.data(col)? }),
                 Placement::Partition => partition = partition_of(&row, col)?,
                 Placement::Envelope => {}
             }
@@ -214,19 +286,19 @@ impl Router {
             },
             None => timestamp_ms,
         };
-        Ok(OutboxRecord { topic, key, value, headers, partition, timestamp_ms })
+        Ok(Record { topic, partition, key, value, timestamp_ms, headers })
     }
 
     /// The record value: the payload column as it is, or with an expanded payload and/or an
-    /// envelope struct (Debezium's steps 8 and 9); `None` for a tombstone.
-    fn value(&self, row: &Row<'_>, cols: &Columns, route_text: &[u8]) -> Result<Option<Bytes>, RouteError> {
+    /// envelope struct (Debezium's steps 8 and 9); a null without schema for a tombstone.
+    fn value(&self, row: &Row<'_>, cols: &Columns, route_text: &[u8]) -> Result<Data, RouteError> {
         let payload = row.value(&cols.payload)?;
         if self.cfg.tombstone_on_empty_payload && is_blank(&payload) {
-            return Ok(None);
+            return Ok(Data::null());
         }
         let envelope: Vec<_> = cols.additional.iter().filter(|(_, p, _)| *p == Placement::Envelope).collect();
         if envelope.is_empty() && !self.cfg.expand_json_payload {
-            return row.converted(self.converters.value.encode(Some(&cols.payload.column.schema), &payload));
+            return Ok(Data::new(cols.payload.schema.clone(), payload));
         }
         let (schema, val) = if self.cfg.expand_json_payload {
             let event = (row.event)();
@@ -235,7 +307,7 @@ impl Router {
             (Some(cols.payload.column.schema.clone()), payload)
         };
         if envelope.is_empty() {
-            return row.converted(self.converters.value.encode(schema.as_ref(), &val));
+            return Ok(Data { schema: schema.map(Arc::new), value: val });
         }
         let Some(payload_schema) = schema else {
             return Err(row.error(
@@ -263,22 +335,24 @@ impl Router {
         };
         let name = format!("{}.{}.Value", cols.envelope_base, String::from_utf8_lossy(route_text));
         let schema = Schema::Struct { name: Some(name), fields, optional: false, version, doc: None };
-        row.converted(self.converters.value.encode(Some(&schema), &Value::Struct(values)))
+        Ok(Data::new(Arc::new(schema), Value::Struct(values)))
     }
 
     fn topic(&mut self, route_value: &str, event: &dyn Fn() -> String) -> Result<Arc<str>, RouteError> {
         if let Some(t) = self.topics.get(route_value) {
             return Ok(t.clone());
         }
-        let t =
-            topic::route(&self.cfg.route_topic_regex, &self.cfg.route_topic_replacement, route_value).map_err(|e| {
-                RouteError {
-                    what: event(),
-                    problem: format!("route.topic.replacement cannot be applied: {e}"),
-                    fix: "fix transforms.<name>.route.topic.replacement (Java replacement syntax: $1, ${name}, \\$)"
-                        .to_string(),
-                }
-            })?;
+        let t = crate::connect::java::replace::route(
+            &self.cfg.route_topic_regex,
+            &self.cfg.route_topic_replacement,
+            route_value,
+        )
+        .map_err(|e| RouteError {
+            what: event(),
+            problem: format!("route.topic.replacement cannot be applied: {e}"),
+            fix: "fix transforms.<name>.route.topic.replacement (Java replacement syntax: $1, ${name}, \\$)"
+                .to_string(),
+        })?;
         if self.topics.len() >= TOPIC_CACHE_LIMIT {
             self.topics.clear();
         }

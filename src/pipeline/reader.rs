@@ -72,17 +72,58 @@ pub struct Reader<'a> {
     metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
+/// The database side of a session: the replication stream, the SQL session beside it, and how long
+/// the server may stay silent before the connection counts as dead.
+pub struct Source {
+    pub conn: ReplicationConnection,
+    pub sql: Client,
+    /// The server's wal_sender_timeout plus a status interval, `None` when the server has no timeout.
+    pub peer_timeout: Option<Duration>,
+}
+
+/// The reader's two channels with the sink: batches out, the confirmed position back.
+pub struct Handoff {
+    pub tx: mpsc::Sender<Vec<Item>>,
+    pub confirmed: watch::Receiver<Lsn>,
+}
+
+/// The stream loop's timers; none fires at once except the status timer.
+struct Timers {
+    status: tokio::time::Interval,
+    heartbeat_tick: tokio::time::Interval,
+    coverage: tokio::time::Interval,
+    session_watch: tokio::time::Interval,
+}
+
+impl Timers {
+    fn new(cfg: &Config) -> Timers {
+        let every = |period: Duration, now: bool| {
+            let mut t = tokio::time::interval(period);
+            t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            if !now {
+                t.reset();
+            }
+            t
+        };
+        Timers {
+            status: every(cfg.status_interval, true),
+            heartbeat_tick: every(cfg.heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval), false),
+            coverage: every(PUBLICATION_CHECK, false),
+            session_watch: every(SQL_SESSION_WATCH, true),
+        }
+    }
+}
+
 impl<'a> Reader<'a> {
     pub fn new(
-        conn: ReplicationConnection,
-        sql: Client,
+        source: Source,
         cfg: &'a Config,
         router: Router,
-        tx: mpsc::Sender<Vec<Item>>,
-        confirmed: watch::Receiver<Lsn>,
-        peer_timeout: Option<Duration>,
+        handoff: Handoff,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
     ) -> Self {
+        let Source { conn, sql, peer_timeout } = source;
+        let Handoff { tx, confirmed } = handoff;
         let received = *confirmed.borrow();
         Reader {
             conn,
@@ -128,22 +169,12 @@ impl<'a> Reader<'a> {
 
     /// Streams until stop is requested or the sink goes away.
     async fn stream(&mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
-        let mut status = tokio::time::interval(self.cfg.status_interval);
-        status.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let Timers { mut status, mut heartbeat_tick, mut coverage, mut session_watch } = Timers::new(self.cfg);
         let mut last_heard = Instant::now();
-        // Heartbeats (heartbeat.interval.ms); a timer that never fires when they are off.
+        // Heartbeats (heartbeat.interval.ms); their timer never fires when they are off.
         let heartbeat = self.cfg.heartbeat.clone();
         let heartbeat_topic: std::sync::Arc<str> =
             std::sync::Arc::from(heartbeat.as_ref().map_or("", |h| h.topic.as_str()));
-        let mut heartbeat_tick =
-            tokio::time::interval(heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval));
-        heartbeat_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        heartbeat_tick.reset();
-        let mut coverage = tokio::time::interval(PUBLICATION_CHECK);
-        coverage.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        coverage.reset();
-        let mut session_watch = tokio::time::interval(SQL_SESSION_WATCH);
-        session_watch.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
         let Some(tx) = self.tx.clone() else { return Ok(()) };
         loop {
@@ -162,15 +193,7 @@ impl<'a> Reader<'a> {
                 _ = tx.closed() => return Ok(()),
                 // 3. Status timer, even while backpressured, so the server never times us out. Each
                 //    update asks for a reply, which proves the server is alive while we read.
-                _ = status.tick() => {
-                    if let Some(limit) = self.peer_timeout {
-                        if !pending && last_heard.elapsed() > limit {
-                            return Err(PgError::PeerTimeout(last_heard.elapsed()).into());
-                        }
-                    }
-                    self.metrics.received_lsn.store(self.received.0, std::sync::atomic::Ordering::Relaxed);
-                    self.send_status(true).await?;
-                }
+                _ = status.tick() => self.on_status_tick(pending, last_heard).await?,
                 // 3b. The server ended our SQL session: it is shutting down (a fast shutdown ends
                 //     every session, then waits for each walsender's client to confirm all it was
                 //     sent, which it cannot while Kafka is down), or someone ended it, and the slot
@@ -196,12 +219,7 @@ impl<'a> Reader<'a> {
                 }
                 // 6. The publication still covers the captured tables (between transactions, so a
                 //    stop leaves the position at a transaction's end).
-                _ = coverage.tick(), if !self.in_transaction && !pending => {
-                    match tokio::time::timeout(PUBLICATION_CHECK_TIMEOUT, setup::repair_coverage(&self.sql, self.cfg, true)).await {
-                        Ok(result) => result?,
-                        Err(_) => return Err(PgError::PeerTimeout(PUBLICATION_CHECK_TIMEOUT).into()),
-                    }
-                }
+                _ = coverage.tick(), if !self.in_transaction && !pending => self.check_coverage().await?,
                 // 7. Hand the batch over once the sink has room.
                 permit = tx.reserve(), if pending => {
                     match permit {
@@ -220,6 +238,27 @@ impl<'a> Reader<'a> {
                     last_heard = Instant::now();
                 }
             }
+        }
+    }
+
+    /// The status timer: a server silent past its timeout (while nothing waits to be handed over)
+    /// is gone; otherwise an update that asks for a reply.
+    async fn on_status_tick(&mut self, pending: bool, last_heard: Instant) -> Result<(), RelayError> {
+        if let Some(limit) = self.peer_timeout {
+            if !pending && last_heard.elapsed() > limit {
+                return Err(PgError::PeerTimeout(last_heard.elapsed()).into());
+            }
+        }
+        self.metrics.received_lsn.store(self.received.0, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.send_status(true).await?)
+    }
+
+    /// The publication still covers the captured tables; a check the server does not answer in
+    /// time counts as a dead connection.
+    async fn check_coverage(&self) -> Result<(), RelayError> {
+        match tokio::time::timeout(PUBLICATION_CHECK_TIMEOUT, setup::repair_coverage(&self.sql, self.cfg, true)).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(PgError::PeerTimeout(PUBLICATION_CHECK_TIMEOUT).into()),
         }
     }
 
@@ -370,7 +409,9 @@ impl Reader<'_> {
             return Ok(());
         }
         match self.router.route(plan, &i.new, now_ms()) {
-            Ok(mut record) => {
+            // A transform dropped it (Filter): the position passes it like any row without an event.
+            Ok(None) => {}
+            Ok(Some(mut record)) => {
                 if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
                     record.headers.push(crate::outbox::Header {
                         name: std::sync::Arc::from(name.as_str()),

@@ -9,7 +9,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::{reader::Reader, sink::Sink, snapshot};
+use super::reader::{Handoff, Reader, Source};
+use super::{sink::Sink, snapshot};
 use crate::config::{Config, SnapshotMode};
 use crate::error::RelayError;
 use crate::kafka::offsets::{OffsetStore, SourceOffset};
@@ -97,16 +98,9 @@ pub async fn run(
     let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
-    let reader = Reader::new(
-        started.conn,
-        started.sql,
-        cfg,
-        router(cfg, context),
-        tx,
-        confirmed_rx,
-        started.peer_timeout,
-        metrics.clone(),
-    );
+    let source = Source { conn: started.conn, sql: started.sql, peer_timeout: started.peer_timeout };
+    let handoff = Handoff { tx, confirmed: confirmed_rx };
+    let reader = Reader::new(source, cfg, router(cfg, context), handoff, metrics.clone());
     let reader_result = reader.run(shutdown).await;
     let sink_result = match sink.await {
         Ok(r) => r,
@@ -124,6 +118,15 @@ pub async fn run(
     result
 }
 
+/// What every step of starting a session shares.
+struct Ctx<'a> {
+    cfg: &'a Config,
+    params: ConnectParams,
+    context: &'a Option<ContextHeaders>,
+    shutdown: &'a CancellationToken,
+    metrics: &'a Arc<Metrics>,
+}
+
 /// Sets up and starts streaming; `None` when `snapshot.mode=initial_only` ends the run after the
 /// snapshot.
 ///
@@ -139,8 +142,8 @@ async fn start(
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
 ) -> Result<Option<Started>, RelayError> {
-    let params = ConnectParams::from_config(&cfg.database);
-    let sql = setup::connect_sql(&params).await?;
+    let ctx = Ctx { cfg, params: ConnectParams::from_config(&cfg.database), context, shutdown, metrics };
+    let sql = setup::connect_sql(&ctx.params).await?;
     state.previous_sql_pid = Some(slot::take_lock(&sql, &cfg.slot_name, state.previous_sql_pid).await?);
     let slot::Inspection { existing, on_standby } = slot::inspect(&sql, cfg).await?;
     setup::check_wal_level(&sql).await?;
@@ -149,50 +152,20 @@ async fn start(
     metrics.set_state(RelayState::Starting);
     kafka_preflight(cfg).await?;
     setup::ensure_publication(&sql, cfg, existing.is_some()).await?;
-    let mut conn = ReplicationConnection::connect(&params).await?;
+    let mut conn = ReplicationConnection::connect(&ctx.params).await?;
     if existing.is_none() && on_standby {
         tracing::info!(slot = %cfg.slot_name, "creating the slot on a standby: it waits for the primary's next standby snapshot (logged every 15 s while the primary is busy; SELECT pg_log_standby_snapshot() on the primary makes one at once)");
     }
     let offsets = OffsetStore::for_connector(cfg);
     if existing.is_none() {
-        if state.streamed {
-            return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
-        }
-        if let Some(recorded) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, &offsets))? {
-            slot_lost(cfg, &offsets, &recorded)?;
-        }
+        check_not_lost(cfg, state, &offsets).await?;
     }
     let snapshot_wanted = match cfg.snapshot_mode {
         SnapshotMode::NoData => false,
         SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
         SnapshotMode::Always => !state.snapshot_taken,
     };
-    let slot = match existing {
-        Some(s) => {
-            // A staging slot left by a crash between the copy and its drop is stale now.
-            slot::drop(&sql, &slot::staging_name(&cfg.slot_name)).await;
-            if snapshot_wanted {
-                // `always` with an existing slot: a snapshot of its own, then the stream from the
-                // slot's position; rows changed in between arrive twice (as with Debezium).
-                metrics.set_state(RelayState::Snapshotting);
-                run_snapshot(cfg, &params, None, context, shutdown, metrics).await?;
-            }
-            s
-        }
-        None if snapshot_wanted => {
-            metrics.set_state(RelayState::Snapshotting);
-            snapshot_into_new_slot(cfg, &params, &sql, &mut conn, context, shutdown, metrics).await?
-        }
-        None => {
-            match conn.create_slot(&cfg.slot_name).await {
-                Ok(lsn) => tracing::info!(slot = %cfg.slot_name, consistent_point = %lsn, "created replication slot"),
-                // Another instance created it first: fine, use it.
-                Err(e) if e.sqlstate() == Some("42710") => {}
-                Err(e) => return Err(e.into()),
-            }
-            slot::state(&sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))?
-        }
-    };
+    let slot = obtain_slot(&ctx, &sql, &mut conn, existing, snapshot_wanted).await?;
     state.snapshot_taken |= snapshot_wanted;
     slot::validate(&slot, cfg)?;
     ensure_failover(cfg, &sql, &mut conn, &slot).await?;
@@ -201,7 +174,66 @@ async fn start(
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
         return Ok(None);
     }
-    conn.start_replication(&cfg.slot_name, requested, &cfg.publication_name).await.map_err(|e| match e {
+    start_replication(cfg, &mut conn, requested).await?;
+    // The slot is ours now and cannot move; a previous holder may have confirmed further between our
+    // read and START_REPLICATION. Never start (and so never report) below what the slot has.
+    let now = slot::state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
+    let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
+    Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
+}
+
+/// A missing slot this connector streamed from before (in this process, or as recorded in Kafka)
+/// was lost: creating a new one would skip events.
+async fn check_not_lost(cfg: &Config, state: &SessionState, offsets: &OffsetStore) -> Result<(), RelayError> {
+    if state.streamed {
+        return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
+    }
+    if let Some(recorded) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, offsets))? {
+        slot_lost(cfg, offsets, &recorded)?;
+    }
+    Ok(())
+}
+
+/// The slot to stream from: the existing one (after an `always` snapshot if wanted), a new one
+/// after the initial snapshot, or a new one without.
+async fn obtain_slot(
+    ctx: &Ctx<'_>,
+    sql: &Client,
+    conn: &mut ReplicationConnection,
+    existing: Option<slot::SlotState>,
+    snapshot_wanted: bool,
+) -> Result<slot::SlotState, RelayError> {
+    let cfg = ctx.cfg;
+    match existing {
+        Some(s) => {
+            // A staging slot left by a crash between the copy and its drop is stale now.
+            slot::drop(sql, &slot::staging_name(&cfg.slot_name)).await;
+            if snapshot_wanted {
+                // `always` with an existing slot: a snapshot of its own, then the stream from the
+                // slot's position; rows changed in between arrive twice (as with Debezium).
+                ctx.metrics.set_state(RelayState::Snapshotting);
+                run_snapshot(ctx, None).await?;
+            }
+            Ok(s)
+        }
+        None if snapshot_wanted => {
+            ctx.metrics.set_state(RelayState::Snapshotting);
+            snapshot_into_new_slot(ctx, sql, conn).await
+        }
+        None => {
+            match conn.create_slot(&cfg.slot_name).await {
+                Ok(lsn) => tracing::info!(slot = %cfg.slot_name, consistent_point = %lsn, "created replication slot"),
+                // Another instance created it first: fine, use it.
+                Err(e) if e.sqlstate() == Some("42710") => {}
+                Err(e) => return Err(e.into()),
+            }
+            slot::state(sql, &cfg.slot_name).await?.ok_or_else(|| RelayError::SlotDropped(cfg.slot_name.clone()))
+        }
+    }
+}
+
+async fn start_replication(cfg: &Config, conn: &mut ReplicationConnection, from: Lsn) -> Result<(), RelayError> {
+    conn.start_replication(&cfg.slot_name, from, &cfg.publication_name).await.map_err(|e| match e {
         PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => {
             RelayError::Setup(setup::SetupError::Publication(format!(
                 "{s}; create publication `{}` or set publication.autocreate.mode=filtered",
@@ -209,12 +241,7 @@ async fn start(
             )))
         }
         e => e.into(),
-    })?;
-    // The slot is ours now and cannot move; a previous holder may have confirmed further between our
-    // read and START_REPLICATION. Never start (and so never report) below what the slot has.
-    let now = slot::state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
-    let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
-    Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
+    })
 }
 
 /// `slot.failover=true`: the slot is made a failover slot (PostgreSQL 17+), whichever way it was
@@ -319,14 +346,11 @@ fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) ->
 /// holds the slot lock, so no other instance shares (and drops) the staging slot, which would lose
 /// the events between two snapshots.
 async fn snapshot_into_new_slot(
-    cfg: &Config,
-    params: &ConnectParams,
+    ctx: &Ctx<'_>,
     sql: &Client,
     conn: &mut ReplicationConnection,
-    context: &Option<ContextHeaders>,
-    shutdown: &CancellationToken,
-    metrics: &Arc<Metrics>,
 ) -> Result<slot::SlotState, RelayError> {
+    let cfg = ctx.cfg;
     // Another instance may have finished the snapshot while we waited for the lock.
     if let Some(s) = slot::state(sql, &cfg.slot_name).await? {
         return Ok(s);
@@ -336,7 +360,7 @@ async fn snapshot_into_new_slot(
     slot::drop(sql, &staging).await;
     let (consistent, exported) = conn.create_slot_exporting_snapshot(&staging).await?;
     tracing::info!(slot = %staging, consistent_point = %consistent, "snapshot: created staging slot");
-    run_snapshot(cfg, params, Some(&exported), context, shutdown, metrics).await?;
+    run_snapshot(ctx, Some(&exported)).await?;
     // Only now does the real slot exist: a crash before this point snapshots again.
     slot::copy(sql, &staging, &cfg.slot_name).await?;
     slot::drop(sql, &staging).await;
@@ -345,14 +369,8 @@ async fn snapshot_into_new_slot(
 }
 
 /// Publishes the existing rows through a sink of its own and waits for every acknowledgement.
-async fn run_snapshot(
-    cfg: &Config,
-    params: &ConnectParams,
-    exported: Option<&str>,
-    context: &Option<ContextHeaders>,
-    shutdown: &CancellationToken,
-    metrics: &Arc<Metrics>,
-) -> Result<(), RelayError> {
+async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), RelayError> {
+    let (cfg, params, context, shutdown, metrics) = (ctx.cfg, &ctx.params, ctx.context, ctx.shutdown, ctx.metrics);
     let sql = setup::connect_sql(params).await?;
     snapshot::begin(&sql, exported).await?;
     let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;

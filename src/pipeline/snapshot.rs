@@ -73,7 +73,7 @@ pub async fn publish(
                 .collect();
             let tuple = TupleData { values };
             match router.route(&plan, &tuple, super::reader::now_ms()) {
-                Ok(record) => batch.push(Item::Event(record)),
+                Ok(record) => batch.extend(record.map(Item::Event)),
                 Err(e) => {
                     let letter = super::reader::tolerate_route_error(
                         cfg,

@@ -16,7 +16,7 @@ use tokio_postgres::Client;
 use super::compare::{CommitOrder, CommittedEvent};
 use super::VerifyError;
 use crate::config::{Config, RouterConfig};
-use crate::outbox::topic;
+use crate::connect::java::replace as topic;
 use crate::postgres::replication::quote_ident;
 use crate::postgres::setup::{captured_tables, SetupFailure};
 use crate::postgres::PgError;

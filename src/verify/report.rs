@@ -108,35 +108,7 @@ impl Report {
         }
         more(&mut s, o.missing.count, o.missing.examples.len());
 
-        match o.orphan_window {
-            None => {
-                let _ = writeln!(s, "orphans:           not checked (see the notes)");
-            }
-            Some(w) => {
-                let _ = writeln!(
-                    s,
-                    "orphans:           {}  (in Kafka, no row in the table, published {})",
-                    o.orphans.count,
-                    window_text(w)
-                );
-                for x in &o.orphans.examples {
-                    let _ = writeln!(
-                        s,
-                        "  - id={} at {}",
-                        x.id.as_deref().unwrap_or("<no id header>"),
-                        location_text(&x.location)
-                    );
-                }
-                more(&mut s, o.orphans.count, o.orphans.examples.len());
-                if o.unmatched_outside_window > 0 {
-                    let _ = writeln!(
-                        s,
-                        "  not counted: {} event(s) without a row published outside that window (their rows may have been deleted by outbox cleanup; --orphans all counts them)",
-                        o.unmatched_outside_window
-                    );
-                }
-            }
-        }
+        orphans_text(&mut s, o);
 
         let verdict = if fail_on_duplicates { "fails (--fail-on-duplicates)" } else { "reported, not failed" };
         let _ = writeln!(
@@ -214,4 +186,37 @@ pub fn iso8601_utc(ms: i64) -> String {
         in_day / 1000 % 60,
         in_day % 1000
     )
+}
+
+/// The orphans section: events in Kafka with no row in the table, within the window checked.
+fn orphans_text(s: &mut String, o: &Outcome) {
+    match o.orphan_window {
+        None => {
+            let _ = writeln!(s, "orphans:           not checked (see the notes)");
+        }
+        Some(w) => {
+            let _ = writeln!(
+                s,
+                "orphans:           {}  (in Kafka, no row in the table, published {})",
+                o.orphans.count,
+                window_text(w)
+            );
+            for x in &o.orphans.examples {
+                let _ = writeln!(
+                    s,
+                    "  - id={} at {}",
+                    x.id.as_deref().unwrap_or("<no id header>"),
+                    location_text(&x.location)
+                );
+            }
+            more(s, o.orphans.count, o.orphans.examples.len());
+            if o.unmatched_outside_window > 0 {
+                let _ = writeln!(
+                    s,
+                    "  not counted: {} event(s) without a row published outside that window (their rows may have been deleted by outbox cleanup; --orphans all counts them)",
+                    o.unmatched_outside_window
+                );
+            }
+        }
+    }
 }

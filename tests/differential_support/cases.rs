@@ -1105,3 +1105,164 @@ pub fn time_end_of_day_connect() -> Case {
 pub fn time_end_of_day_isostring() -> Case {
     end_of_day("time_end_of_day_isostring", "isostring")
 }
+
+// ---- Transform chains (Kafka's transforms and predicates around the Event Router) ----
+
+const ROUTED_ORDER: &str = "orders.Order";
+const ROUTED_CUSTOMER: &str = "orders.Customer";
+
+fn props(lines: &[&str]) -> Vec<String> {
+    lines.iter().map(|s| s.to_string()).collect()
+}
+
+/// `transforms=outbox,route,tag` with a predicate: RegexRouter renames every topic, InsertHeader
+/// tags only the orders (TopicNameMatches on the renamed topic), a third transform (DropHeaders,
+/// negated predicate) drops the event id of everything that is not an order.
+pub fn chain_router_header_predicates() -> Case {
+    with_props(
+        Case::new("chain_router_header_predicates"),
+        props(&[
+            "transforms=outbox,route,tag,untag",
+            "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex=outbox\\.event\\.(.*)",
+            "transforms.route.replacement=orders.$1",
+            "transforms.tag.type=org.apache.kafka.connect.transforms.InsertHeader",
+            "transforms.tag.header=source",
+            "transforms.tag.value.literal=pgoutbox",
+            "transforms.tag.predicate=isOrder",
+            "transforms.untag.type=org.apache.kafka.connect.transforms.DropHeaders",
+            "transforms.untag.headers=id",
+            "transforms.untag.predicate=isOrder",
+            "transforms.untag.negate=true",
+            "predicates=isOrder",
+            "predicates.isOrder.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            "predicates.isOrder.pattern=orders\\.Order",
+        ]),
+    )
+    .sql(standard_events())
+    .topics(&[ROUTED_ORDER, ROUTED_CUSTOMER])
+    .records(STANDARD_RECORDS)
+}
+
+/// Before the router: DropHeaders on Debezium's context headers; after it: Filter with a predicate
+/// drops the customers (their rows still move the position), under StringConverter.
+pub fn chain_filter_and_headers_before_router() -> Case {
+    let mut p = converters(STRING, false, STRING, false);
+    p.extend(props(&[
+        "transforms=drop,outbox,onlyOrders",
+        "transforms.drop.type=org.apache.kafka.connect.transforms.DropHeaders",
+        "transforms.drop.headers=__debezium.context.taskId,__debezium.context.connectorName",
+        "transforms.onlyOrders.type=org.apache.kafka.connect.transforms.Filter",
+        "transforms.onlyOrders.predicate=isCustomer",
+        "predicates=isCustomer",
+        "predicates.isCustomer.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        "predicates.isCustomer.pattern=outbox\\.event\\.Customer",
+    ]));
+    with_props(Case::new("chain_filter_and_headers_before_router"), p)
+        .sql(standard_events())
+        .topics(&[ORDER, CUSTOMER])
+        .records(7)
+}
+
+/// The envelope through five struct transforms: HeaderFrom (copy), InsertField (topic and a static
+/// field), ReplaceField (a rename and an exclusion), SetSchemaMetadata, ValueToKey; JsonConverter
+/// with schemas for key and value.
+pub fn chain_envelope_struct_transforms() -> Case {
+    let row = |i: usize| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), 'Order', 'k-{i}', 'Created-{i}', '{{\"i\": {i}}}')"
+        )
+    };
+    Case::new("chain_envelope_struct_transforms")
+        .props(&props(&[
+            "transforms.outbox.table.fields.additional.placement=type:envelope:eventType,aggregateid:envelope:aggregate",
+            "transforms=outbox,hf,ins,rep,meta,key",
+            "transforms.hf.type=org.apache.kafka.connect.transforms.HeaderFrom$Value",
+            "transforms.hf.fields=eventType",
+            "transforms.hf.headers=eventType",
+            "transforms.hf.operation=copy",
+            "transforms.ins.type=org.apache.kafka.connect.transforms.InsertField$Value",
+            "transforms.ins.topic.field=topic!",
+            "transforms.ins.static.field=origin",
+            "transforms.ins.static.value=pg",
+            "transforms.rep.type=org.apache.kafka.connect.transforms.ReplaceField$Value",
+            "transforms.rep.renames=payload:body",
+            "transforms.rep.exclude=aggregate",
+            "transforms.meta.type=org.apache.kafka.connect.transforms.SetSchemaMetadata$Value",
+            "transforms.meta.schema.name=com.example.OrderEvent",
+            "transforms.meta.schema.version=2",
+            "transforms.key.type=org.apache.kafka.connect.transforms.ValueToKey",
+            "transforms.key.fields=eventType",
+        ]))
+        .sql((0..4).map(row))
+        .topics(&[ORDER])
+        .records(4)
+}
+
+/// The plain payload hoisted into a struct, then a part of the expanded payload extracted, and the
+/// topic by record time (TimestampRouter); JsonConverter without schemas for the value.
+pub fn chain_hoist_extract_timestamp_router() -> Case {
+    let day = {
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let days = secs.div_euclid(86_400);
+        // civil_from_days
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        format!("{:04}{m:02}{d:02}", yoe + era * 400 + i64::from(m <= 2))
+    };
+    let topic: &'static str = Box::leak(format!("{ORDER}-{day}").into_boxed_str());
+    let mut p = converters(STRING, false, JSON, false);
+    p.extend(props(&[
+        "transforms.outbox.table.expand.json.payload=true",
+        "transforms=outbox,pick,wrap,daily",
+        "transforms.pick.type=org.apache.kafka.connect.transforms.ExtractField$Value",
+        "transforms.pick.field=order",
+        "transforms.wrap.type=org.apache.kafka.connect.transforms.HoistField$Value",
+        "transforms.wrap.field=event",
+        "transforms.daily.type=org.apache.kafka.connect.transforms.TimestampRouter",
+    ]));
+    let payloads = [r#"{"order": {"id": 1, "lines": [1, 2]}, "meta": "x"}"#, r#"{"order": {"id": 2, "lines": []}}"#];
+    with_props(Case::new("chain_hoist_extract_timestamp_router"), p)
+        .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
+        .topics(&[topic])
+        .records(payloads.len())
+}
+
+/// RecordIsTombstone and HasHeaderKey (one negated), with tombstones on, under StringConverter
+/// values and JsonConverter keys: tombstones get a header, events with a `eventType` header lose
+/// it, the others get a `plain` header.
+pub fn chain_tombstone_and_header_key_predicates() -> Case {
+    let payloads = [None, Some("{}"), Some(r#"{"ok": 1}"#), None];
+    let mut p = converters(JSON, true, STRING, false);
+    p.extend(props(&[
+        "transforms.outbox.route.tombstone.on.empty.payload=true",
+        "transforms.outbox.table.fields.additional.placement=type:header:eventType",
+        "transforms=outbox,mark,strip,plain",
+        "transforms.mark.type=org.apache.kafka.connect.transforms.InsertHeader",
+        "transforms.mark.header=tombstone",
+        "transforms.mark.value.literal=true",
+        "transforms.mark.predicate=isTombstone",
+        "transforms.strip.type=org.apache.kafka.connect.transforms.DropHeaders",
+        "transforms.strip.headers=eventType",
+        "transforms.strip.predicate=isTombstone",
+        "transforms.plain.type=org.apache.kafka.connect.transforms.InsertHeader",
+        "transforms.plain.header=kept",
+        "transforms.plain.value.literal=42",
+        "transforms.plain.predicate=hasType",
+        "transforms.plain.negate=false",
+        "predicates=isTombstone,hasType",
+        "predicates.isTombstone.type=org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+        "predicates.hasType.type=org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+        "predicates.hasType.name=eventType",
+    ]));
+    with_props(Case::new("chain_tombstone_and_header_key_predicates"), p)
+        .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), *p)))
+        .topics(&[ORDER])
+        .records(payloads.len())
+}

@@ -1,6 +1,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::connect::converter::Delegate;
 use crate::connect::Type;
 
 fn enc(c: Converter, schema: &Schema, v: Value) -> Option<String> {
@@ -82,4 +83,21 @@ fn arrays_as_value_and_header() {
         r#"{"schema":{"type":"array","items":{"type":"string","optional":true},"optional":true},"payload":["a",null,"q\"x"]}"#
     );
     assert!(Converter::Binary.encode(Some(&schema), &v).is_err());
+}
+
+/// BinaryDataConverter with a delegate: BYTES as they are, anything else through the delegate
+/// (a string key, a heartbeat struct), as Debezium's converter does.
+#[test]
+fn binary_data_converter_delegates_what_is_not_bytes() {
+    let c = Converter::BinaryOr(Delegate::Json { schemas: false });
+    let bytes = Schema::optional(Type::Bytes);
+    assert_eq!(
+        c.encode(Some(&bytes), &Value::Bytes(Bytes::from_static(b"\x00\x01"))).unwrap().as_deref(),
+        Some(&b"\x00\x01"[..])
+    );
+    assert_eq!(c.encode(Some(&bytes), &Value::Null).unwrap(), None);
+    let key = Schema::primitive(Type::String, false);
+    assert_eq!(c.encode(Some(&key), &Value::text("k")).unwrap().as_deref(), Some(&b"\"k\""[..]));
+    let s = Converter::BinaryOr(Delegate::String);
+    assert_eq!(s.encode(Some(&key), &Value::text("k")).unwrap().as_deref(), Some(&b"k"[..]));
 }

@@ -73,3 +73,111 @@ fn julian_from_days(days: i64) -> (i64, i64, i64) {
     let m = (5 * e + 2).div_euclid(153);
     (d - 4800 + m / 10, m + 3 - 12 * (m / 10), e - (153 * m + 2).div_euclid(5) + 1)
 }
+
+/// One piece of a `java.text.SimpleDateFormat` pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatePart {
+    Literal(String),
+    /// A pattern letter and how many times it repeats (`yyyy` is `('y', 4)`).
+    Field(char, usize),
+}
+
+/// Parses the `SimpleDateFormat` pattern letters pgoutbox formats (G y M d H h m s S E a z Z X
+/// are Java's; these are the ones a topic name takes: `y M d H m s S`), with `'quoted'` literals
+/// and `''` for a quote. Other letters are refused, naming them.
+pub fn simple_date_format(pattern: &str) -> Result<Vec<DatePart>, String> {
+    let mut out = Vec::new();
+    let mut chars = pattern.chars().peekable();
+    let mut literal = String::new();
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            if chars.peek() == Some(&'\'') {
+                chars.next();
+                literal.push('\'');
+                continue;
+            }
+            loop {
+                match chars.next() {
+                    None => return Err("an unterminated quote".into()),
+                    Some('\'') if chars.peek() == Some(&'\'') => {
+                        chars.next();
+                        literal.push('\'');
+                    }
+                    Some('\'') => break,
+                    Some(q) => literal.push(q),
+                }
+            }
+        } else if c.is_ascii_alphabetic() {
+            if !"yMdHmsS".contains(c) {
+                return Err(format!("the pattern letter `{c}` (pgoutbox formats y, M, d, H, m, s and S)"));
+            }
+            let mut n = 1;
+            while chars.peek() == Some(&c) {
+                chars.next();
+                n += 1;
+            }
+            if !literal.is_empty() {
+                out.push(DatePart::Literal(std::mem::take(&mut literal)));
+            }
+            out.push(DatePart::Field(c, n));
+        } else {
+            literal.push(c);
+        }
+    }
+    if !literal.is_empty() {
+        out.push(DatePart::Literal(literal));
+    }
+    Ok(out)
+}
+
+/// Formats milliseconds since the epoch with a parsed pattern, in UTC and the proleptic Gregorian
+/// calendar, as `SimpleDateFormat` does from 1582 on (`yy` is the year modulo 100; `MMM` the short
+/// English month name; numbers are zero-padded to the letter count).
+pub fn format_simple(parts: &[DatePart], millis: i64) -> String {
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const FULL: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let (days, ms) = (millis.div_euclid(MILLIS_PER_DAY), millis.rem_euclid(MILLIS_PER_DAY));
+    let (y, m, d) = civil_from_days(days);
+    let mut out = String::new();
+    for p in parts {
+        match p {
+            DatePart::Literal(s) => out.push_str(s),
+            DatePart::Field(c, n) => {
+                let n = *n;
+                let number = match c {
+                    'y' if n == 2 => y.rem_euclid(100),
+                    'y' => y,
+                    'M' if n == 3 => {
+                        out.push_str(MONTHS[(m - 1) as usize]);
+                        continue;
+                    }
+                    'M' if n > 3 => {
+                        out.push_str(FULL[(m - 1) as usize]);
+                        continue;
+                    }
+                    'M' => m,
+                    'd' => d,
+                    'H' => ms / 3_600_000,
+                    'm' => ms / 60_000 % 60,
+                    's' => ms / 1000 % 60,
+                    _ => ms % 1000,
+                };
+                out.push_str(&format!("{number:0n$}"));
+            }
+        }
+    }
+    out
+}

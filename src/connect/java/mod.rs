@@ -1,4 +1,6 @@
-//! What the JVM prints: numbers (`float`) and dates (`date`), exactly.
+//! What the JVM does exactly: printing numbers (`float`) and dates (`date`), and `Matcher`'s
+//! replacement syntax (`replace`).
 
 pub mod date;
 pub mod float;
+pub mod replace;

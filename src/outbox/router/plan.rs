@@ -15,6 +15,8 @@ pub(super) struct PlannedColumn {
     pub index: usize,
     pub name: String,
     pub column: ColumnType,
+    /// The column's Connect schema, shared by every record that carries it.
+    pub schema: Arc<crate::connect::Schema>,
 }
 
 #[derive(Debug, Clone)]
@@ -63,7 +65,8 @@ impl Planner<'_> {
                     ROUTABLE_TYPES,
                 )
             })?;
-        Ok(PlannedColumn { index, name: col.to_string(), column })
+        let schema = Arc::new(column.schema.clone());
+        Ok(PlannedColumn { index, name: col.to_string(), column, schema })
     }
 
     pub fn columns(&self) -> Result<Columns, RouteError> {

@@ -2,6 +2,17 @@ use bytes::Bytes;
 use regex::Regex;
 
 use super::*;
+
+/// `route` for a record no transform drops.
+trait RouteOne {
+    fn route1(&mut self, plan: &RoutePlan, row: &TupleData, ts: i64) -> Result<OutboxRecord, RouteError>;
+}
+
+impl RouteOne for Router {
+    fn route1(&mut self, plan: &RoutePlan, row: &TupleData, ts: i64) -> Result<OutboxRecord, RouteError> {
+        self.route(plan, row, ts).map(|r| r.expect("no transform drops it"))
+    }
+}
 use crate::debezium::oid;
 
 fn cfg() -> RouterConfig {
@@ -23,6 +34,7 @@ fn cfg() -> RouterConfig {
         topic_prefix: "dbserver1".into(),
         type_modes: Default::default(),
         header_converter: None,
+        chain: Default::default(),
     }
 }
 
@@ -60,7 +72,7 @@ const PAYLOAD: &str = r#"{"n": 4, "note": "héllo \"q\""}"#;
 
 fn one(router: &mut Router, payload: Option<&str>) -> Result<OutboxRecord, RouteError> {
     let plan = router.plan(&outbox());
-    router.route(&plan, &row(&[Some(ID), Some("Order"), Some("order-4"), Some("OrderCreated"), payload]), 1)
+    router.route1(&plan, &row(&[Some(ID), Some("Order"), Some("order-4"), Some("OrderCreated"), payload]), 1)
 }
 
 fn s(b: &Option<Bytes>) -> Option<&str> {
@@ -132,7 +144,7 @@ fn router_regex_and_replacement_route_topics() {
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
     let route = |r: &mut Router, t: &str| {
-        r.route(&plan, &row(&[Some(ID), Some(t), Some("k"), Some("x"), None]), 0).unwrap().topic
+        r.route1(&plan, &row(&[Some(ID), Some(t), Some("k"), Some("x"), None]), 0).unwrap().topic
     };
     assert_eq!(&*route(&mut r, "Order"), "Order.events");
     assert_eq!(&*route(&mut r, "Customer"), "Customer", "no match keeps the raw value");
@@ -142,14 +154,14 @@ fn router_regex_and_replacement_route_topics() {
 fn router_rejects_rows_it_cannot_publish() {
     let mut r = Router::new(cfg(), Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
-    let err = r.route(&plan, &row(&[None, Some("Order"), Some("k"), Some("t"), None]), 0).unwrap_err();
+    let err = r.route1(&plan, &row(&[None, Some("Order"), Some("k"), Some("t"), None]), 0).unwrap_err();
     assert!(err.to_string().contains("`id` is NULL"), "{err}");
-    let err = r.route(&plan, &row(&[Some(ID), None, Some("k"), Some("t"), None]), 0).unwrap_err();
+    let err = r.route1(&plan, &row(&[Some(ID), None, Some("k"), Some("t"), None]), 0).unwrap_err();
     assert!(err.to_string().contains(ID) && err.to_string().contains("aggregatetype"), "{err}");
     let mut rel = outbox();
     rel.columns.retain(|c| c.name != "payload");
     let plan = r.plan(&rel);
-    let err = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t")]), 0).unwrap_err();
+    let err = r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t")]), 0).unwrap_err();
     assert!(
         err.to_string().contains("no column `payload`") && err.to_string().contains("table.field.event.payload"),
         "{err}"
@@ -162,11 +174,11 @@ fn router_null_key_follows_converter() {
     rel.columns[2].not_null = false;
     let mut r = Router::new(cfg(), Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&rel);
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
+    let rec = r.route1(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(rec.key, None);
     let mut r =
         Router::new(cfg(), Converters { key: Converter::Json { schemas: true }, value: Converter::String }, None);
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
+    let rec = r.route1(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":true},"payload":null}"#));
 }
 
@@ -186,7 +198,7 @@ fn router_additional_placements_in_config_order() {
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&rel);
     let rec = r
-        .route(
+        .route1(
             &plan,
             &row(&[
                 Some(ID),
@@ -207,7 +219,7 @@ fn router_additional_placements_in_config_order() {
     assert_eq!(rec.timestamp_ms, 1500, "micro timestamp / 1000");
     // A NULL timestamp falls back to the processing time.
     let rec =
-        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("{}"), None, None]), 99).unwrap();
+        r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("{}"), None, None]), 99).unwrap();
     assert_eq!((rec.timestamp_ms, rec.partition), (99, None));
 }
 
@@ -218,12 +230,12 @@ fn router_additional_missing_column_error_or_ignore() {
     c.additional = vec![AdditionalField { column: "nope".into(), placement: Placement::Header, alias: "nope".into() }];
     let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
-    assert!(r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).is_err());
+    assert!(r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).is_err());
     c.additional_missing_ignore = true;
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&outbox());
     assert_eq!(
-        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).unwrap().headers.len(),
+        r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None]), 0).unwrap().headers.len(),
         1
     );
 }
@@ -237,7 +249,7 @@ fn router_rejects_timestamptz_event_timestamp() {
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let plan = r.plan(&rel);
     let err = r
-        .route(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0)
+        .route1(&plan, &row(&[Some(ID), Some("Order"), Some("k"), Some("t"), None, Some("2026-01-01 00:00:00+00")]), 0)
         .unwrap_err();
     assert!(err.to_string().contains("timestamptz"), "{err}");
 }
@@ -252,14 +264,14 @@ fn router_envelope_placement_matches_debezium() {
         Router::new(c.clone(), Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
     let plan = r.plan(&outbox());
     let rec = r
-        .route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0)
+        .route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0)
         .unwrap();
     // debezium.md 1.3: envelope placement with JsonConverter, schemas disabled.
     assert_eq!(s(&rec.value), Some(r#"{"payload":"{\"id\": 1}","eventType":"OrderCreated"}"#));
     let mut r =
         Router::new(c.clone(), Converters { key: Converter::String, value: Converter::Json { schemas: true } }, None);
     let rec =
-        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
+        r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(
         s(&rec.value),
         Some(
@@ -268,7 +280,7 @@ fn router_envelope_placement_matches_debezium() {
     );
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     let rec =
-        r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
+        r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some("Struct{payload={},eventType=OrderCreated}"));
 }
 
@@ -279,13 +291,13 @@ fn router_expands_json_payloads() {
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
     let plan = r.plan(&outbox());
     let rec = r
-        .route(
+        .route1(
             &plan,
             &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some(r#"{"id": 1, "gone": null, "tags": []}"#)]),
             0,
         )
         .unwrap();
     assert_eq!(s(&rec.value), Some(r#"{"id":1}"#), "nulls and empty arrays dropped, compact, as Debezium");
-    let rec = r.route(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("[1, 2]")]), 0).unwrap();
+    let rec = r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("[1, 2]")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some(r#""[1, 2]""#), "where Debezium 3.6 stops, the string is kept");
 }

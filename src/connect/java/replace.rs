@@ -1,6 +1,6 @@
-//! Topic routing as Kafka Connect's `RegexRouter` does it inside the Event Router: a full match of
-//! `route.topic.regex` against the route-by value, then Java's `Matcher.replaceFirst(replacement)`;
-//! a value that does not match is used unchanged as the topic.
+//! `RegexRouter`'s topic rewrite: a full match of the regex against the topic (or the Event
+//! Router's route-by value), then Java's `Matcher.replaceFirst(replacement)`; a value that does not
+//! match is kept unchanged.
 
 use regex::{Captures, Regex};
 

@@ -1,0 +1,189 @@
+//! The connector's transform chain (`transforms=a,b,c`), as a Connect worker applies it: in order,
+//! each transform only where its predicate (`transforms.<alias>.predicate`, `.negate`) says so.
+//!
+//! The Event Router is one of the aliases. Transforms after it see its records, exactly as in
+//! Connect. Before it a record is Debezium's change event of the outbox table, which pgoutbox
+//! never builds: only transforms that leave what the router reads unchanged can run there (header
+//! transforms, `Filter`, the tracing transform); the others are refused at start with the reason.
+
+use std::collections::BTreeMap;
+
+use crate::connect::record::Record;
+use crate::connect::transforms::{self, Predicate, Transform, TransformError};
+use crate::connect::{ConfigError, Reader};
+
+use super::options::EVENT_ROUTER_CLASS;
+
+pub const TRACING_CLASS: &str = "io.debezium.transforms.tracing.ActivateTracingSpan";
+
+/// Debezium transforms that make sense after the router and that pgoutbox does not implement yet.
+const DEBEZIUM_NOT_YET: &[&str] = &[
+    "io.debezium.transforms.HeaderToValue",
+    "io.debezium.transforms.partitions.PartitionRouting",
+    "io.debezium.transforms.TimezoneConverter",
+];
+
+/// One transform of the chain, with its predicate.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub alias: String,
+    pub class: String,
+    transform: Option<Transform>,
+    predicate: Option<(Predicate, bool)>,
+}
+
+impl Step {
+    fn applies(&self, r: &Record) -> bool {
+        match &self.predicate {
+            None => true,
+            Some((p, negate)) => p.test(r) != *negate,
+        }
+    }
+
+    /// The record after this step; `None` when it is dropped.
+    pub fn apply(&self, r: Record) -> Result<Option<Record>, TransformError> {
+        match &self.transform {
+            Some(t) if self.applies(&r) => t.apply(r),
+            _ => Ok(Some(r)),
+        }
+    }
+}
+
+/// The chain around the Event Router.
+#[derive(Debug, Clone, Default)]
+pub struct Chain {
+    /// The Event Router's alias.
+    pub router_alias: String,
+    /// Before the router: header transforms, Filter, tracing.
+    pub before: Vec<Step>,
+    /// After the router, in order.
+    pub after: Vec<Step>,
+    /// Warnings for the operator (the tracing transform passes records through).
+    pub warnings: Vec<String>,
+}
+
+/// Applies `steps` in order; `Err` names the alias whose transform failed.
+pub fn apply(steps: &[Step], mut r: Record) -> Result<Option<Record>, (String, TransformError)> {
+    for s in steps {
+        match s.apply(r).map_err(|e| (s.alias.clone(), e))? {
+            Some(next) => r = next,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(r))
+}
+
+impl Chain {
+    /// `transforms`, every `transforms.<alias>.type` and options, and the `predicates` they use.
+    pub fn parse(r: &mut Reader<'_>) -> Result<Chain, ConfigError> {
+        let hint = format!("pgoutbox relays the Outbox Event Router's output: set transforms=outbox and transforms.outbox.type={EVENT_ROUTER_CLASS}");
+        let list = r.required("transforms", &hint)?;
+        let aliases: Vec<String> =
+            list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+        let router_given = aliases.iter().any(|a| {
+            r.has(&format!("transforms.{a}.type")) && r.str(&format!("transforms.{a}.type")) == Some(EVENT_ROUTER_CLASS)
+        });
+        if !router_given {
+            return Err(match &aliases[..] {
+                [one] => {
+                    let key = format!("transforms.{one}.type");
+                    match r.str(&key) {
+                        Some(class) => {
+                            ConfigError::invalid(&key, format!("`{class}` is not the Outbox Event Router; {hint}"))
+                        }
+                        None => ConfigError::Missing { key, hint },
+                    }
+                }
+                _ => ConfigError::invalid("transforms", format!("none of `{list}` is the Outbox Event Router; {hint}")),
+            });
+        }
+        let predicates = parse_predicates(r)?;
+        let mut chain = Chain::default();
+        for alias in &aliases {
+            let type_key = format!("transforms.{alias}.type");
+            let class = r.required(&type_key, "the transform's class")?;
+            if class == EVENT_ROUTER_CLASS {
+                if !chain.router_alias.is_empty() {
+                    return Err(ConfigError::invalid(
+                        &type_key,
+                        format!(
+                            "a second Event Router (after `{}`): pgoutbox routes each row once; remove one",
+                            chain.router_alias
+                        ),
+                    ));
+                }
+                if r.str(&format!("transforms.{alias}.predicate")).is_some() {
+                    return Err(ConfigError::invalid(&format!("transforms.{alias}.predicate"), "the Event Router always applies in pgoutbox (it captures only the outbox table); remove the predicate"));
+                }
+                chain.router_alias = alias.clone();
+                continue;
+            }
+            let step = parse_step(r, alias, &class, &predicates, &mut chain.warnings)?;
+            if chain.router_alias.is_empty() {
+                let headers_only = match &step.transform {
+                    None => true,
+                    Some(t) => t.only_headers(),
+                };
+                if !headers_only {
+                    return Err(ConfigError::invalid(&type_key, format!("`{class}` runs before the Event Router, on Debezium's change event of the outbox table, which pgoutbox does not build: only header transforms (InsertHeader, DropHeaders), Filter and the tracing transform can run there; move `{alias}` after the router in `transforms`")));
+                }
+                chain.before.push(step);
+            } else {
+                chain.after.push(step);
+            }
+        }
+        Ok(chain)
+    }
+}
+
+fn parse_step(
+    r: &mut Reader<'_>,
+    alias: &str,
+    class: &str,
+    predicates: &BTreeMap<String, Predicate>,
+    warnings: &mut Vec<String>,
+) -> Result<Step, ConfigError> {
+    let type_key = format!("transforms.{alias}.type");
+    let prefix = format!("transforms.{alias}.");
+    let transform = if class == TRACING_CLASS {
+        // Its options (tracing.*) change nothing pgoutbox writes.
+        warnings.push(format!("transforms.{alias}: {TRACING_CLASS} passes records through unchanged; pgoutbox emits no OpenTelemetry spans"));
+        None
+    } else if DEBEZIUM_NOT_YET.contains(&class) {
+        return Err(ConfigError::invalid(&type_key, format!("`{class}` is not implemented in pgoutbox yet; remove `{alias}` from transforms (pgoutbox would otherwise produce different records than Debezium)")));
+    } else {
+        match Transform::parse(class, r, &prefix)? {
+            Some(t) => Some(t),
+            None if transforms::is_known(class) => unreachable!("a known transform parses"),
+            None => return Err(ConfigError::invalid(&type_key, format!("`{class}` is a transform pgoutbox does not implement (a custom class, or a scripting transform); pgoutbox implements Kafka's built-in transforms and the Outbox Event Router: remove `{alias}` from transforms or replace it"))),
+        }
+    };
+    let predicate = match r.str(&format!("transforms.{alias}.predicate")) {
+        None => None,
+        Some(name) => {
+            let p = predicates.get(name).ok_or_else(|| {
+                ConfigError::invalid(
+                    &format!("transforms.{alias}.predicate"),
+                    format!("predicate `{name}` is not in `predicates` (or has no predicates.{name}.type)"),
+                )
+            })?;
+            Some((p.clone(), r.bool_or(&format!("transforms.{alias}.negate"), false)?))
+        }
+    };
+    Ok(Step { alias: alias.to_string(), class: class.to_string(), transform, predicate })
+}
+
+/// `predicates=a,b` and each `predicates.<name>.type` with its options.
+fn parse_predicates(r: &mut Reader<'_>) -> Result<BTreeMap<String, Predicate>, ConfigError> {
+    let mut out = BTreeMap::new();
+    let Some(list) = r.str("predicates") else { return Ok(out) };
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let type_key = format!("predicates.{name}.type");
+        let class = r.required(&type_key, "the predicate's class")?;
+        let p = Predicate::parse(&class, r, &format!("predicates.{name}."))?.ok_or_else(|| {
+            ConfigError::invalid(&type_key, format!("`{class}` is a predicate pgoutbox does not implement; use TopicNameMatches, HasHeaderKey or RecordIsTombstone (org.apache.kafka.connect.transforms.predicates)"))
+        })?;
+        out.insert(name.to_string(), p);
+    }
+    Ok(out)
+}
