@@ -5,51 +5,27 @@
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use axum::extract::State;
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, RelayState, Summary};
 
+/// Serves the endpoint on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    loop {
-        let (mut sock, _) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let Ok(Some(head)) = tokio::time::timeout(std::time::Duration::from_secs(5), read_head(&mut sock)).await
-            else {
-                return;
-            };
-            let path = std::str::from_utf8(&head).ok().and_then(|r| r.split_whitespace().nth(1)).unwrap_or("/");
-            let (status, ctype, body) = respond(path, &metrics);
-            let head = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
-        });
+    let app = axum::Router::new().fallback(handle).with_state(metrics);
+    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await {
+        tracing::warn!(error = %e, "the HTTP endpoint stopped");
     }
 }
 
-/// Reads the request head up to its blank line. Answering after a partial read and closing would
-/// make the kernel reset the connection over the unread rest, and the client would lose the answer.
-async fn read_head(sock: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
-    const MAX_HEAD: usize = 16 * 1024;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = sock.read(&mut buf).await.ok()?;
-        if n == 0 || head.len() + n > MAX_HEAD {
-            return None;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    Some(head)
+async fn handle(State(metrics): State<Arc<Metrics>>, uri: Uri) -> Response {
+    let (status, ctype, body) = respond(uri.path(), &metrics);
+    let code = status.split(' ').next().and_then(|c| c.parse().ok()).and_then(|c| StatusCode::from_u16(c).ok());
+    (code.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), [(header::CONTENT_TYPE, ctype)], body).into_response()
 }
 
 fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
@@ -175,6 +151,11 @@ mod tests {
         sock.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
         assert!(answer.ends_with("\r\n\r\nstanding_by\n"), "{answer}");
+        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+        sock.write_all(b"GET /nope HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        sock.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 404 Not Found\r\n"), "{answer}");
         shutdown.cancel();
     }
 }

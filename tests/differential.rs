@@ -119,6 +119,7 @@ differential_cases! {
     chain_envelope_struct_transforms;
     chain_hoist_extract_timestamp_router;
     chain_tombstone_and_header_key_predicates;
+    chain_debezium_transforms;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -227,7 +227,7 @@ fn decoding_ceiling(svc: &env::Services, end_lsn: &str, events: usize) -> anyhow
 fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes()).ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     let (head, body) = out.split_once("\r\n\r\n")?;

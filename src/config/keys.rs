@@ -85,7 +85,7 @@ const PREFIXES: &[(&str, &str)] = &[
     ("internal.", "no Connect cluster"),
     ("topic.creation.", "only topic.creation.default.partitions and .replication.factor are used"),
     ("errors.", "pgoutbox honours errors.tolerance and errors.deadletterqueue.topic.name only"),
-    ("predicates", "predicates are not supported; pgoutbox applies the Event Router to the captured tables"),
+    ("predicates.", "a predicate not listed in `predicates`: no transform can use it"),
     ("key.converter.", "this converter option does not change the bytes pgoutbox produces"),
     ("value.converter.", "this converter option does not change the bytes pgoutbox produces"),
     ("header.converter.", "this converter option does not change the bytes pgoutbox produces"),
@@ -121,8 +121,12 @@ fn reason_for(key: &str) -> Option<String> {
                     .to_string(),
             );
         }
-        if option.starts_with("predicate") || option == "negate" {
-            return Some("predicates are not supported".to_string());
+        if option == "negate" {
+            return Some("the transform has no predicate, so there is nothing to negate".to_string());
+        }
+        let alias = rest.split_once('.').map(|(a, _)| a).unwrap_or(rest);
+        if !option.is_empty() && !option.starts_with("tracing.") {
+            return Some(format!("`{alias}` is not in `transforms`, or `{option}` is not an option of its transform"));
         }
     }
     PREFIXES.iter().find(|(p, _)| key.starts_with(p)).map(|(_, r)| r.to_string())

@@ -68,6 +68,12 @@ impl<'a> Reader<'a> {
         &self.used
     }
 
+    /// Marks every key under `prefix` as consumed (the options of a transform that ignores them).
+    pub fn consume_prefix(&mut self, prefix: &str) {
+        let keys: Vec<String> = self.entries.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        self.used.extend(keys);
+    }
+
     /// Marks a key as consumed without reading it (a key another part of the program handles).
     pub fn consume(&mut self, key: &str) {
         self.used.insert(key.to_string());

@@ -1,7 +1,8 @@
 //! Debezium's PostgreSQL connector, as far as the records depend on it: which Connect schema a
 //! column gets (`column`), how its pgoutput text becomes the value (`value`, with the PostgreSQL
 //! text readers `temporal`, `numeric`, `interval` and `array`), the options that change both
-//! (`modes`), and the Event Router's JSON payload expansion (`expand`).
+//! (`modes`), the Event Router's JSON payload expansion (`expand`), and Debezium's transforms that apply
+//! after the router (`transforms`).
 //!
 //! Built on `connect`'s data model; knows nothing of the outbox, the config file or Kafka.
 
@@ -12,6 +13,7 @@ pub mod interval;
 pub mod modes;
 pub mod numeric;
 pub mod temporal;
+pub mod transforms;
 pub mod value;
 
 pub use column::{oid, ColumnType, TextForm};

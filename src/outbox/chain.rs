@@ -13,22 +13,26 @@ use crate::connect::transforms::{self, Predicate, Transform, TransformError};
 use crate::connect::{ConfigError, Reader};
 
 use super::options::EVENT_ROUTER_CLASS;
+use crate::debezium::transforms::{self as dbz, HeaderToValue};
 
 pub const TRACING_CLASS: &str = "io.debezium.transforms.tracing.ActivateTracingSpan";
 
-/// Debezium transforms that make sense after the router and that pgoutbox does not implement yet.
-const DEBEZIUM_NOT_YET: &[&str] = &[
-    "io.debezium.transforms.HeaderToValue",
-    "io.debezium.transforms.partitions.PartitionRouting",
-    "io.debezium.transforms.TimezoneConverter",
-];
+/// What a step does.
+#[derive(Debug, Clone)]
+enum Kind {
+    Kafka(Transform),
+    HeaderToValue(HeaderToValue),
+    /// Passes records through unchanged (the tracing transform; Debezium's envelope transforms,
+    /// which leave the router's records alone).
+    Pass,
+}
 
 /// One transform of the chain, with its predicate.
 #[derive(Debug, Clone)]
 pub struct Step {
     pub alias: String,
     pub class: String,
-    transform: Option<Transform>,
+    kind: Kind,
     predicate: Option<(Predicate, bool)>,
 }
 
@@ -42,9 +46,13 @@ impl Step {
 
     /// The record after this step; `None` when it is dropped.
     pub fn apply(&self, r: Record) -> Result<Option<Record>, TransformError> {
-        match &self.transform {
-            Some(t) if self.applies(&r) => t.apply(r),
-            _ => Ok(Some(r)),
+        if !self.applies(&r) {
+            return Ok(Some(r));
+        }
+        match &self.kind {
+            Kind::Kafka(t) => t.apply(r),
+            Kind::HeaderToValue(t) => t.apply(r),
+            Kind::Pass => Ok(Some(r)),
         }
     }
 }
@@ -120,9 +128,10 @@ impl Chain {
             }
             let step = parse_step(r, alias, &class, &predicates, &mut chain.warnings)?;
             if chain.router_alias.is_empty() {
-                let headers_only = match &step.transform {
-                    None => true,
-                    Some(t) => t.only_headers(),
+                let headers_only = match &step.kind {
+                    Kind::Pass => step.class == TRACING_CLASS,
+                    Kind::Kafka(t) => t.only_headers(),
+                    Kind::HeaderToValue(_) => false,
                 };
                 if !headers_only {
                     return Err(ConfigError::invalid(&type_key, format!("`{class}` runs before the Event Router, on Debezium's change event of the outbox table, which pgoutbox does not build: only header transforms (InsertHeader, DropHeaders), Filter and the tracing transform can run there; move `{alias}` after the router in `transforms`")));
@@ -145,15 +154,20 @@ fn parse_step(
 ) -> Result<Step, ConfigError> {
     let type_key = format!("transforms.{alias}.type");
     let prefix = format!("transforms.{alias}.");
-    let transform = if class == TRACING_CLASS {
+    let kind = if class == TRACING_CLASS {
         // Its options (tracing.*) change nothing pgoutbox writes.
         warnings.push(format!("transforms.{alias}: {TRACING_CLASS} passes records through unchanged; pgoutbox emits no OpenTelemetry spans"));
-        None
-    } else if DEBEZIUM_NOT_YET.contains(&class) {
-        return Err(ConfigError::invalid(&type_key, format!("`{class}` is not implemented in pgoutbox yet; remove `{alias}` from transforms (pgoutbox would otherwise produce different records than Debezium)")));
+        Kind::Pass
+    } else if class == dbz::HEADER_TO_VALUE {
+        Kind::HeaderToValue(HeaderToValue::parse(r, &prefix)?)
+    } else if class == dbz::PARTITION_ROUTING || class == dbz::TIMEZONE_CONVERTER {
+        // They act on change-event envelopes only; Debezium passes the router's records through.
+        warnings.push(format!("transforms.{alias}: {class} changes nothing after the Event Router (it acts on change-event envelopes only, in Debezium as well); remove it"));
+        r.consume_prefix(&prefix);
+        Kind::Pass
     } else {
         match Transform::parse(class, r, &prefix)? {
-            Some(t) => Some(t),
+            Some(t) => Kind::Kafka(t),
             None if transforms::is_known(class) => unreachable!("a known transform parses"),
             None => return Err(ConfigError::invalid(&type_key, format!("`{class}` is a transform pgoutbox does not implement (a custom class, or a scripting transform); pgoutbox implements Kafka's built-in transforms and the Outbox Event Router: remove `{alias}` from transforms or replace it"))),
         }
@@ -170,7 +184,7 @@ fn parse_step(
             Some((p.clone(), r.bool_or(&format!("transforms.{alias}.negate"), false)?))
         }
     };
-    Ok(Step { alias: alias.to_string(), class: class.to_string(), transform, predicate })
+    Ok(Step { alias: alias.to_string(), class: class.to_string(), kind, predicate })
 }
 
 /// `predicates=a,b` and each `predicates.<name>.type` with its options.

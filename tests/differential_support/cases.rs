@@ -1266,3 +1266,32 @@ pub fn chain_tombstone_and_header_key_predicates() -> Case {
         .topics(&[ORDER])
         .records(payloads.len())
 }
+
+/// Debezium's transforms after the router: HeaderToValue moves the event id and a context header
+/// into the envelope; PartitionRouting, TimezoneConverter and the tracing transform leave the
+/// router's records as they are (they act on change-event envelopes only).
+pub fn chain_debezium_transforms() -> Case {
+    let row = |i: usize| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), 'Order', 'k-{i}', 'Created', '{{\"i\": {i}}}')"
+        )
+    };
+    Case::new("chain_debezium_transforms")
+        .props(&props(&[
+            "transforms.outbox.table.fields.additional.placement=type:envelope:eventType",
+            "transforms=outbox,h2v,parts,tz,trace",
+            "transforms.h2v.type=io.debezium.transforms.HeaderToValue",
+            "transforms.h2v.headers=id,__debezium.context.taskId",
+            "transforms.h2v.fields=event_id,task",
+            "transforms.h2v.operation=move",
+            "transforms.parts.type=io.debezium.transforms.partitions.PartitionRouting",
+            "transforms.parts.partition.payload.fields=change.aggregateid",
+            "transforms.parts.partition.topic.num=3",
+            "transforms.tz.type=io.debezium.transforms.TimezoneConverter",
+            "transforms.tz.converted.timezone=Europe/Paris",
+            "transforms.trace.type=io.debezium.transforms.tracing.ActivateTracingSpan",
+        ]))
+        .sql((0..3).map(row))
+        .topics(&[ORDER])
+        .records(3)
+}
