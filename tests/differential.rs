@@ -120,6 +120,7 @@ differential_cases! {
     chain_hoist_extract_timestamp_router;
     chain_tombstone_and_header_key_predicates;
     chain_debezium_transforms;
+    chain_flatten_cast_mask_timestamp;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

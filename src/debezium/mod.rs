@@ -1,6 +1,6 @@
 //! Debezium's PostgreSQL connector, as far as the records depend on it: which Connect schema a
 //! column gets (`column`), how its pgoutput text becomes the value (`value`, with the PostgreSQL
-//! text readers `temporal`, `numeric`, `interval` and `array`), the options that change both
+//! text readers `temporal`, `interval` and `array`; `numeric` text is `connect::java::decimal`), the options that change both
 //! (`modes`), the Event Router's JSON payload expansion (`expand`), and Debezium's transforms that apply
 //! after the router (`transforms`).
 //!
@@ -11,7 +11,7 @@ pub mod column;
 pub mod expand;
 pub mod interval;
 pub mod modes;
-pub mod numeric;
+
 pub mod temporal;
 pub mod transforms;
 pub mod value;

@@ -3,10 +3,10 @@ use bytes::Bytes;
 use super::array::parse as pg_array;
 use super::column::*;
 use super::interval::parse as interval;
-use super::numeric::decimal;
 use super::temporal::*;
 use super::{TemporalPrecision, TypeModes};
 use crate::connect::java::date::{civil_from_days, days_from_civil, java_date_to_string, java_date_values_string};
+use crate::connect::java::decimal::decimal;
 use crate::connect::{Schema, Type, Value};
 use crate::pgoutput::Oid;
 

@@ -6,7 +6,8 @@ use base64::Engine as _;
 use bytes::Bytes;
 
 use super::column::{ColumnType, TextForm, Unit};
-use super::{array, interval, numeric, temporal};
+use super::{array, interval, temporal};
+use crate::connect::java::decimal as numeric;
 use crate::connect::{Type, Value};
 
 const MILLIS_PER_DAY: i64 = 86_400_000;

@@ -1295,3 +1295,37 @@ pub fn chain_debezium_transforms() -> Case {
         .topics(&[ORDER])
         .records(3)
 }
+
+/// An expanded payload in an envelope with typed columns, through Flatten, Cast, MaskField and
+/// TimestampConverter; JsonConverter with schemas.
+pub fn chain_flatten_cast_mask_timestamp() -> Case {
+    let row = |i: usize, n: &str, flag: &str, amount: &str, ts: &str| {
+        format!(
+            "INSERT INTO {{t}} (id, aggregatetype, aggregateid, type, payload, n, flag, amount, ts) VALUES (gen_random_uuid(), 'Order', 'k-{i}', 'Created', '{{\"id\": {i}, \"customer\": {{\"name\": \"c{i}\", \"vip\": true}}}}', {n}, {flag}, {amount}, {ts})"
+        )
+    };
+    Case::new("chain_flatten_cast_mask_timestamp")
+        .columns(&["n integer", "flag boolean", "amount numeric(10,2)", "ts timestamp(3)"])
+        .props(&props(&[
+            "transforms.outbox.table.expand.json.payload=true",
+            "transforms.outbox.table.fields.additional.placement=n:envelope,flag:envelope,amount:envelope,ts:envelope,aggregateid:envelope:agg",
+            "transforms=outbox,flat,cast,mask,tsc",
+            "transforms.flat.type=org.apache.kafka.connect.transforms.Flatten$Value",
+            "transforms.flat.delimiter=_",
+            "transforms.cast.type=org.apache.kafka.connect.transforms.Cast$Value",
+            "transforms.cast.spec=n:string,flag:int8,payload_id:float64,amount:float64",
+            "transforms.mask.type=org.apache.kafka.connect.transforms.MaskField$Value",
+            "transforms.mask.fields=agg,payload_customer_name",
+            "transforms.tsc.type=org.apache.kafka.connect.transforms.TimestampConverter$Value",
+            "transforms.tsc.field=ts",
+            "transforms.tsc.target.type=string",
+            "transforms.tsc.format=yyyy-MM-dd HH:mm:ss.SSS",
+        ]))
+        .sql([
+            row(0, "42", "true", "12.34", "'2024-02-29 12:34:56.789'"),
+            row(1, "-7", "false", "0.50", "'1999-12-31 23:59:59.999'"),
+            row(2, "NULL", "NULL", "NULL", "NULL"),
+        ])
+        .topics(&[ORDER])
+        .records(3)
+}

@@ -2,5 +2,6 @@
 //! replacement syntax (`replace`).
 
 pub mod date;
+pub mod decimal;
 pub mod float;
 pub mod replace;

@@ -6,11 +6,14 @@
 //! record is dropped (`Filter`), or the `DataException` Kafka would throw (which the connector
 //! handles by `errors.tolerance`).
 
+mod cast;
 mod fields;
+mod flatten;
 mod headers;
 pub mod predicates;
 mod routing;
 mod structs;
+mod timestamp;
 
 use super::config::{ConfigError, Reader};
 use super::record::{Data, Record};
@@ -61,6 +64,10 @@ pub enum Transform {
     ExtractField(fields::ExtractField),
     ValueToKey(fields::ValueToKey),
     SetSchemaMetadata(fields::SetSchemaMetadata),
+    Cast(cast::Cast),
+    MaskField(cast::MaskField),
+    TimestampConverter(timestamp::TimestampConverter),
+    Flatten(flatten::Flatten),
     Filter,
 }
 
@@ -86,6 +93,14 @@ pub fn is_known(class: &str) -> bool {
             | "ValueToKey"
             | "SetSchemaMetadata$Key"
             | "SetSchemaMetadata$Value"
+            | "Cast$Key"
+            | "Cast$Value"
+            | "MaskField$Key"
+            | "MaskField$Value"
+            | "TimestampConverter$Key"
+            | "TimestampConverter$Value"
+            | "Flatten$Key"
+            | "Flatten$Value"
             | "Filter"
     )
 }
@@ -114,6 +129,12 @@ impl Transform {
             ("ExtractField", Some(p)) => Transform::ExtractField(fields::ExtractField::parse(o, p)?),
             ("ValueToKey", None) => Transform::ValueToKey(fields::ValueToKey::parse(o)?),
             ("SetSchemaMetadata", Some(p)) => Transform::SetSchemaMetadata(fields::SetSchemaMetadata::parse(o, p)?),
+            ("Cast", Some(p)) => Transform::Cast(cast::Cast::parse(o, p)?),
+            ("MaskField", Some(p)) => Transform::MaskField(cast::MaskField::parse(o, p)?),
+            ("TimestampConverter", Some(p)) => {
+                Transform::TimestampConverter(timestamp::TimestampConverter::parse(o, p)?)
+            }
+            ("Flatten", Some(p)) => Transform::Flatten(flatten::Flatten::parse(o, p)?),
             ("Filter", None) => Transform::Filter,
             _ => return Ok(None),
         }))
@@ -139,6 +160,10 @@ impl Transform {
             Transform::ExtractField(t) => t.apply(&mut r)?,
             Transform::ValueToKey(t) => t.apply(&mut r)?,
             Transform::SetSchemaMetadata(t) => t.apply(&mut r),
+            Transform::Cast(t) => t.apply(&mut r)?,
+            Transform::MaskField(t) => t.apply(&mut r)?,
+            Transform::TimestampConverter(t) => t.apply(&mut r)?,
+            Transform::Flatten(t) => t.apply(&mut r)?,
             Transform::Filter => return Ok(None),
         }
         Ok(Some(r))

@@ -170,3 +170,147 @@ fn predicates_match_topics_headers_and_tombstones() {
     other.value = Data::null();
     assert!(!topic.test(&other) && !header.test(&other) && tomb.test(&other));
 }
+
+/// A record whose value is one field of `schema` holding `v`, for the value conversions.
+fn one(schema: Schema, v: Value) -> Record {
+    let mut r = envelope();
+    let s = Schema::Struct {
+        name: Some("S".into()),
+        fields: vec![("f".into(), schema)],
+        optional: false,
+        version: None,
+        doc: None,
+    };
+    r.value = Data::new(Arc::new(s), Value::Struct(vec![v]));
+    r
+}
+
+fn field(r: &Record) -> (Schema, Value) {
+    let (Some(Schema::Struct { fields, .. }), Value::Struct(values)) = (r.value.schema(), &r.value.value) else {
+        panic!()
+    };
+    (fields[0].1.clone(), values[0].clone())
+}
+
+/// Java's conversions, as the research on Kafka 4's Cast observed them.
+#[test]
+fn cast_follows_java_number_semantics() {
+    let cast = |from: Schema, v: Value, to: &str| {
+        let t = parse("Cast$Value", &[("spec", &format!("f:{to}"))]).unwrap();
+        t.apply(one(from, v)).map(|r| field(&r.unwrap()).1)
+    };
+    let int = |ty| Schema::primitive(ty, false);
+    assert_eq!(cast(int(Type::Int32), Value::Int(300), "int8").unwrap(), Value::Int(44));
+    assert_eq!(cast(int(Type::Int64), Value::Int(5_000_000_000), "int32").unwrap(), Value::Int(705_032_704));
+    assert_eq!(cast(int(Type::Float64), Value::Float(1e20), "int32").unwrap(), Value::Int(2_147_483_647));
+    assert_eq!(cast(int(Type::Float64), Value::Float(1e20), "int8").unwrap(), Value::Int(-1));
+    assert_eq!(cast(int(Type::Float64), Value::Float(300.7), "int8").unwrap(), Value::Int(44));
+    assert_eq!(cast(int(Type::Float64), Value::Float(0.5), "boolean").unwrap(), Value::Bool(false));
+    assert_eq!(cast(int(Type::Float64), Value::Float(-1.9), "boolean").unwrap(), Value::Bool(true));
+    assert_eq!(cast(int(Type::String), text("TRUE"), "boolean").unwrap(), Value::Bool(true));
+    assert_eq!(cast(int(Type::String), text("yes"), "boolean").unwrap(), Value::Bool(false));
+    assert_eq!(cast(int(Type::String), text("42"), "int8").unwrap(), Value::Int(42));
+    assert_eq!(
+        cast(int(Type::String), text("300"), "int8").unwrap_err().to_string(),
+        "Value (300) was out of range for requested data type"
+    );
+    assert_eq!(
+        cast(int(Type::Float32), Value::Float(f64::from(1.9f32)), "float64").unwrap(),
+        Value::Float(f64::from(1.9f32))
+    );
+    assert_eq!(cast(int(Type::Float64), Value::Float(1e20), "string").unwrap(), text("1.0E20"));
+    let decimal = Schema::Primitive {
+        ty: Type::Bytes,
+        optional: false,
+        name: Some("org.apache.kafka.connect.data.Decimal".into()),
+        version: Some(1),
+        parameters: vec![("scale".into(), "2".into())],
+    };
+    let d = Value::Decimal { unscaled: Bytes::from_static(&[0x30, 0x39]), text: Bytes::from_static(b"123.45") };
+    assert_eq!(cast(decimal.clone(), d.clone(), "int32").unwrap(), Value::Int(123));
+    assert_eq!(cast(decimal, d, "string").unwrap(), text("123.45"));
+    let ts = Schema::Primitive {
+        ty: Type::Int64,
+        optional: false,
+        name: Some("org.apache.kafka.connect.data.Timestamp".into()),
+        version: Some(1),
+        parameters: vec![],
+    };
+    assert_eq!(
+        cast(ts.clone(), Value::JavaDate { millis: 1_704_198_896_789, number: 1_704_198_896_789 }, "string").unwrap(),
+        text("2024-01-02T12:34:56.789Z")
+    );
+    assert_eq!(
+        cast(ts, Value::JavaDate { millis: 172_800_000, number: 172_800_000 }, "string").unwrap(),
+        text("1970-01-03")
+    );
+    let time = Schema::Primitive {
+        ty: Type::Int32,
+        optional: false,
+        name: Some("org.apache.kafka.connect.data.Time".into()),
+        version: Some(1),
+        parameters: vec![],
+    };
+    assert_eq!(
+        cast(time.clone(), Value::JavaDate { millis: 3_723_004, number: 3_723_004 }, "string").unwrap(),
+        text("01:02:03.004Z")
+    );
+    assert_eq!(cast(time, Value::JavaDate { millis: 3_723_004, number: 3_723_004 }, "int8").unwrap(), Value::Int(-4));
+    assert!(parse("Cast$Value", &[("spec", "f:bytes")]).is_err());
+    assert!(parse("Cast$Value", &[("spec", "int8,f:int8")]).is_err());
+}
+
+#[test]
+fn mask_flatten_and_timestamp_converter() {
+    let t = parse("MaskField$Value", &[("fields", "payload")]).unwrap();
+    assert!(
+        json(&t.apply(envelope()).unwrap().unwrap().value).ends_with(r#""payload":{"payload":"","type":"Created"}}"#)
+    );
+    let t = parse("MaskField$Value", &[("fields", "payload,type"), ("replacement", "***")]).unwrap();
+    assert!(
+        json(&t.apply(envelope()).unwrap().unwrap().value).ends_with(r#""payload":{"payload":"***","type":"***"}}"#)
+    );
+    let t = parse("MaskField$Value", &[("fields", "f"), ("replacement", "x")]).unwrap();
+    assert!(t.apply(one(Schema::primitive(Type::Boolean, false), Value::Bool(true))).is_err());
+
+    // Flatten: nested struct under an optional parent; the leaves become optional.
+    let inner = Schema::Struct {
+        name: Some("I".into()),
+        fields: vec![("x".into(), Schema::primitive(Type::Int32, false))],
+        optional: true,
+        version: None,
+        doc: None,
+    };
+    let mut r = one(inner, Value::Struct(vec![Value::Int(7)]));
+    r = parse("Flatten$Value", &[("delimiter", "_")]).unwrap().apply(r).unwrap().unwrap();
+    assert_eq!(field(&r), (Schema::primitive(Type::Int32, true), Value::Int(7)));
+    assert!(json(&r.value).contains(r#""field":"f_x""#));
+
+    // A Debezium Timestamp (INT64 milliseconds, not Connect's logical type) as text, and back.
+    let ts = Schema::named(Type::Int64, false, "io.debezium.time.Timestamp");
+    let t = parse(
+        "TimestampConverter$Value",
+        &[("field", "f"), ("target.type", "string"), ("format", "yyyy-MM-dd HH:mm:ss.SSS")],
+    )
+    .unwrap();
+    let r = t.apply(one(ts, Value::Int(1_709_210_096_789))).unwrap().unwrap();
+    assert_eq!(field(&r), (Schema::primitive(Type::String, false), text("2024-02-29 12:34:56.789")));
+    let back = parse(
+        "TimestampConverter$Value",
+        &[("field", "f"), ("target.type", "unix"), ("format", "yyyy-MM-dd HH:mm:ss.SSS")],
+    )
+    .unwrap();
+    assert_eq!(field(&back.apply(r).unwrap().unwrap()).1, Value::Int(1_709_210_096_789));
+    let micro = Schema::named(Type::Int64, true, "io.debezium.time.MicroTimestamp");
+    let t = parse(
+        "TimestampConverter$Value",
+        &[("field", "f"), ("target.type", "Timestamp"), ("unix.precision", "microseconds")],
+    )
+    .unwrap();
+    let (s, v) = field(&t.apply(one(micro, Value::Int(-1_500))).unwrap().unwrap());
+    assert_eq!(
+        (s.name(), v),
+        (Some("org.apache.kafka.connect.data.Timestamp"), Value::JavaDate { millis: -1, number: -1 })
+    );
+    assert!(parse("TimestampConverter$Value", &[("target.type", "date")]).is_err(), "case-sensitive, as in Kafka");
+}

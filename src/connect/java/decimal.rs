@@ -1,4 +1,5 @@
-//! `numeric` text as Java's `BigDecimal`: the unscaled `BigInteger.toByteArray()` and `toString()`.
+//! Java's `BigDecimal` from decimal text (PostgreSQL's `numeric`, a Cast or MaskField replacement): the
+//! unscaled `BigInteger.toByteArray()` and `toString()`.
 
 use bytes::Bytes;
 
