@@ -121,6 +121,7 @@ differential_cases! {
     chain_tombstone_and_header_key_predicates;
     chain_debezium_transforms;
     chain_flatten_cast_mask_timestamp;
+    chain_binary_data_converter_with_delegate;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -1329,3 +1329,27 @@ pub fn chain_flatten_cast_mask_timestamp() -> Case {
         .topics(&[ORDER])
         .records(3)
 }
+
+/// BinaryDataConverter for key and value, the key's string delegated to JsonConverter
+/// (`delegate.converter.type`), under a chain: RegexRouter, InsertHeader and HoistField$Key.
+pub fn chain_binary_data_converter_with_delegate() -> Case {
+    let mut c = bytea_payload_json_converter();
+    c.name = "chain_binary_data_converter_with_delegate";
+    c.topics.clear();
+    c.props(&props(&[
+        "value.converter=io.debezium.converters.BinaryDataConverter",
+        "key.converter=io.debezium.converters.BinaryDataConverter",
+        "key.converter.delegate.converter.type=org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.delegate.converter.type.schemas.enable=false",
+        "transforms=outbox,route,tag,wrap",
+        "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex=outbox\\.event\\.(.*)",
+        "transforms.route.replacement=orders.$1",
+        "transforms.tag.type=org.apache.kafka.connect.transforms.InsertHeader",
+        "transforms.tag.header=content-type",
+        "transforms.tag.value.literal=application/octet-stream",
+        "transforms.wrap.type=org.apache.kafka.connect.transforms.HoistField$Key",
+        "transforms.wrap.field=aggregate",
+    ]))
+    .topics(&[ROUTED_ORDER])
+}
