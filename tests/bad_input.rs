@@ -119,3 +119,55 @@ async fn fatal_update_publishes_what_came_before_then_stops_before_it() {
     assert!(confirmed <= after_insert, "confirmed {confirmed} must stay before the UPDATE's transaction");
     o.drop_slot().await;
 }
+
+/// A transform that fails on a record (InsertField on a plain payload, for one aggregate type only,
+/// through a predicate) stops the relay before the event, naming the transform and Kafka's error;
+/// under errors.tolerance=all the event becomes a dead letter and the stream goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_transform_follows_errors_tolerance() {
+    let o = Outbox::new("badsmt").await;
+    o.create_topics(&["Order", "Audit"], 1).await;
+    let sql = o.env.sql().await;
+    let audit_topic = o.topic("Audit").replace('.', "\\.");
+    let chain = [
+        "transforms=outbox,stamp".to_string(),
+        "transforms.stamp.type=org.apache.kafka.connect.transforms.InsertField$Value".to_string(),
+        "transforms.stamp.topic.field=topic".to_string(),
+        "transforms.stamp.predicate=audit".to_string(),
+        "predicates=audit".to_string(),
+        "predicates.audit.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches".to_string(),
+        format!("predicates.audit.pattern={audit_topic}"),
+    ];
+    let lines: Vec<&str> = chain.iter().map(String::as_str).collect();
+    let mut relay = Relay::start_streaming(&o.config(&lines));
+    sql.batch_execute(&o.insert_sql("Order", "good-1", Some("{}"))).await.unwrap();
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30)).len(), 1);
+    let before_bad: String = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0);
+    sql.batch_execute(&o.insert_sql("Audit", "bad", Some("{}"))).await.unwrap();
+    sql.batch_execute(&o.insert_sql("Order", "good-2", Some("{}"))).await.unwrap();
+    let status = relay.wait(Duration::from_secs(30)).expect("stops on the failing transform");
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(5), "log:\n{log}");
+    assert!(
+        log.contains("transform `stamp` failed")
+            && log.contains("Only Struct objects supported for [field insertion], found: java.lang.String"),
+        "names the transform and Kafka's error:\n{log}"
+    );
+    let confirmed: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+    assert!(confirmed <= before_bad.parse().unwrap(), "position must not pass the failed event: {confirmed}");
+    let dlq = format!("dlq_{}", o.slot);
+    create_topics(&o.env.broker, std::slice::from_ref(&dlq), 1).await;
+    let mut tolerant = lines.clone();
+    let dlq_line = format!("errors.deadletterqueue.topic.name={dlq}");
+    tolerant.extend(["errors.tolerance=all", dlq_line.as_str()]);
+    let mut relay = Relay::start(&o.config(&tolerant));
+    let letters = consume(&o.env.broker, std::slice::from_ref(&dlq), 1, Duration::from_secs(30));
+    assert_eq!(letters.len(), 1, "log:\n{}", relay.log_text());
+    assert_eq!(
+        consume(&o.env.broker, &[o.topic("Order")], 2, Duration::from_secs(30)).len(),
+        2,
+        "good-2 published after the dead letter"
+    );
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
