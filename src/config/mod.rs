@@ -238,24 +238,13 @@ impl Config {
                     hint: "Debezium's logical server name, e.g. topic.prefix=dbserver1".into(),
                 }
             })?;
-        let chain = crate::outbox::chain::Chain::parse(&mut r)?;
-        let mut router = RouterConfig::parse(&mut r, &chain.router_alias, &topic_prefix)?;
-        for w in &chain.warnings {
-            r.warn(w.clone());
-        }
-        router.chain = chain;
+        let router = parse_router(&mut r, &topic_prefix)?;
         let key_converter = Converter::parse(&mut r, "key")?;
         let value_converter = Converter::parse(&mut r, "value")?;
         let extended_headers = r.bool_or("extended.headers.enabled", true)?;
         let (kafka, producer_ignored) = parse_kafka(&mut r, raw)?;
         let heartbeat = parse_heartbeat(&mut r, &topic_prefix)?;
-        let errors = ErrorTolerance {
-            tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
-            dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
-        };
-        for k in ["errors.deadletterqueue.context.headers.enable", "errors.log.enable", "errors.log.include.messages"] {
-            r.consume(k);
-        }
+        let errors = parse_errors(&mut r)?;
         let commit_lsn_header = match r.str("pgoutbox.commit.lsn.header") {
             None => None,
             Some(v) if v.eq_ignore_ascii_case("false") => None,
@@ -300,6 +289,29 @@ impl Config {
             warnings,
         })
     }
+}
+
+/// The transform chain and the Event Router's options (its warnings become the config's).
+fn parse_router(r: &mut Reader<'_>, topic_prefix: &str) -> Result<RouterConfig, ConfigError> {
+    let chain = crate::outbox::chain::Chain::parse(r)?;
+    let mut router = RouterConfig::parse(r, &chain.router_alias, topic_prefix)?;
+    for w in &chain.warnings {
+        r.warn(w.clone());
+    }
+    router.chain = chain;
+    Ok(router)
+}
+
+/// `errors.tolerance` and its dead-letter topic; the logging keys change nothing pgoutbox writes.
+fn parse_errors(r: &mut Reader<'_>) -> Result<ErrorTolerance, ConfigError> {
+    let errors = ErrorTolerance {
+        tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
+        dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
+    };
+    for k in ["errors.deadletterqueue.context.headers.enable", "errors.log.enable", "errors.log.include.messages"] {
+        r.consume(k);
+    }
+    Ok(errors)
 }
 
 /// `connector.class` and `plugin.name`: pgoutbox is the PostgreSQL connector on pgoutput.

@@ -133,20 +133,7 @@ impl RouterConfig {
             )?,
             field_event_timestamp: r.str(&p("table.field.event.timestamp")).map(str::to_string),
             field_event_schema_version: r.str(&p("table.field.event.schema.version")).map(str::to_string),
-            expand_json_payload: {
-                let v = r.str_or_legacy(&p("table.expand.json.payload"), &p("debezium.expand.json.payload"));
-                match v {
-                    None => false,
-                    Some(v) if v.eq_ignore_ascii_case("true") => true,
-                    Some(v) if v.eq_ignore_ascii_case("false") => false,
-                    Some(v) => {
-                        return Err(ConfigError::invalid(
-                            &p("table.expand.json.payload"),
-                            format!("`{v}` is not a boolean; use true or false"),
-                        ))
-                    }
-                }
-            },
+            expand_json_payload: expand_json_payload(r, alias)?,
             json_null_behavior: r.choice(
                 &p("table.json.payload.null.behavior"),
                 JsonNullBehavior::Ignore,
@@ -173,6 +160,17 @@ fn event_key(r: &mut Reader<'_>, alias: &str) -> String {
         return column;
     }
     r.string_or(&key, "aggregateid")
+}
+
+/// `table.expand.json.payload`, which Debezium before 1.8 named `debezium.expand.json.payload`.
+fn expand_json_payload(r: &mut Reader<'_>, alias: &str) -> Result<bool, ConfigError> {
+    let key = format!("transforms.{alias}.table.expand.json.payload");
+    match r.str_or_legacy(&key, &format!("transforms.{alias}.debezium.expand.json.payload")) {
+        None => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(ConfigError::invalid(&key, format!("`{v}` is not a boolean; use true or false"))),
+    }
 }
 
 /// A choice that Debezium 1.x named `legacy`.

@@ -360,6 +360,14 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -
         (_, Some(_)) => {}
     }
     let has_via_root = existing.as_ref().is_some_and(|r| r.get::<_, bool>(1));
+    align_via_root(sql, cfg, has_via_root).await?;
+    repair_coverage(sql, cfg, slot_exists).await
+}
+
+/// `publish.via.partition.root` against the publication's setting: changed when pgoutbox manages
+/// the publication, else left and logged (both ways are routed the same).
+async fn align_via_root(sql: &Client, cfg: &Config, has_via_root: bool) -> Result<(), SetupFailure> {
+    let name = &cfg.publication_name;
     if has_via_root != cfg.publish_via_partition_root {
         if matches!(cfg.publication_autocreate, AutocreateMode::Filtered | AutocreateMode::AllTables) {
             tracing::info!(publication = %name, publish_via_partition_root = cfg.publish_via_partition_root, "updating the publication's publish_via_partition_root");
@@ -374,7 +382,7 @@ pub async fn ensure_publication(sql: &Client, cfg: &Config, slot_exists: bool) -
             tracing::info!(publication = %name, "the publication's publish_via_partition_root is {has_via_root}, publish.via.partition.root says {}; the publication is left as it is", cfg.publish_via_partition_root);
         }
     }
-    repair_coverage(sql, cfg, slot_exists).await
+    Ok(())
 }
 
 fn publication_privilege(e: tokio_postgres::Error, name: &str, fix: &str) -> SetupFailure {
