@@ -17,6 +17,7 @@ pub mod pgoutput;
 pub mod pipeline;
 pub mod postgres;
 pub mod verify;
+pub mod worker;
 
 pub use config::Config;
 pub use error::RelayError;
@@ -57,4 +58,80 @@ pub async fn run(config: Config, options: RunOptions, shutdown: CancellationToke
         tokio::spawn(http::serve(listener, metrics.clone(), shutdown.clone()));
     }
     pipeline::run(config, shutdown, metrics).await
+}
+
+/// The worker's listener: the first `http://` entry of Connect's `listeners` (default
+/// `http://:8083`, every interface).
+pub fn worker_listener(props: &std::collections::BTreeMap<String, String>) -> Result<SocketAddr, config::ConfigError> {
+    let listeners = props.get("listeners").map(String::as_str).unwrap_or("http://:8083");
+    let first = listeners.split(',').map(str::trim).find(|l| l.starts_with("http://")).ok_or_else(|| {
+        config::ConfigError::invalid(
+            "listeners",
+            format!("`{listeners}` has no http:// listener (HTTPS listeners are not supported yet)"),
+        )
+    })?;
+    let hostport = &first["http://".len()..];
+    let (host, port) = hostport
+        .rsplit_once(':')
+        .ok_or_else(|| config::ConfigError::invalid("listeners", format!("`{first}` has no port")))?;
+    let host = if host.is_empty() { "0.0.0.0" } else { host.trim_start_matches('[').trim_end_matches(']') };
+    let port: u16 =
+        port.parse().map_err(|_| config::ConfigError::invalid("listeners", format!("`{port}` is not a port")))?;
+    let ip: std::net::IpAddr = match host {
+        "localhost" => std::net::Ipv4Addr::LOCALHOST.into(),
+        h => h.parse().map_err(|_| {
+            config::ConfigError::invalid(
+                "listeners",
+                format!("`{h}` is not an IP address (use an address or leave the host empty)"),
+            )
+        })?,
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// `pgoutbox connect`: a Kafka Connect worker (standalone mode) for outbox connectors, with
+/// Connect's REST API, until `shutdown`; then every connector stops gracefully.
+pub async fn connect(
+    worker_props: std::collections::BTreeMap<String, String>,
+    connectors: Vec<(String, std::collections::BTreeMap<String, String>)>,
+    shutdown: CancellationToken,
+) -> Result<(), RelayError> {
+    if worker_props.get("group.id").is_some_and(|g| !g.trim().is_empty()) {
+        return Err(RelayError::Config(config::ConfigError::invalid("group.id", "distributed mode (group.id, config.storage.topic, status.storage.topic) is not implemented yet; remove group.id to run this worker standalone")));
+    }
+    let addr = worker_listener(&worker_props)?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        RelayError::Config(config::ConfigError::invalid("listeners", format!("cannot listen on {addr}: {e}")))
+    })?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let host = worker_props.get("rest.advertised.host.name").cloned().unwrap_or_else(|| bound.ip().to_string());
+    let port = worker_props.get("rest.advertised.port").cloned().unwrap_or_else(|| bound.port().to_string());
+    let worker = Arc::new(worker::Worker::new(worker_props, format!("{host}:{port}"), shutdown.clone()));
+    // What REST kept from a previous run, then the files (a file's config wins over the saved one).
+    let saved = worker.saved();
+    for (name, config, target) in saved {
+        if connectors.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        if let Err(e) = worker.put(&name, config, true) {
+            tracing::error!(connector = %name, "cannot start the saved connector: {}", e.message);
+            continue;
+        }
+        if target != worker::Target::Running {
+            let _ = worker.set_target(&name, target);
+        }
+    }
+    for (name, config) in connectors {
+        worker.put(&name, config, true).map_err(|e| {
+            RelayError::Config(config::ConfigError::invalid("name", format!("connector `{name}`: {}", e.message)))
+        })?;
+    }
+    tracing::info!(listen = %bound, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
+    let app = worker::rest::router(worker.clone());
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    if let Err(e) = server.await {
+        tracing::warn!(error = %e, "the REST server stopped");
+    }
+    worker.stop_all().await;
+    Ok(())
 }

@@ -51,6 +51,16 @@ enum Command {
         #[arg(long)]
         env_overrides: bool,
     },
+    /// Run as a Kafka Connect worker (standalone mode): the connectors of the files, plus what the
+    /// REST API (Connect's paths, on `listeners`, default http://:8083) creates.
+    Connect {
+        /// The worker's properties (bootstrap.servers, converters, listeners,
+        /// offset.storage.file.filename, ...), which every connector inherits.
+        #[arg(long)]
+        worker: PathBuf,
+        /// Connector configurations: Java .properties or Connect's REST JSON form.
+        connectors: Vec<PathBuf>,
+    },
     /// Check the configuration, database and broker; say what to fix (exit 1 if anything is wrong).
     Check {
         #[arg(long)]
@@ -159,6 +169,39 @@ fn main() -> ExitCode {
             runtime.block_on(run(config, pgoutbox::RunOptions { metrics_address }))
         }
         Command::Verify { args } => runtime.block_on(pgoutbox::verify::cli::run(args)),
+        Command::Connect { worker, connectors } => {
+            let worker = match RawConfig::load(&worker) {
+                Ok(w) => w.entries,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let mut configs = Vec::new();
+            for path in &connectors {
+                match RawConfig::load(path) {
+                    Ok(raw) => {
+                        let name = raw.entries.get("name").cloned().or(raw.source_name.clone()).unwrap_or_default();
+                        configs.push((name, raw.entries));
+                    }
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            runtime.block_on(async move {
+                let shutdown = CancellationToken::new();
+                tokio::spawn(stop_on_signal(shutdown.clone()));
+                match pgoutbox::connect(worker, configs, shutdown).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        ExitCode::from(e.exit_code() as u8)
+                    }
+                }
+            })
+        }
         Command::Offsets { action, config, set } => {
             let config = match load(&config, &set) {
                 Ok(c) => c,

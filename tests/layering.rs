@@ -8,14 +8,18 @@ use std::path::Path;
 
 /// For each module, the modules it must not import.
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("connect", &["debezium", "outbox", "config", "postgres", "kafka", "pipeline", "pgoutput", "check", "verify"]),
+    (
+        "connect",
+        &["debezium", "outbox", "config", "postgres", "kafka", "pipeline", "pgoutput", "check", "verify", "worker"],
+    ),
     ("debezium", &["outbox", "config", "postgres", "kafka", "pipeline", "check", "verify"]),
     ("outbox", &["config", "postgres", "kafka", "pipeline", "check", "verify"]),
-    ("config", &["postgres", "kafka", "pipeline", "check", "verify"]),
+    ("config", &["postgres", "kafka", "pipeline", "check", "verify", "worker"]),
     ("pgoutput", &["connect", "debezium", "outbox", "config", "postgres", "kafka", "pipeline"]),
     ("lsn", &["connect", "debezium", "outbox", "config", "postgres", "kafka", "pipeline", "pgoutput"]),
-    ("postgres", &["pipeline", "kafka", "check", "verify"]),
-    ("kafka", &["pipeline", "postgres", "check", "verify"]),
+    ("postgres", &["pipeline", "kafka", "check", "verify", "worker"]),
+    ("kafka", &["pipeline", "postgres", "check", "verify", "worker"]),
+    ("pipeline", &["worker", "check", "verify"]),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

@@ -22,7 +22,8 @@ pub use properties::{parse_json, parse_properties, RawConfig};
 pub use security::ClientSettings;
 
 pub use crate::connect::{ConfigError, Converter};
-pub use crate::outbox::options::{AdditionalField, InvalidOpBehavior, Placement, RouterConfig, EVENT_ROUTER_CLASS};
+pub use crate::outbox::options::{AdditionalField, InvalidOpBehavior, Placement, RouterConfig};
+pub use crate::outbox::EVENT_ROUTER_CLASS;
 
 use crate::connect::Reader;
 

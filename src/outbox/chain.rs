@@ -12,7 +12,7 @@ use crate::connect::record::Record;
 use crate::connect::transforms::{self, Predicate, Transform, TransformError};
 use crate::connect::{ConfigError, Reader};
 
-use super::options::EVENT_ROUTER_CLASS;
+use super::EVENT_ROUTER_CLASS;
 use crate::debezium::transforms::{self as dbz, HeaderToValue};
 
 pub const TRACING_CLASS: &str = "io.debezium.transforms.tracing.ActivateTracingSpan";

@@ -7,6 +7,9 @@
 //! Built on `debezium` (column types and values) and `connect` (converters); knows nothing of the
 //! config file, PostgreSQL connections or Kafka.
 
+/// The Outbox Event Router's class, as connector configs name it.
+pub const EVENT_ROUTER_CLASS: &str = "io.debezium.transforms.outbox.EventRouter";
+
 pub mod chain;
 pub mod dead_letter;
 pub mod heartbeat;

@@ -6,8 +6,6 @@ use regex::Regex;
 use crate::connect::{ConfigError, Converter, Reader};
 use crate::debezium::{JsonNullBehavior, TypeModes};
 
-pub const EVENT_ROUTER_CLASS: &str = "io.debezium.transforms.outbox.EventRouter";
-
 /// Router options that would change the records produced and are not implemented yet: refused
 /// rather than ignored, so nobody gets different bytes silently.
 pub const UNSUPPORTED: &[&str] = &[

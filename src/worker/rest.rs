@@ -1,0 +1,363 @@
+//! Kafka Connect's REST API (3.x/4.x paths, JSON shapes, status codes and error bodies) over the
+//! worker's connectors, on axum. Errors are `{"error_code": N, "message": "..."}`. Values of
+//! password-type keys are shown as `[hidden]` in every response.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use super::{State as ConnectorState, Target, Worker, WorkerError};
+use crate::config::security::is_secret;
+use crate::config::POSTGRES_CONNECTOR_CLASS;
+
+/// The Connect version the API speaks (Debezium 3.6's runtime).
+const CONNECT_VERSION: &str = "4.3.0";
+const DEBEZIUM_VERSION: &str = "3.6.3.Final";
+
+type Shared = Arc<Worker>;
+
+impl IntoResponse for WorkerError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(json!({"error_code": self.status, "message": self.message}))).into_response()
+    }
+}
+
+fn error(status: u16, message: impl Into<String>) -> WorkerError {
+    WorkerError { status, message: message.into() }
+}
+
+pub fn router(worker: Shared) -> axum::Router {
+    axum::Router::new()
+        .route("/", get(root))
+        .route("/connectors", get(list).post(create))
+        .route("/connectors/{name}", get(info).delete(delete))
+        .route("/connectors/{name}/config", get(config).put(put_config).patch(patch_config))
+        .route("/connectors/{name}/status", get(status))
+        .route("/connectors/{name}/tasks", get(tasks))
+        .route("/connectors/{name}/tasks/{task}/status", get(task_status))
+        .route("/connectors/{name}/tasks/{task}/restart", post(restart_task))
+        .route("/connectors/{name}/restart", post(restart))
+        .route("/connectors/{name}/pause", put(pause))
+        .route("/connectors/{name}/resume", put(resume))
+        .route("/connectors/{name}/stop", put(stop))
+        .route("/connectors/{name}/offsets", get(offsets).patch(alter_offsets).delete(reset_offsets))
+        .route("/connector-plugins", get(plugins))
+        .route("/connector-plugins/{class}/config/validate", put(validate))
+        .fallback(|| async { error(404, "HTTP 404 Not Found") })
+        .with_state(worker)
+}
+
+async fn root() -> Json<Value> {
+    Json(json!({"version": CONNECT_VERSION, "commit": env!("CARGO_PKG_VERSION"), "kafka_cluster_id": Value::Null}))
+}
+
+/// A configuration as the API shows it: password-type values hidden.
+fn shown(config: &BTreeMap<String, String>) -> Value {
+    Value::Object(
+        config
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(if is_secret(k) { "[hidden]".into() } else { v.clone() })))
+            .collect(),
+    )
+}
+
+fn info_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
+    let config = w.config(name)?;
+    Ok(json!({"name": name, "config": shown(&config), "tasks": [{"connector": name, "task": 0}], "type": "source"}))
+}
+
+fn status_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
+    let state = w.state(name)?;
+    let mut connector = json!({"state": state.name(), "worker_id": w.worker_id});
+    let mut task = json!({"id": 0, "state": state.name(), "worker_id": w.worker_id});
+    if let ConnectorState::Failed(trace) = &state {
+        task["trace"] = Value::String(trace.clone());
+        connector["state"] = Value::String("RUNNING".into());
+    }
+    if state == ConnectorState::Stopped {
+        return Ok(json!({"name": name, "connector": connector, "tasks": [], "type": "source"}));
+    }
+    Ok(json!({"name": name, "connector": connector, "tasks": [task], "type": "source"}))
+}
+
+async fn list(State(w): State<Shared>, Query(q): Query<Vec<(String, String)>>) -> Result<Json<Value>, WorkerError> {
+    let expand: Vec<String> = q.into_iter().filter(|(k, _)| k == "expand").map(|(_, v)| v).collect();
+    let names = w.names();
+    if expand.is_empty() {
+        return Ok(Json(json!(names)));
+    }
+    let mut out = Map::new();
+    for name in names {
+        let mut entry = Map::new();
+        if expand.iter().any(|e| e == "status") {
+            entry.insert("status".into(), status_of(&w, &name)?);
+        }
+        if expand.iter().any(|e| e == "info") {
+            entry.insert("info".into(), info_of(&w, &name)?);
+        }
+        out.insert(name, Value::Object(entry));
+    }
+    Ok(Json(Value::Object(out)))
+}
+
+/// A JSON object of string-able values, as Connect accepts a config.
+fn config_map(v: &Value) -> Result<BTreeMap<String, String>, WorkerError> {
+    let obj = v.as_object().ok_or_else(|| error(400, "the connector configuration must be a JSON object"))?;
+    let mut out = BTreeMap::new();
+    for (k, v) in obj {
+        let s = match v {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Null => continue,
+            _ => return Err(error(400, format!("the value of `{k}` must be a string, number or boolean"))),
+        };
+        out.insert(k.clone(), s);
+    }
+    Ok(out)
+}
+
+async fn create(State(w): State<Shared>, body: Option<Json<Value>>) -> Result<Response, WorkerError> {
+    let Some(Json(body)) = body else { return Err(error(400, "a JSON body with `name` and `config` is required")) };
+    let config = config_map(body.get("config").ok_or_else(|| error(400, "the request has no `config`"))?)?;
+    let name = match body.get("name").and_then(Value::as_str).or_else(|| config.get("name").map(String::as_str)) {
+        Some(n) if !n.trim().is_empty() => n.trim().to_string(),
+        _ => return Err(error(400, "Connector name is required")),
+    };
+    if let Some(n) = config.get("name") {
+        if *n != name {
+            return Err(error(
+                400,
+                format!("Connector name configuration ({n}) doesn't match connector name in the URL ({name})"),
+            ));
+        }
+    }
+    w.put(&name, config, false)?;
+    Ok((StatusCode::CREATED, Json(info_of(&w, &name)?)).into_response())
+}
+
+async fn info(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    Ok(Json(info_of(&w, &name)?))
+}
+
+async fn config(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    Ok(Json(shown(&w.config(&name)?)))
+}
+
+async fn put_config(
+    State(w): State<Shared>,
+    Path(name): Path<String>,
+    Json(body): Json<Value>,
+) -> Result<Response, WorkerError> {
+    let config = config_map(&body)?;
+    if let Some(n) = config.get("name") {
+        if *n != name {
+            return Err(error(
+                400,
+                format!("Connector name configuration ({n}) doesn't match connector name in the URL ({name})"),
+            ));
+        }
+    }
+    let created = w.put(&name, config, true)?;
+    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((code, Json(info_of(&w, &name)?)).into_response())
+}
+
+/// PATCH: the given keys replace the current ones; a null value removes a key.
+async fn patch_config(
+    State(w): State<Shared>,
+    Path(name): Path<String>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, WorkerError> {
+    let obj = body.as_object().ok_or_else(|| error(400, "the patch must be a JSON object"))?;
+    let mut config = w.config(&name)?;
+    for (k, v) in obj {
+        match v {
+            Value::Null => {
+                config.remove(k);
+            }
+            other => {
+                config.extend(config_map(&json!({ k: other }))?);
+            }
+        }
+    }
+    w.put(&name, config, true)?;
+    Ok(Json(info_of(&w, &name)?))
+}
+
+async fn status(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    Ok(Json(status_of(&w, &name)?))
+}
+
+async fn tasks(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    let config = w.config(&name)?;
+    Ok(Json(json!([{"id": {"connector": name, "task": 0}, "config": shown(&config)}])))
+}
+
+fn task_zero(task: &str, name: &str) -> Result<(), WorkerError> {
+    if task == "0" {
+        Ok(())
+    } else {
+        Err(error(404, format!("Task {name}-{task} not found")))
+    }
+}
+
+async fn task_status(
+    State(w): State<Shared>,
+    Path((name, task)): Path<(String, String)>,
+) -> Result<Json<Value>, WorkerError> {
+    task_zero(&task, &name)?;
+    let status = status_of(&w, &name)?;
+    status["tasks"]
+        .get(0)
+        .cloned()
+        .map(Json)
+        .ok_or_else(|| error(404, format!("No status found for task {name}-{task}")))
+}
+
+async fn restart_task(
+    State(w): State<Shared>,
+    Path((name, task)): Path<(String, String)>,
+) -> Result<StatusCode, WorkerError> {
+    task_zero(&task, &name)?;
+    w.restart(&name, false)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(serde::Deserialize, Default)]
+struct RestartQuery {
+    #[serde(rename = "includeTasks", default)]
+    include_tasks: bool,
+    #[serde(rename = "onlyFailed", default)]
+    only_failed: bool,
+}
+
+/// `POST /connectors/{name}/restart`: 204 for a plain restart; with `includeTasks` or
+/// `onlyFailed`, 202 with the status, as Connect 3.x answers.
+async fn restart(
+    State(w): State<Shared>,
+    Path(name): Path<String>,
+    Query(q): Query<RestartQuery>,
+) -> Result<Response, WorkerError> {
+    w.restart(&name, q.only_failed)?;
+    if q.include_tasks || q.only_failed {
+        return Ok((StatusCode::ACCEPTED, Json(status_of(&w, &name)?)).into_response());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn pause(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
+    w.set_target(&name, Target::Paused)?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+async fn resume(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
+    w.set_target(&name, Target::Running)?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+async fn stop(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
+    w.set_target(&name, Target::Stopped)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn delete(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
+    w.delete(&name)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Debezium's PostgreSQL offset, from the record the relay keeps of the slot it streams from.
+async fn offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    let config = w.config(&name)?;
+    let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
+    let store = crate::kafka::offsets::OffsetStore::for_connector(&cfg);
+    let recorded = store.load().await.map_err(|e| error(500, e.to_string()))?;
+    let offsets = match recorded {
+        None => json!([]),
+        Some(o) => {
+            let lsn = o.lsn.0;
+            json!([{
+                "partition": {"server": cfg.topic_prefix},
+                "offset": {"lsn": lsn, "lsn_proc": lsn, "lsn_commit": lsn, "txId": Value::Null, "ts_usec": o.ts_usec}
+            }])
+        }
+    };
+    Ok(Json(json!({ "offsets": offsets })))
+}
+
+async fn alter_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    w.config(&name)?;
+    Err(error(400, "pgoutbox keeps the connector's position in its replication slot, which cannot be moved to an arbitrary offset safely (moving it back would need WAL the server may have removed; forward skips events). Use `pgoutbox offsets reset` after dropping the slot, or snapshot.mode=always"))
+}
+
+async fn reset_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    let state = w.state(&name)?;
+    if state != ConnectorState::Stopped {
+        return Err(error(400, format!("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint")));
+    }
+    let config = w.config(&name)?;
+    let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
+    crate::kafka::offsets::OffsetStore::for_connector(&cfg).clear().await.map_err(|e| error(500, e.to_string()))?;
+    Ok(Json(json!({"message": "The offsets for this connector have been reset successfully"})))
+}
+
+async fn plugins() -> Json<Value> {
+    Json(json!([{"class": POSTGRES_CONNECTOR_CLASS, "type": "source", "version": DEBEZIUM_VERSION}]))
+}
+
+/// `PUT /connector-plugins/{class}/config/validate`: Connect's ConfigInfos, one entry per given
+/// key, with the error pgoutbox would start with attached to the key it names.
+async fn validate(
+    State(w): State<Shared>,
+    Path(class): Path<String>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, WorkerError> {
+    let short = class.rsplit('.').next().unwrap_or(&class);
+    if class != POSTGRES_CONNECTOR_CLASS && short != "PostgresConnector" {
+        return Err(error(
+            400,
+            format!("Unknown connector class: {class} (pgoutbox provides {POSTGRES_CONNECTOR_CLASS})"),
+        ));
+    }
+    let config = config_map(&body)?;
+    let problem = w.effective(&config).err().map(|e| (error_key(&e), e.to_string()));
+    let mut configs = Vec::new();
+    let mut keys: Vec<&String> = config.keys().collect();
+    if let Some((Some(k), _)) = &problem {
+        if !config.contains_key(k) {
+            keys.push(k);
+        }
+    }
+    for k in keys {
+        let errors: Vec<&str> = match &problem {
+            Some((Some(pk), msg)) if pk == k => vec![msg.as_str()],
+            _ => Vec::new(),
+        };
+        let value = config.get(k).map(|v| if is_secret(k) { "[hidden]".to_string() } else { v.clone() });
+        configs.push(json!({
+            "definition": {"name": k, "type": if is_secret(k) { "PASSWORD" } else { "STRING" }, "required": false, "default_value": Value::Null, "importance": "MEDIUM", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": k, "dependents": [], "order": -1},
+            "value": {"name": k, "value": value, "recommended_values": [], "errors": errors, "visible": true}
+        }));
+    }
+    let error_count = usize::from(problem.is_some());
+    if let Some((None, msg)) = &problem {
+        configs.push(json!({"definition": {"name": "connector", "type": "STRING", "required": false, "default_value": Value::Null, "importance": "HIGH", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": "connector", "dependents": [], "order": -1}, "value": {"name": "connector", "value": Value::Null, "recommended_values": [], "errors": [msg], "visible": true}}));
+    }
+    Ok(Json(json!({"name": class, "error_count": error_count, "groups": ["Common"], "configs": configs})))
+}
+
+fn error_key(e: &crate::config::ConfigError) -> Option<String> {
+    match e {
+        crate::config::ConfigError::Invalid { key, .. } | crate::config::ConfigError::Missing { key, .. } => {
+            Some(key.clone())
+        }
+        _ => None,
+    }
+}
