@@ -11,26 +11,40 @@ use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::lsn::Lsn;
 use crate::metrics::{Metrics, RelayState, Summary};
 
+/// Whose metrics the endpoint serves: the connector's name and `topic.prefix`.
+#[derive(Clone)]
+pub struct Relay {
+    pub connector: String,
+    pub server: String,
+    pub metrics: Arc<Metrics>,
+}
+
 /// Serves the endpoint on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    let app = axum::Router::new().fallback(handle).with_state(metrics);
+pub async fn serve(listener: TcpListener, relay: Relay, shutdown: CancellationToken) {
+    let app = axum::Router::new().fallback(handle).with_state(relay);
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await {
         tracing::warn!(error = %e, "the HTTP endpoint stopped");
     }
 }
 
-async fn handle(State(metrics): State<Arc<Metrics>>, uri: Uri) -> Response {
-    let (status, ctype, body) = respond(uri.path(), &metrics);
+async fn handle(State(relay): State<Relay>, uri: Uri) -> Response {
+    if uri.path() == "/metrics" {
+        let source =
+            crate::exposition::Source { connector: &relay.connector, server: &relay.server, metrics: &relay.metrics };
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let body = crate::exposition::render(&[source], now);
+        return ([(header::CONTENT_TYPE, crate::exposition::CONTENT_TYPE)], body).into_response();
+    }
+    let (status, ctype, body) = respond(uri.path(), &relay.metrics);
     let code = status.split(' ').next().and_then(|c| c.parse().ok()).and_then(|c| StatusCode::from_u16(c).ok());
     (code.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), [(header::CONTENT_TYPE, ctype)], body).into_response()
 }
 
 fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
     match path {
-        "/metrics" => ("200 OK", "text/plain; version=0.0.4", prometheus(m)),
         // Liveness: the process runs its loop, whatever the state (a standby or a snapshot is alive).
         "/health" | "/health/live" => ("200 OK", "text/plain", format!("{}\n", m.state().name())),
         // Readiness: events flow.
@@ -60,65 +74,15 @@ fn json(s: &Summary, received: &Summary) -> String {
     )
 }
 
-fn prometheus(m: &Metrics) -> String {
-    let g = Metrics::get;
-    let t = m.total();
-    let secs = |us: u64| us as f64 / 1e6;
-    format!(
-        "# TYPE pgoutbox_events_acked_total counter\npgoutbox_events_acked_total {}\n\
-         # TYPE pgoutbox_transactions_confirmed_total counter\npgoutbox_transactions_confirmed_total {}\n\
-         # TYPE pgoutbox_confirmed_lsn gauge\npgoutbox_confirmed_lsn {}\n\
-         # HELP pgoutbox_confirmed_lsn_text the confirmed LSN as PostgreSQL prints it\n# TYPE pgoutbox_confirmed_lsn_text gauge\npgoutbox_confirmed_lsn_text{{lsn=\"{}\"}} 1\n\
-         # TYPE pgoutbox_received_lsn gauge\npgoutbox_received_lsn {}\n\
-         # TYPE pgoutbox_streaming gauge\npgoutbox_streaming {}\n\
-         # TYPE pgoutbox_sessions_total counter\npgoutbox_sessions_total {}\n\
-         # HELP pgoutbox_unacknowledged_wait_seconds how long the oldest unacknowledged event has waited\n# TYPE pgoutbox_unacknowledged_wait_seconds gauge\npgoutbox_unacknowledged_wait_seconds {}\n\
-         # TYPE pgoutbox_commit_to_ack_seconds summary\n\
-         pgoutbox_commit_to_ack_seconds{{quantile=\"0.5\"}} {}\npgoutbox_commit_to_ack_seconds{{quantile=\"0.99\"}} {}\n\
-         pgoutbox_commit_to_ack_seconds{{quantile=\"0.999\"}} {}\npgoutbox_commit_to_ack_seconds_sum {}\npgoutbox_commit_to_ack_seconds_count {}\n",
-        g(&m.events_acked),
-        g(&m.transactions_confirmed),
-        g(&m.confirmed_lsn),
-        Lsn(g(&m.confirmed_lsn)),
-        g(&m.received_lsn),
-        u8::from(m.state() == RelayState::Streaming),
-        g(&m.sessions),
-        g(&m.unacknowledged_wait_ms) as f64 / 1e3,
-        secs(t.p50_us),
-        secs(t.p99_us),
-        secs(t.p999_us),
-        secs(t.sum_us),
-        t.count
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
-    fn sample(text: &str, name: &str) -> String {
-        let line = text
-            .lines()
-            .find(|l| l.split(' ').next() == Some(name))
-            .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
-        line[name.len() + 1..].to_string()
-    }
-
     #[test]
-    fn metrics_carry_the_counters_and_the_unacknowledged_wait() {
+    fn health_and_readiness_follow_the_state() {
         let m = Metrics::default();
-        m.events_acked.store(42, Ordering::Relaxed);
-        m.confirmed_lsn.store(0x1_0000_0010, Ordering::Relaxed);
         m.set_state(RelayState::Streaming);
-        m.unacknowledged_wait_ms.store(31_500, Ordering::Relaxed);
-        let (status, _, text) = respond("/metrics", &m);
-        assert_eq!(status, "200 OK");
-        assert_eq!(sample(&text, "pgoutbox_events_acked_total"), "42");
-        assert_eq!(sample(&text, "pgoutbox_confirmed_lsn"), "4294967312");
-        assert_eq!(sample(&text, "pgoutbox_confirmed_lsn_text{lsn=\"1/10\"}"), "1");
-        assert_eq!(sample(&text, "pgoutbox_streaming"), "1");
-        assert_eq!(sample(&text, "pgoutbox_unacknowledged_wait_seconds"), "31.5");
         assert_eq!(respond("/health", &m).0, "200 OK");
         assert_eq!(respond("/ready", &m).0, "200 OK");
         for state in [RelayState::StandingBy, RelayState::Snapshotting, RelayState::Reconnecting] {
@@ -127,7 +91,7 @@ mod tests {
             assert_eq!((live, body.trim()), ("200 OK", state.name()), "a {state:?} relay is alive");
             assert_eq!(respond("/ready", &m).0, "503 Service Unavailable", "a {state:?} relay is not ready");
         }
-        assert_eq!(sample(&respond("/metrics", &m).2, "pgoutbox_streaming"), "0");
+        assert_eq!(respond("/nope", &m).0, "404 Not Found");
     }
 
     /// A request that arrives in pieces (a client writing the request line and each header
@@ -140,7 +104,8 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         metrics.set_state(RelayState::StandingBy);
         let shutdown = CancellationToken::new();
-        tokio::spawn(serve(listener, metrics, shutdown.clone()));
+        let relay = Relay { connector: "c".into(), server: "s".into(), metrics };
+        tokio::spawn(serve(listener, relay, shutdown.clone()));
         let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
         sock.set_nodelay(true).unwrap();
         for piece in ["GET /hea", "lth HTTP/1.1\r\n", "host: x\r\n", "connection: close\r\n", "\r\n"] {
@@ -156,6 +121,14 @@ mod tests {
         let mut answer = String::new();
         sock.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 404 Not Found\r\n"), "{answer}");
+        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+        sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        sock.read_to_string(&mut answer).await.unwrap();
+        assert!(
+            answer.contains("debezium_metrics_Connected{context=\"streaming\",name=\"s\",plugin=\"postgres\"} 0"),
+            "{answer}"
+        );
         shutdown.cancel();
     }
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod connect;
 pub mod debezium;
 pub mod error;
+pub mod exposition;
 pub mod http;
 pub mod kafka;
 pub mod lsn;
@@ -55,7 +56,12 @@ pub async fn run(config: Config, options: RunOptions, shutdown: CancellationToke
                 format!("cannot listen on {addr}: {e}"),
             ))
         })?;
-        tokio::spawn(http::serve(listener, metrics.clone(), shutdown.clone()));
+        let relay = http::Relay {
+            connector: config.connector_name.clone(),
+            server: config.topic_prefix.clone(),
+            metrics: metrics.clone(),
+        };
+        tokio::spawn(http::serve(listener, relay, shutdown.clone()));
     }
     pipeline::run(config, shutdown, metrics).await
 }

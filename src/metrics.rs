@@ -55,6 +55,15 @@ pub struct Metrics {
     pub sessions: AtomicU64,
     /// How long the oldest unacknowledged event has waited (0 when none waits).
     pub unacknowledged_wait_ms: AtomicU64,
+    /// Outbox events read from the stream (Debezium's TotalNumberOfEventsSeen).
+    pub events_seen: AtomicU64,
+    /// Transactions read from the stream (Debezium's NumberOfCommittedTransactions).
+    pub transactions_seen: AtomicU64,
+    /// When the last event was read, in milliseconds since the epoch (0: none yet).
+    pub last_event_ms: AtomicU64,
+    /// How far behind its commit the last transaction with events was read, in milliseconds
+    /// (Debezium's MilliSecondsBehindSource).
+    pub behind_source_ms: AtomicU64,
     state: AtomicU8,
     latency: Mutex<Latencies>,
 }

@@ -80,7 +80,9 @@ impl Drop for Worker {
 /// The connector keys of `o` (its config minus the worker-level ones) as a JSON map.
 fn connector_json(o: &Outbox, name: &str) -> Value {
     let mut map = serde_json::Map::new();
-    for line in o.config(&[&format!("name={name}"), "database.password=hunter2"]).lines() {
+    for line in
+        o.config(&[&format!("name={name}"), "database.password=hunter2", &format!("topic.prefix={name}server")]).lines()
+    {
         if let Some((k, v)) = line.split_once('=') {
             if k != "bootstrap.servers" {
                 map.insert(k.to_string(), Value::String(v.to_string()));
@@ -146,6 +148,13 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     assert_eq!(expanded["billing"]["status"]["connector"]["state"], "RUNNING", "{expanded}");
     assert_eq!(expanded["orders"]["info"]["type"], "source", "{expanded}");
     assert_eq!(call(&addr, "GET", "/connectors/billing/tasks/0/status", None).1["state"], "RUNNING");
+    let metrics = http_get(&addr, "/metrics").expect("metrics").1;
+    assert!(metrics.contains("pgoutbox_events_acked_total{connector=\"orders\"} 1"), "{metrics}");
+    assert!(
+        metrics
+            .contains("debezium_metrics_Connected{context=\"streaming\",name=\"billingserver\",plugin=\"postgres\"}"),
+        "{metrics}"
+    );
 
     // Pause: no events flow; resume: they do.
     assert_eq!(call(&addr, "PUT", "/connectors/orders/pause", None).0, 202);
@@ -156,6 +165,15 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     assert_eq!(call(&addr, "PUT", "/connectors/orders/resume", None).0, 202);
     wait_state(&addr, "orders", "RUNNING");
     assert_eq!(consume(&a.env.broker, &[a.topic("Order")], 2, Duration::from_secs(30)).len(), 2, "resumed");
+    // The event streamed after the resume counts in Debezium's streaming metrics (the first one
+    // came with the initial snapshot).
+    let metrics = http_get(&addr, "/metrics").expect("metrics").1;
+    assert!(
+        metrics.contains(
+            "debezium_metrics_TotalNumberOfEventsSeen{context=\"streaming\",name=\"testserver\",plugin=\"postgres\"} 1"
+        ),
+        "{metrics}"
+    );
 
     // Validation errors name the key, in Connect's error body and in validate's shape.
     let mut bad = connector_json(&b, "broken");

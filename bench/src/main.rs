@@ -236,7 +236,14 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
 
 fn metric(addr: &str, name: &str) -> Option<u64> {
     let body = http_get(addr, "/metrics")?;
-    body.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).map(|v| v as u64)
+    // `name value` or `name{labels} value`.
+    body.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let rest = if rest.starts_with('{') { &rest[rest.find('}')? + 1..] } else { rest };
+            rest.trim().parse::<f64>().ok()
+        })
+        .map(|v| v as u64)
 }
 
 fn free_addr() -> anyhow::Result<String> {

@@ -80,8 +80,14 @@ const PREFIXES: &[(&str, &str)] = &[
     ("offset.", "pgoutbox keeps its position in the replication slot"),
     ("config.storage.", "no Connect cluster: pgoutbox is one process"),
     ("status.storage.", "no Connect cluster: pgoutbox is one process"),
-    ("rest.", "a worker key: `pgoutbox connect` reads it from the worker's properties; `pgoutbox run` serves no REST API"),
-    ("listeners", "a worker key: `pgoutbox connect` reads it from the worker's properties; `pgoutbox run` serves no REST API"),
+    (
+        "rest.",
+        "a worker key: `pgoutbox connect` reads it from the worker's properties; `pgoutbox run` serves no REST API",
+    ),
+    (
+        "listeners",
+        "a worker key: `pgoutbox connect` reads it from the worker's properties; `pgoutbox run` serves no REST API",
+    ),
     ("internal.", "no Connect cluster"),
     ("topic.creation.", "only topic.creation.default.partitions and .replication.factor are used"),
     ("errors.", "pgoutbox honours errors.tolerance and errors.deadletterqueue.topic.name only"),

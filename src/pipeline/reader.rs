@@ -353,9 +353,12 @@ impl<'a> Reader<'a> {
             }
             LogicalMessage::Commit(c) => {
                 self.in_transaction = false;
+                self.metrics.transactions_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if std::mem::take(&mut self.transaction_has_events) {
                     let now = crate::postgres::wire::pg_epoch_micros(SystemTime::now());
-                    self.metrics.record_received_us(now.saturating_sub(c.commit_time).max(0) as u64);
+                    let behind_us = now.saturating_sub(c.commit_time).max(0) as u64;
+                    self.metrics.record_received_us(behind_us);
+                    self.metrics.behind_source_ms.store(behind_us / 1000, std::sync::atomic::Ordering::Relaxed);
                 }
                 self.received = self.received.max(c.end_lsn);
                 self.batch.push(Item::Commit { end_lsn: c.end_lsn, commit_time: c.commit_time });
@@ -419,6 +422,8 @@ impl Reader<'_> {
                     });
                 }
                 self.transaction_has_events = true;
+                self.metrics.events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.last_event_ms.store(now_ms() as u64, std::sync::atomic::Ordering::Relaxed);
                 self.push_event(record)
             }
             Err(e) => {

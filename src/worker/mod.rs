@@ -58,6 +58,9 @@ struct Connector {
     target: Target,
     state: Arc<Mutex<State>>,
     run: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    /// The running pipeline's metrics and its `topic.prefix`.
+    metrics: Arc<Metrics>,
+    server: String,
 }
 
 /// Why a REST call cannot be carried out, with Connect's status code.
@@ -137,7 +140,15 @@ impl Worker {
             }
             None => Target::Running,
         };
-        let mut c = Connector { config, target, state: Arc::new(Mutex::new(State::Unassigned)), run: None };
+        let server = parsed.topic_prefix.clone();
+        let mut c = Connector {
+            config,
+            target,
+            state: Arc::new(Mutex::new(State::Unassigned)),
+            run: None,
+            metrics: Arc::new(Metrics::default()),
+            server,
+        };
         if target == Target::Running {
             self.start(&mut c, parsed);
         } else {
@@ -198,6 +209,7 @@ impl Worker {
         let state = c.state.clone();
         set(&state, State::Running);
         let metrics = Arc::new(Metrics::default());
+        c.metrics = metrics.clone();
         let run_token = token.clone();
         let handle = tokio::spawn(async move {
             let name = config.connector_name.clone();
@@ -210,6 +222,18 @@ impl Worker {
             }
         });
         c.run = Some((token, handle));
+    }
+
+    /// Every connector's metrics in the Prometheus exposition.
+    pub fn metrics_text(&self) -> String {
+        let connectors = self.lock();
+        let sources: Vec<crate::exposition::Source<'_>> = connectors
+            .iter()
+            .map(|(name, c)| crate::exposition::Source { connector: name, server: &c.server, metrics: &c.metrics })
+            .collect();
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        crate::exposition::render(&sources, now)
     }
 
     /// The state file: every connector's own configuration and target state.

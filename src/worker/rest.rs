@@ -49,6 +49,7 @@ pub fn router(worker: Shared) -> axum::Router {
         .route("/connectors/{name}/stop", put(stop))
         .route("/connectors/{name}/offsets", get(offsets).patch(alter_offsets).delete(reset_offsets))
         .route("/connector-plugins", get(plugins))
+        .route("/metrics", get(metrics))
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .fallback(|| async { error(404, "HTTP 404 Not Found") })
         .with_state(worker)
@@ -306,6 +307,11 @@ async fn reset_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Res
     let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
     crate::kafka::offsets::OffsetStore::for_connector(&cfg).clear().await.map_err(|e| error(500, e.to_string()))?;
     Ok(Json(json!({"message": "The offsets for this connector have been reset successfully"})))
+}
+
+/// Every connector's pgoutbox and Debezium metrics, for Prometheus.
+async fn metrics(State(w): State<Shared>) -> Response {
+    ([(axum::http::header::CONTENT_TYPE, crate::exposition::CONTENT_TYPE)], w.metrics_text()).into_response()
 }
 
 async fn plugins() -> Json<Value> {
