@@ -77,7 +77,6 @@ fn json(s: &Summary, received: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
 
     #[test]
     fn health_and_readiness_follow_the_state() {
