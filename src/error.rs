@@ -24,9 +24,9 @@ pub enum RelayError {
     #[error("{0}")]
     InvalidOperation(String),
     #[error(transparent)]
-    Delivery(#[from] DeliveryFailure),
+    Delivery(Box<DeliveryFailure>),
     #[error("the dead-letter topic refused a dead letter for good ({0}); fix errors.deadletterqueue.topic.name (create the topic, grant WRITE, raise its max.message.bytes) or unset it; the position stays before the event")]
-    DeadLetterRefused(DeliveryFailure),
+    DeadLetterRefused(Box<DeliveryFailure>),
     #[error("Kafka producer failed: {0}; resuming from the confirmed position")]
     KafkaTransient(String),
     #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]

@@ -29,8 +29,7 @@ fn strings(y: &Yaml) -> Vec<String> {
 fn exec_form(dockerfile: &str, instruction: &str) -> Vec<String> {
     let line = dockerfile
         .lines()
-        .filter(|l| l.starts_with(&format!("{instruction} ")))
-        .last()
+        .rfind(|l| l.starts_with(&format!("{instruction} ")))
         .unwrap_or_else(|| panic!("no {instruction}"));
     let json = line[instruction.len()..].trim();
     json.trim_matches(|c| c == '[' || c == ']').split(',').map(|s| s.trim().trim_matches('"').to_string()).collect()
@@ -45,7 +44,7 @@ fn dockerfile_builds_with_the_ci_command_and_runs_non_root() {
     assert!(d.contains("RUN bash scripts/build-release.sh"), "the image builds with the command CI runs");
     let ci = read("scripts/test.sh");
     assert!(ci.contains("build-release.sh"), "scripts/test.sh runs the image's build command");
-    let user = d.lines().filter(|l| l.starts_with("USER ")).last().expect("a USER");
+    let user = d.lines().rfind(|l| l.starts_with("USER ")).expect("a USER");
     assert!(!user.contains("root") && !user.trim_end().ends_with(" 0"), "{user}");
     assert_eq!(exec_form(&d, "ENTRYPOINT"), ["pgoutbox"]);
     let cmd = exec_form(&d, "CMD");

@@ -286,13 +286,13 @@ async fn dead_letter_topic_refusing_for_good_stops_the_relay() {
     let o = Outbox::new("dlq").await;
     o.create_topics(&["Order"], 1).await;
     let dlq = format!("dlq_{}", o.slot);
-    create_topics(&o.env.broker, &[dlq.clone()], 1).await;
+    create_topics(&o.env.broker, std::slice::from_ref(&dlq), 1).await;
     let tolerant = ["errors.tolerance=all", "producer.override.topic.metadata.propagation.max.ms=1000"];
     let with_dlq = format!("errors.deadletterqueue.topic.name={dlq}");
     let mut relay = Relay::start_streaming(&o.config(&[tolerant[0], tolerant[1], &with_dlq]));
     insert_n(&o, "Ordr", 1).await;
     insert_n(&o, "Order", 5).await;
-    let letters = consume(&o.env.broker, &[dlq.clone()], 1, Duration::from_secs(60));
+    let letters = consume(&o.env.broker, std::slice::from_ref(&dlq), 1, Duration::from_secs(60));
     assert_eq!(letters.len(), 1, "{}", relay.log_text());
     assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 5, Duration::from_secs(30)).len(), 5);
     assert_eq!(relay.stop().code(), Some(0));
@@ -325,7 +325,7 @@ async fn snapshot_bad_row_under_tolerance_all_is_dead_lettered() {
     let o = Outbox::new("snapshot_bad").await;
     o.create_topics(&["Order"], 1).await;
     let dlq = format!("dlq_{}", o.slot);
-    create_topics(&o.env.broker, &[dlq.clone()], 1).await;
+    create_topics(&o.env.broker, std::slice::from_ref(&dlq), 1).await;
     exec(&o, &format!("ALTER TABLE public.{} ALTER aggregatetype DROP NOT NULL", o.table)).await;
     insert_n(&o, "Order", 9).await;
     exec(&o, &format!("INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), NULL, 'x', 'Created', '{{}}')", o.table)).await;

@@ -246,7 +246,7 @@ impl Sink {
                 Err(dead_letter_error(error, topic, event_id))
             }
             Ack::Failed { seq, error, topic, event_id } => match delivery_error(error, topic, event_id) {
-                RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, f),
+                RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, *f),
                 e => Err(e),
             },
             Ack::Fatal { reason, code } => Err(RelayError::KafkaFatal { reason, code }),
@@ -376,7 +376,7 @@ impl Sink {
                 // the dead letter can stand for it in order.
                 RelayError::Delivery(f) if self.tolerance.tolerate => {
                     let refused = self.checkpoint.event_sent();
-                    self.tolerate(refused, f).map(|()| true)
+                    self.tolerate(refused, *f).map(|()| true)
                 }
                 e => Err(e),
             },
@@ -404,7 +404,7 @@ fn dead_letter_error(error: KafkaError, topic: String, event_id: String) -> Rela
 
 fn delivery_error(error: KafkaError, topic: String, event_id: String) -> RelayError {
     match kafka::is_permanent(&error) {
-        Some(fix) => RelayError::Delivery(DeliveryFailure { event_id, topic, error, fix }),
+        Some(fix) => RelayError::Delivery(Box::new(DeliveryFailure { event_id, topic, error, fix })),
         None => RelayError::KafkaTransient(format!("delivery of event `{event_id}` to `{topic}` failed: {error}")),
     }
 }
