@@ -68,7 +68,8 @@ fn main() -> anyhow::Result<()> {
 const PUBLICATION: &str = "bench_pub";
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The repository root: this crate is its `bench/` member.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let relay_bin = std::env::current_exe()?.with_file_name("pgoutbox");
     anyhow::ensure!(relay_bin.exists(), "{} not found: build with `cargo build --release --bins`", relay_bin.display());
     let mut svc = env::Services::start(root.join("scripts"))?;
