@@ -30,6 +30,9 @@ pub enum RelayError {
     #[error("Kafka producer failed: {0}; resuming from the confirmed position")]
     KafkaTransient(String),
     #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
+    KafkaCreate(#[source] rdkafka::error::KafkaError),
+    /// The broker refused the client's credentials or certificates (the message names the key).
+    #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
     KafkaConfig(String),
     #[error("the Kafka producer failed fatally: {reason}; grant this client IDEMPOTENT_WRITE (and WRITE on the topics) if it is an authorization error")]
     KafkaFatal { reason: String, code: Option<rdkafka::types::RDKafkaErrorCode> },
@@ -73,7 +76,10 @@ impl RelayError {
             RelayError::Setup(_) => 4,
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
             RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) => 6,
-            RelayError::KafkaTransient(_) | RelayError::KafkaConfig(_) | RelayError::KafkaFatal { .. } => 7,
+            RelayError::KafkaTransient(_)
+            | RelayError::KafkaCreate(_)
+            | RelayError::KafkaConfig(_)
+            | RelayError::KafkaFatal { .. } => 7,
             RelayError::SlotDropped(_) | RelayError::SlotLost { .. } => 8,
         }
     }

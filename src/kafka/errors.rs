@@ -10,6 +10,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 pub struct DeliveryFailure {
     pub event_id: String,
     pub topic: String,
+    #[source]
     pub error: KafkaError,
     pub fix: &'static str,
 }

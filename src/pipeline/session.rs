@@ -87,7 +87,7 @@ pub async fn run(
         return Ok(());
     };
     // Only now, with the slot ours: a standby builds no producer.
-    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
+    let producer = Producer::new(&cfg.kafka).map_err(RelayError::KafkaCreate)?;
     state.streamed = true;
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
     metrics.set_state(RelayState::Streaming);
@@ -373,7 +373,7 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let (cfg, params, context, shutdown, metrics) = (ctx.cfg, &ctx.params, ctx.context, ctx.shutdown, ctx.metrics);
     let sql = setup::connect_sql(params).await?;
     snapshot::begin(&sql, exported).await?;
-    let producer = Producer::new(&cfg.kafka).map_err(|e| RelayError::KafkaConfig(e.to_string()))?;
+    let producer = Producer::new(&cfg.kafka).map_err(RelayError::KafkaCreate)?;
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
     let sink = Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone())
