@@ -175,27 +175,23 @@ impl Router {
             }
         }
         let record = self.connect_record(plan, tuple, timestamp_ms, leading)?;
-        let event = || match record.headers.iter().rev().find(|h| &*h.key == "id") {
-            Some(h) => match header::encode(h.data.schema(), &h.data.value) {
-                Some(t) => format!("event `{}` of `{}`", String::from_utf8_lossy(&t), plan.table),
-                None => format!("an event of `{}`", plan.table),
-            },
-            None => format!("an event of `{}`", plan.table),
-        };
-        let what = event();
+        // The event's description for errors, only built when one happens.
+        let id_header = (!self.cfg.chain.after.is_empty())
+            .then(|| record.headers.iter().rev().find(|h| &*h.key == "id").cloned())
+            .flatten();
         let record = match chain::apply(&self.cfg.chain.after, record) {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(None),
             Err((alias, e)) => {
                 return Err(RouteError {
-                    what,
+                    what: describe(&plan.table, id_header.as_slice()),
                     problem: format!("transform `{alias}` failed: {e}"),
                     fix: format!("check transforms.{alias}.* against the records the Event Router produces"),
                 })
             }
         };
         let encoded = self.converters().encode(&record).map_err(|e| RouteError {
-            what,
+            what: describe(&plan.table, &record.headers),
             problem: format!("the record cannot be converted: {e}"),
             fix:
                 "check key.converter, value.converter and header.converter against the record's key, value and headers"
@@ -359,6 +355,14 @@ impl Router {
         let t: Arc<str> = Arc::from(t);
         self.topics.insert(route_value.to_string(), t.clone());
         Ok(t)
+    }
+}
+
+/// "event `<id>` of `<table>`" from the record's `id` header, for errors.
+fn describe(table: &str, headers: &[Header]) -> String {
+    match headers.iter().rev().find(|h| &*h.key == "id").and_then(|h| header::encode(h.data.schema(), &h.data.value)) {
+        Some(t) => format!("event `{}` of `{table}`", String::from_utf8_lossy(&t)),
+        None => format!("an event of `{table}`"),
     }
 }
 
