@@ -169,39 +169,7 @@ fn main() -> ExitCode {
             runtime.block_on(run(config, pgoutbox::RunOptions { metrics_address }))
         }
         Command::Verify { args } => runtime.block_on(pgoutbox::verify::cli::run(args)),
-        Command::Connect { worker, connectors } => {
-            let worker = match RawConfig::load(&worker) {
-                Ok(w) => w.entries,
-                Err(e) => {
-                    tracing::error!("{e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let mut configs = Vec::new();
-            for path in &connectors {
-                match RawConfig::load(path) {
-                    Ok(raw) => {
-                        let name = raw.entries.get("name").cloned().or(raw.source_name.clone()).unwrap_or_default();
-                        configs.push((name, raw.entries));
-                    }
-                    Err(e) => {
-                        tracing::error!("{e}");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            runtime.block_on(async move {
-                let shutdown = CancellationToken::new();
-                tokio::spawn(stop_on_signal(shutdown.clone()));
-                match pgoutbox::connect(worker, configs, shutdown).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        tracing::error!("{e}");
-                        ExitCode::from(e.exit_code() as u8)
-                    }
-                }
-            })
-        }
+        Command::Connect { worker, connectors } => connect(&runtime, &worker, &connectors),
         Command::Offsets { action, config, set } => {
             let config = match load(&config, &set) {
                 Ok(c) => c,
@@ -231,6 +199,41 @@ fn main() -> ExitCode {
             consume(&bootstrap_servers, &topics, count, idle_ms)
         }
     }
+}
+
+/// `connect`: the worker with the connectors of `files`, until a signal stops it.
+fn connect(runtime: &tokio::runtime::Runtime, worker: &std::path::Path, files: &[PathBuf]) -> ExitCode {
+    let worker = match RawConfig::load(worker) {
+        Ok(w) => w.entries,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut configs = Vec::new();
+    for path in files {
+        match RawConfig::load(path) {
+            Ok(raw) => {
+                let name = raw.entries.get("name").cloned().or(raw.source_name.clone()).unwrap_or_default();
+                configs.push((name, raw.entries));
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(stop_on_signal(shutdown.clone()));
+        match pgoutbox::connect(worker, configs, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!("{e}");
+                ExitCode::from(e.exit_code() as u8)
+            }
+        }
+    })
 }
 
 /// `run`: the relay until a signal stops it; the exit code names the kind of error.
