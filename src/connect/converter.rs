@@ -102,27 +102,15 @@ impl Converter {
         }
     }
 
-    /// A header's bytes under `header.converter` (`None`: SimpleHeaderConverter), schemaless or not.
-    pub fn encode_header_data(
+    /// A header's bytes under `header.converter` (`None`: SimpleHeaderConverter), schemaless or not;
+    /// another converter's `fromConnectHeader` is its `fromConnectData`.
+    pub fn encode_header(
         converter: Option<Converter>,
         data: &super::record::Data,
     ) -> Result<Option<Bytes>, ConvertError> {
         match converter {
             None => Ok(header::encode(data.schema(), &data.value)),
             Some(c) => c.encode(data.schema(), &data.value),
-        }
-    }
-
-    /// A header's bytes under `header.converter` (`None`: SimpleHeaderConverter); another
-    /// converter's `fromConnectHeader` is its `fromConnectData`.
-    pub fn encode_header(
-        converter: Option<Converter>,
-        schema: &Schema,
-        value: &Value,
-    ) -> Result<Option<Bytes>, ConvertError> {
-        match converter {
-            None => Ok(header::encode(Some(schema), value)),
-            Some(c) => c.encode(Some(schema), value),
         }
     }
 }

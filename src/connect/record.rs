@@ -74,7 +74,7 @@ impl Converters {
         let value = self.value.encode(record.value.schema(), &record.value.value)?;
         let mut headers = Vec::with_capacity(record.headers.len());
         for h in &record.headers {
-            headers.push((h.key.clone(), Converter::encode_header_data(self.header, &h.data)?));
+            headers.push((h.key.clone(), Converter::encode_header(self.header, &h.data)?));
         }
         Ok(Encoded { key, value, headers })
     }

@@ -411,7 +411,8 @@ impl Reader<'_> {
         if self.cfg.skipped.insert {
             return Ok(());
         }
-        match self.router.route(plan, &i.new, now_ms()) {
+        let now = now_ms();
+        match self.router.route(plan, &i.new, now) {
             // A transform dropped it (Filter): the position passes it like any row without an event.
             Ok(None) => {}
             Ok(Some(mut record)) => {
@@ -423,7 +424,7 @@ impl Reader<'_> {
                 }
                 self.transaction_has_events = true;
                 self.metrics.events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.metrics.last_event_ms.store(now_ms() as u64, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.last_event_ms.store(now as u64, std::sync::atomic::Ordering::Relaxed);
                 self.push_event(record)
             }
             Err(e) => {

@@ -1204,17 +1204,9 @@ pub fn chain_envelope_struct_transforms() -> Case {
 pub fn chain_hoist_extract_timestamp_router() -> Case {
     let day = {
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-        let days = secs.div_euclid(86_400);
-        // civil_from_days
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let d = doy - (153 * mp + 2) / 5 + 1;
-        let m = if mp < 10 { mp + 3 } else { mp - 9 };
-        format!("{:04}{m:02}{d:02}", yoe + era * 400 + i64::from(m <= 2))
+        // The topic Debezium names from the record time: today in UTC (both relays run now).
+        let (y, m, d) = pgoutbox::connect::java::date::civil_from_days(secs.div_euclid(86_400));
+        format!("{y:04}{m:02}{d:02}")
     };
     let topic: &'static str = Box::leak(format!("{ORDER}-{day}").into_boxed_str());
     let mut p = converters(STRING, false, JSON, false);

@@ -77,7 +77,8 @@ fn arrays_as_value_and_header() {
     let v = Value::Array(vec![Value::text("a"), Value::Null, Value::text("q\"x")]);
     let text = |b: Option<Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
     assert_eq!(text(Converter::String.encode(Some(&schema), &v).unwrap()), "[a, null, q\"x]");
-    assert_eq!(text(Converter::encode_header(None, &schema, &v).unwrap()), r#"["a",null,"q\"x"]"#);
+    let data = crate::connect::record::Data::new(std::sync::Arc::new(schema.clone()), v.clone());
+    assert_eq!(text(Converter::encode_header(None, &data).unwrap()), r#"["a",null,"q\"x"]"#);
     assert_eq!(
         text(Converter::Json { schemas: true }.encode(Some(&schema), &v).unwrap()),
         r#"{"schema":{"type":"array","items":{"type":"string","optional":true},"optional":true},"payload":["a",null,"q\"x"]}"#

@@ -236,14 +236,7 @@ pub struct ValueToKey {
 
 impl ValueToKey {
     pub(super) fn parse(mut o: Options<'_, '_>) -> Result<Self, ConfigError> {
-        let fields = o.list("fields");
-        if fields.is_empty() {
-            return Err(ConfigError::Missing {
-                key: o.key("fields"),
-                hint: "the value's fields that make the key".into(),
-            });
-        }
-        Ok(ValueToKey { fields })
+        Ok(ValueToKey { fields: o.required_list("fields", "the value's fields that make the key")? })
     }
 
     pub(super) fn apply(&self, r: &mut Record) -> Result<(), TransformError> {

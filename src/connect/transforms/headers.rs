@@ -69,14 +69,7 @@ pub struct DropHeaders {
 
 impl DropHeaders {
     pub(super) fn parse(mut o: Options<'_, '_>) -> Result<Self, ConfigError> {
-        let headers = o.list("headers");
-        if headers.is_empty() {
-            return Err(ConfigError::Missing {
-                key: o.key("headers"),
-                hint: "the names of the headers to drop".into(),
-            });
-        }
-        Ok(DropHeaders { headers })
+        Ok(DropHeaders { headers: o.required_list("headers", "the names of the headers to drop")? })
     }
 
     pub(super) fn apply(&self, r: &mut Record) {

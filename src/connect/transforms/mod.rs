@@ -198,6 +198,15 @@ impl Options<'_, '_> {
             .unwrap_or_default()
     }
 
+    /// A LIST option that must name at least one item.
+    fn required_list(&mut self, name: &str, hint: &str) -> Result<Vec<String>, ConfigError> {
+        let items = self.list(name);
+        if items.is_empty() {
+            return Err(ConfigError::Missing { key: self.key(name), hint: hint.into() });
+        }
+        Ok(items)
+    }
+
     fn invalid(&self, name: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::invalid(&self.key(name), message)
     }
