@@ -27,15 +27,12 @@ pub enum RelayError {
     Delivery(Box<DeliveryFailure>),
     #[error("the dead-letter topic refused a dead letter for good ({0}); fix errors.deadletterqueue.topic.name (create the topic, grant WRITE, raise its max.message.bytes) or unset it; the position stays before the event")]
     DeadLetterRefused(Box<DeliveryFailure>),
-    #[error("Kafka producer failed: {0}; resuming from the confirmed position")]
-    KafkaTransient(String),
-    #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
-    KafkaCreate(#[source] rdkafka::error::KafkaError),
-    /// The broker refused the client's credentials or certificates (the message names the key).
-    #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
-    KafkaConfig(String),
-    #[error("the Kafka producer failed fatally: {reason}; grant this client IDEMPOTENT_WRITE (and WRITE on the topics) if it is an authorization error")]
-    KafkaFatal { reason: String, code: Option<rdkafka::types::RDKafkaErrorCode> },
+    #[error(transparent)]
+    Kafka(#[from] crate::kafka::Error),
+    /// One of the session's own tasks (the sink) stopped unexpectedly; a new session starts over from
+    /// the confirmed position.
+    #[error("{0}; resuming from the confirmed position")]
+    TaskStopped(String),
     #[error("replication slot `{0}` disappeared while pgoutbox was using it; recreating it could skip events, so stopping: check what dropped it, then restart pgoutbox (it creates the slot)")]
     SlotDropped(String),
     #[error("replication slot `{slot}` does not exist, but this connector streamed from it before (up to {lsn}, as recorded in Kafka topic `{topic}`): the slot was dropped, invalidated or lost in a failover while pgoutbox was stopped, and events committed since {lsn} may never have been published. Creating a new slot would silently skip them, so stopping. To publish what is still in the outbox table and go on, start once with snapshot.mode=when_needed; to go on from the current position and accept the loss, run `pgoutbox offsets reset --config <file>`; `pgoutbox verify` shows what is missing")]
@@ -55,10 +52,8 @@ impl RelayError {
     pub fn is_retryable(&self) -> bool {
         match self {
             RelayError::Postgres(e) => e.is_retryable(),
-            RelayError::KafkaTransient(_) => true,
-            // A fresh producer (a new session) recovers from a lost idempotence state, not from a
-            // missing permission.
-            RelayError::KafkaFatal { code, .. } => !code.is_some_and(crate::kafka::errors::is_authorization),
+            RelayError::Kafka(e) => e.is_retryable(),
+            RelayError::TaskStopped(_) => true,
             _ => false,
         }
     }
@@ -76,10 +71,7 @@ impl RelayError {
             RelayError::Setup(_) => 4,
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
             RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) => 6,
-            RelayError::KafkaTransient(_)
-            | RelayError::KafkaCreate(_)
-            | RelayError::KafkaConfig(_)
-            | RelayError::KafkaFatal { .. } => 7,
+            RelayError::Kafka(_) | RelayError::TaskStopped(_) => 7,
             RelayError::SlotDropped(_) | RelayError::SlotLost { .. } => 8,
         }
     }
@@ -93,11 +85,15 @@ mod tests {
     /// Retryability comes from the error's kind, never from its text.
     #[test]
     fn a_fatal_producer_error_is_retried_unless_a_permission_is_missing() {
-        let fatal = |code, reason: &str| RelayError::KafkaFatal { reason: reason.into(), code };
+        let fatal = |code, reason: &str| RelayError::from(crate::kafka::Error::Fatal { reason: reason.into(), code });
         assert!(fatal(Some(C::OutOfOrderSequenceNumber), "not authorized? no: sequence").is_retryable());
         assert!(fatal(None, "authorization").is_retryable());
         assert!(!fatal(Some(C::TopicAuthorizationFailed), "whatever the text says").is_retryable());
         assert!(!fatal(Some(C::ClusterAuthorizationFailed), "").is_retryable());
         assert_eq!(fatal(None, "x").exit_code(), 7);
+        let transient = crate::kafka::Error::transient("creating topic `t`", "the text says not authorized");
+        assert!(RelayError::from(transient).is_retryable());
+        let refused = crate::kafka::Error::Refused("SASL authentication failed; check sasl.jaas.config".into());
+        assert!(!RelayError::from(refused).is_retryable());
     }
 }

@@ -1,8 +1,49 @@
-//! Which Kafka errors can never succeed on retry. Everything else is transient: librdkafka retries it
-//! itself (the idempotent producer keeps order), and if it still surfaces, the relay resumes from the
-//! confirmed position.
+//! Kafka's errors by consequence, and which of librdkafka's codes can never succeed on retry.
+//! Everything else is transient: librdkafka retries it itself (the idempotent producer keeps order),
+//! and if it still surfaces, the relay resumes from the confirmed position.
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// A failure of the Kafka side of a session, classified by what the relay does next: only
+/// [`Error::Transient`] (and a fatal producer error that is not a missing permission) is retried, and
+/// that decision comes from the kind, never from the message.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// librdkafka refused the client's settings before connecting.
+    #[error("cannot create the Kafka producer: {0}; check bootstrap.servers and producer settings")]
+    Create(#[source] KafkaError),
+    /// The cluster refused the client's credentials, certificates or permissions; the message names
+    /// the setting or the grant to fix.
+    #[error("the Kafka cluster refused this client: {0}")]
+    Refused(String),
+    /// The idempotent producer failed fatally; nothing queued in it will be delivered.
+    #[error("the Kafka producer failed fatally: {reason}; grant this client IDEMPOTENT_WRITE (and WRITE on the topics) if it is an authorization error")]
+    Fatal { reason: String, code: Option<RDKafkaErrorCode> },
+    /// A Kafka operation failed for a passing reason (the cluster is unreachable, a broker went away).
+    #[error("{what} failed: {source}; resuming from the confirmed position")]
+    Transient {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl Error {
+    /// A transient failure of `what`, keeping its cause.
+    pub fn transient(what: impl Into<String>, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Error::Transient { what: what.into(), source: source.into() }
+    }
+
+    /// Whether a new session can succeed: a fresh producer recovers from a lost idempotence state,
+    /// not from a missing permission.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Transient { .. } => true,
+            Error::Fatal { code, .. } => !code.is_some_and(is_authorization),
+            Error::Create(_) | Error::Refused(_) => false,
+        }
+    }
+}
 
 /// A record the broker refused for good, with what the operator needs to fix it.
 #[derive(Debug, Clone, thiserror::Error)]

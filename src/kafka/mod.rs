@@ -6,5 +6,5 @@ pub mod offsets;
 mod producer;
 pub mod security;
 
-pub use errors::{is_permanent, DeliveryFailure};
+pub use errors::{is_permanent, DeliveryFailure, Error};
 pub use producer::{base_config, base_record, client_config, create_topics, Ack, Producer};

@@ -87,7 +87,7 @@ pub async fn run(
         return Ok(());
     };
     // Only now, with the slot ours: a standby builds no producer.
-    let producer = Producer::new(&cfg.kafka).map_err(RelayError::KafkaCreate)?;
+    let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
     state.streamed = true;
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
     metrics.set_state(RelayState::Streaming);
@@ -104,7 +104,7 @@ pub async fn run(
     let reader_result = reader.run(shutdown).await;
     let sink_result = match sink.await {
         Ok(r) => r,
-        Err(e) => Err(RelayError::KafkaTransient(format!("the sink task failed: {e}"))),
+        Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
     let result = match (reader_result, sink_result) {
         // A definite error wins: it is what the operator must act on.
@@ -319,9 +319,9 @@ async fn kafka_preflight(cfg: &Config) -> Result<(), RelayError> {
     let kafka = cfg.kafka.clone();
     match tokio::task::spawn_blocking(move || preflight(&kafka, Duration::from_secs(10))).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(PreflightError::Refused(why))) => Err(RelayError::KafkaConfig(why)),
-        Ok(Err(e)) => Err(RelayError::KafkaTransient(e.to_string())),
-        Err(e) => Err(RelayError::KafkaTransient(format!("the Kafka preflight failed: {e}"))),
+        Ok(Err(PreflightError::Refused(why))) => Err(crate::kafka::Error::Refused(why).into()),
+        Ok(Err(e)) => Err(crate::kafka::Error::transient("reaching the Kafka cluster", e).into()),
+        Err(e) => Err(RelayError::TaskStopped(format!("the Kafka preflight failed: {e}"))),
     }
 }
 
@@ -333,12 +333,13 @@ fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) ->
     };
     match code {
         Some(C::TopicAuthorizationFailed | C::ClusterAuthorizationFailed | C::GroupAuthorizationFailed) => {
-            RelayError::KafkaConfig(format!(
+            crate::kafka::Error::Refused(format!(
                 "{e}; pgoutbox records the slot it streams from in this topic: grant this client READ, WRITE and CREATE on `{}`, or name another with offset.storage.topic",
                 offsets.topic()
             ))
+            .into()
         }
-        _ => RelayError::KafkaTransient(e.to_string()),
+        _ => crate::kafka::Error::transient("the offsets topic", e).into(),
     }
 }
 
@@ -373,7 +374,7 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let (cfg, params, context, shutdown, metrics) = (ctx.cfg, &ctx.params, ctx.context, ctx.shutdown, ctx.metrics);
     let sql = setup::connect_sql(params).await?;
     snapshot::begin(&sql, exported).await?;
-    let producer = Producer::new(&cfg.kafka).map_err(RelayError::KafkaCreate)?;
+    let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
     let sink = Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone())
@@ -381,7 +382,7 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx).await;
     drop(tx);
-    let sink_result = sink.await.map_err(|e| RelayError::KafkaTransient(format!("the snapshot sink failed: {e}")))?;
+    let sink_result = sink.await.map_err(|e| RelayError::TaskStopped(format!("the snapshot sink failed: {e}")))?;
     sink_result?;
     published?;
     sql.batch_execute("COMMIT").await.map_err(PgError::Sql)?;

@@ -148,10 +148,10 @@ impl Sink {
                     // Stopping anyway: a delivery that failed for a passing reason (the broker went
                     // away) is like one not acknowledged in time. The position stays before it and
                     // the event is published again on restart.
-                    Err(RelayError::KafkaTransient(reason)) => {
+                    Err(RelayError::Kafka(kafka::Error::Transient { what, source })) => {
                         tracing::warn!(
                             unacknowledged = self.checkpoint.in_flight(),
-                            "stopped waiting for acknowledgements after a delivery failed ({reason}); those events will be published again on restart"
+                            "stopped waiting for acknowledgements after {what} failed ({source}); those events will be published again on restart"
                         );
                         break;
                     }
@@ -195,7 +195,7 @@ impl Sink {
 
     /// Serves the producer's events and applies their reports, in order.
     fn serve(&mut self, ready: std::io::Result<()>) -> Result<(), RelayError> {
-        ready.map_err(|e| RelayError::KafkaTransient(format!("waiting for delivery reports: {e}")))?;
+        ready.map_err(|e| kafka::Error::transient("waiting for delivery reports", e))?;
         let mut acks = std::mem::take(&mut self.acks);
         self.producer.serve(&mut acks);
         let oldest = self.checkpoint.acked_below();
@@ -249,8 +249,8 @@ impl Sink {
                 RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, *f),
                 e => Err(e),
             },
-            Ack::Fatal { reason, code } => Err(RelayError::KafkaFatal { reason, code }),
-            Ack::Refused(reason) => Err(RelayError::KafkaConfig(reason)),
+            Ack::Fatal { reason, code } => Err(kafka::Error::Fatal { reason, code }.into()),
+            Ack::Refused(reason) => Err(kafka::Error::Refused(reason).into()),
         }
     }
 
@@ -306,7 +306,7 @@ impl Sink {
             if !self.created.contains(topic) {
                 kafka::create_topics(&self.kafka, &[topic], tc.partitions, tc.replication_factor)
                     .await
-                    .map_err(|e| RelayError::KafkaTransient(format!("creating topic `{topic}`: {e}")))?;
+                    .map_err(|e| kafka::Error::transient(format!("creating topic `{topic}`"), e))?;
                 self.created.insert(topic.clone());
             }
         }
@@ -405,6 +405,6 @@ fn dead_letter_error(error: KafkaError, topic: String, event_id: String) -> Rela
 fn delivery_error(error: KafkaError, topic: String, event_id: String) -> RelayError {
     match kafka::is_permanent(&error) {
         Some(fix) => RelayError::Delivery(Box::new(DeliveryFailure { event_id, topic, error, fix })),
-        None => RelayError::KafkaTransient(format!("delivery of event `{event_id}` to `{topic}` failed: {error}")),
+        None => kafka::Error::transient(format!("delivery of event `{event_id}` to `{topic}`"), error).into(),
     }
 }

@@ -99,7 +99,7 @@ pub async fn publish(
     // Wait until the broker acknowledged every snapshot record.
     let (done, acked) = oneshot::channel();
     send(tx, vec![Item::Barrier(done)]).await?;
-    acked.await.map_err(|_| RelayError::KafkaTransient("the sink stopped during the snapshot".into()))?;
+    acked.await.map_err(|_| RelayError::TaskStopped("the sink stopped during the snapshot".into()))?;
     tracing::info!(records = count, "snapshot: every existing row published");
     Ok(count)
 }
@@ -108,5 +108,5 @@ async fn send(tx: &mpsc::Sender<Vec<Item>>, batch: Vec<Item>) -> Result<(), Rela
     if batch.is_empty() {
         return Ok(());
     }
-    tx.send(batch).await.map_err(|_| RelayError::KafkaTransient("the sink stopped during the snapshot".into()))
+    tx.send(batch).await.map_err(|_| RelayError::TaskStopped("the sink stopped during the snapshot".into()))
 }
