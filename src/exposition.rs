@@ -74,72 +74,120 @@ fn as_i64(v: u64) -> i64 {
 /// The metrics of every relay, in OpenMetrics text.
 pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
     let mut r = Registry::default();
-    let acked = counter(&mut r, "pgoutbox_events_acked", "Events the broker acknowledged");
-    let confirmed = counter(&mut r, "pgoutbox_transactions_confirmed", "Transactions whose position was confirmed");
-    let sessions = counter(&mut r, "pgoutbox_sessions", "Replication sessions started");
-    let confirmed_lsn = int_gauge::<Connector>(&mut r, "pgoutbox_confirmed_lsn", "The confirmed LSN, as a number");
-    let lsn_text =
-        int_gauge::<Lsns>(&mut r, "pgoutbox_confirmed_lsn_text", "The confirmed LSN as PostgreSQL prints it");
-    let received_lsn = int_gauge::<Connector>(&mut r, "pgoutbox_received_lsn", "The LSN received from the server");
-    let streaming = int_gauge::<Connector>(&mut r, "pgoutbox_streaming", "1 while streaming");
-    let wait = FloatGauges::<Connector>::default();
-    r.register(
-        "pgoutbox_unacknowledged_wait_seconds",
-        "How long the oldest unacknowledged event has waited",
-        wait.clone(),
-    );
-    let latency = FloatGauges::<Quantile>::default();
-    r.register(
-        "pgoutbox_commit_to_ack_seconds",
-        "Commit-to-acknowledgement latency quantiles since start",
-        latency.clone(),
-    );
-    let dbz =
-        |r: &mut Registry, attr: &str, help: &str| int_gauge::<Debezium>(r, &format!("debezium_metrics_{attr}"), help);
-    let behind = dbz(&mut r, "MilliSecondsBehindSource", "Milliseconds between the last event's commit and its read");
-    let since = dbz(&mut r, "MilliSecondsSinceLastEvent", "Milliseconds since the last event was read (-1: none)");
-    let seen = dbz(&mut r, "TotalNumberOfEventsSeen", "Outbox events read");
-    let created = dbz(&mut r, "TotalNumberOfCreateEventsSeen", "Outbox INSERTs read");
-    let committed = dbz(&mut r, "NumberOfCommittedTransactions", "Transactions read");
-    let connected = dbz(&mut r, "Connected", "1 while the replication connection streams");
-    let snapshot_running = dbz(&mut r, "SnapshotRunning", "1 while the initial snapshot runs");
+    let own = Own::register(&mut r);
+    let debezium = DebeziumMetrics::register(&mut r);
     for s in sources {
-        let m = s.metrics;
-        let g = Metrics::get;
-        let c = Connector { connector: s.connector.to_string() };
-        acked.get_or_create(&c).inc_by(g(&m.events_acked));
-        confirmed.get_or_create(&c).inc_by(g(&m.transactions_confirmed));
-        sessions.get_or_create(&c).inc_by(g(&m.sessions));
-        confirmed_lsn.get_or_create(&c).set(as_i64(g(&m.confirmed_lsn)));
-        lsn_text
-            .get_or_create(&Lsns { connector: c.connector.clone(), lsn: Lsn(g(&m.confirmed_lsn)).to_string() })
-            .set(1);
-        received_lsn.get_or_create(&c).set(as_i64(g(&m.received_lsn)));
-        let state = m.state();
-        streaming.get_or_create(&c).set(i64::from(state == RelayState::Streaming));
-        wait.get_or_create(&c).set(g(&m.unacknowledged_wait_ms) as f64 / 1e3);
-        let t = m.total();
-        for (q, us) in [("0.5", t.p50_us), ("0.99", t.p99_us), ("0.999", t.p999_us)] {
-            latency
-                .get_or_create(&Quantile { connector: c.connector.clone(), quantile: q.into() })
-                .set(us as f64 / 1e6);
-        }
-        let labels =
-            |context: &str| Debezium { context: context.into(), name: s.server.to_string(), plugin: "postgres".into() };
-        let streaming_labels = labels("streaming");
-        let last = g(&m.last_event_ms);
-        behind.get_or_create(&streaming_labels).set(if last == 0 { -1 } else { as_i64(g(&m.behind_source_ms)) });
-        since.get_or_create(&streaming_labels).set(if last == 0 { -1 } else { as_i64(now_ms.saturating_sub(last)) });
-        seen.get_or_create(&streaming_labels).set(as_i64(g(&m.events_seen)));
-        created.get_or_create(&streaming_labels).set(as_i64(g(&m.events_seen)));
-        committed.get_or_create(&streaming_labels).set(as_i64(g(&m.transactions_seen)));
-        connected.get_or_create(&streaming_labels).set(i64::from(state == RelayState::Streaming));
-        snapshot_running.get_or_create(&labels("snapshot")).set(i64::from(state == RelayState::Snapshotting));
+        own.observe(s);
+        debezium.observe(s, now_ms);
     }
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &r);
     out
+}
+
+/// pgoutbox's own metrics, labelled by connector.
+struct Own {
+    acked: Family<Connector, Counter>,
+    confirmed: Family<Connector, Counter>,
+    sessions: Family<Connector, Counter>,
+    confirmed_lsn: IntGauges<Connector>,
+    lsn_text: IntGauges<Lsns>,
+    received_lsn: IntGauges<Connector>,
+    streaming: IntGauges<Connector>,
+    wait: FloatGauges<Connector>,
+    latency: FloatGauges<Quantile>,
+}
+
+impl Own {
+    fn register(r: &mut Registry) -> Self {
+        let wait = FloatGauges::<Connector>::default();
+        r.register(
+            "pgoutbox_unacknowledged_wait_seconds",
+            "How long the oldest unacknowledged event has waited",
+            wait.clone(),
+        );
+        let latency = FloatGauges::<Quantile>::default();
+        r.register(
+            "pgoutbox_commit_to_ack_seconds",
+            "Commit-to-acknowledgement latency quantiles since start",
+            latency.clone(),
+        );
+        Own {
+            acked: counter(r, "pgoutbox_events_acked", "Events the broker acknowledged"),
+            confirmed: counter(r, "pgoutbox_transactions_confirmed", "Transactions whose position was confirmed"),
+            sessions: counter(r, "pgoutbox_sessions", "Replication sessions started"),
+            confirmed_lsn: int_gauge(r, "pgoutbox_confirmed_lsn", "The confirmed LSN, as a number"),
+            lsn_text: int_gauge(r, "pgoutbox_confirmed_lsn_text", "The confirmed LSN as PostgreSQL prints it"),
+            received_lsn: int_gauge(r, "pgoutbox_received_lsn", "The LSN received from the server"),
+            streaming: int_gauge(r, "pgoutbox_streaming", "1 while streaming"),
+            wait,
+            latency,
+        }
+    }
+
+    fn observe(&self, s: &Source<'_>) {
+        let m = s.metrics;
+        let g = Metrics::get;
+        let c = Connector { connector: s.connector.to_string() };
+        self.acked.get_or_create(&c).inc_by(g(&m.events_acked));
+        self.confirmed.get_or_create(&c).inc_by(g(&m.transactions_confirmed));
+        self.sessions.get_or_create(&c).inc_by(g(&m.sessions));
+        self.confirmed_lsn.get_or_create(&c).set(as_i64(g(&m.confirmed_lsn)));
+        let lsn = Lsn(g(&m.confirmed_lsn)).to_string();
+        self.lsn_text.get_or_create(&Lsns { connector: c.connector.clone(), lsn }).set(1);
+        self.received_lsn.get_or_create(&c).set(as_i64(g(&m.received_lsn)));
+        self.streaming.get_or_create(&c).set(i64::from(m.state() == RelayState::Streaming));
+        self.wait.get_or_create(&c).set(g(&m.unacknowledged_wait_ms) as f64 / 1e3);
+        let t = m.total();
+        for (q, us) in [("0.5", t.p50_us), ("0.99", t.p99_us), ("0.999", t.p999_us)] {
+            let labels = Quantile { connector: c.connector.clone(), quantile: q.into() };
+            self.latency.get_or_create(&labels).set(us as f64 / 1e6);
+        }
+    }
+}
+
+/// Debezium's streaming and snapshot metrics, as its JMX exporter names and labels them.
+struct DebeziumMetrics {
+    behind: IntGauges<Debezium>,
+    since: IntGauges<Debezium>,
+    seen: IntGauges<Debezium>,
+    created: IntGauges<Debezium>,
+    committed: IntGauges<Debezium>,
+    connected: IntGauges<Debezium>,
+    snapshot_running: IntGauges<Debezium>,
+}
+
+impl DebeziumMetrics {
+    fn register(r: &mut Registry) -> Self {
+        let mut dbz = |attr: &str, help: &str| int_gauge::<Debezium>(r, &format!("debezium_metrics_{attr}"), help);
+        DebeziumMetrics {
+            behind: dbz("MilliSecondsBehindSource", "Milliseconds between the last event's commit and its read"),
+            since: dbz("MilliSecondsSinceLastEvent", "Milliseconds since the last event was read (-1: none)"),
+            seen: dbz("TotalNumberOfEventsSeen", "Outbox events read"),
+            created: dbz("TotalNumberOfCreateEventsSeen", "Outbox INSERTs read"),
+            committed: dbz("NumberOfCommittedTransactions", "Transactions read"),
+            connected: dbz("Connected", "1 while the replication connection streams"),
+            snapshot_running: dbz("SnapshotRunning", "1 while the initial snapshot runs"),
+        }
+    }
+
+    fn observe(&self, s: &Source<'_>, now_ms: u64) {
+        let m = s.metrics;
+        let g = Metrics::get;
+        let labels =
+            |context: &str| Debezium { context: context.into(), name: s.server.to_string(), plugin: "postgres".into() };
+        let streaming = labels("streaming");
+        let state = m.state();
+        let last = g(&m.last_event_ms);
+        self.behind.get_or_create(&streaming).set(if last == 0 { -1 } else { as_i64(g(&m.behind_source_ms)) });
+        self.since.get_or_create(&streaming).set(if last == 0 { -1 } else { as_i64(now_ms.saturating_sub(last)) });
+        self.seen.get_or_create(&streaming).set(as_i64(g(&m.events_seen)));
+        self.created.get_or_create(&streaming).set(as_i64(g(&m.events_seen)));
+        self.committed.get_or_create(&streaming).set(as_i64(g(&m.transactions_seen)));
+        self.connected.get_or_create(&streaming).set(i64::from(state == RelayState::Streaming));
+        self.snapshot_running.get_or_create(&labels("snapshot")).set(i64::from(state == RelayState::Snapshotting));
+    }
 }
 
 #[cfg(test)]

@@ -18,49 +18,17 @@ impl ColumnType {
         let str = || std::str::from_utf8(text).ok();
         match self.form {
             TextForm::Plain(ty) => plain(ty, text),
-            TextForm::Timestamp(unit) => {
-                let us = temporal::timestamp_micros(str()?)?;
-                Some(Value::Int(match unit {
-                    Unit::Millis => us.div_euclid(1000),
-                    Unit::Micros => us,
-                    Unit::Nanos => us.checked_mul(1000)?,
-                }))
-            }
-            TextForm::Time(unit) => {
-                let us = temporal::time_micros(str()?)?;
-                Some(Value::Int(match unit {
-                    Unit::Millis => us / 1000,
-                    Unit::Micros => us,
-                    Unit::Nanos => us.checked_mul(1000)?,
-                }))
-            }
-            TextForm::Date => temporal::date_days(str()?).map(Value::Int),
-            // java.util.Date values: the instant in milliseconds (floored, as Instant.toEpochMilli),
-            // and the number JsonConverter writes for the logical type.
-            TextForm::JavaTimestamp => {
-                let millis = temporal::timestamp_micros(str()?)?.div_euclid(1000);
-                Some(Value::JavaDate { millis, number: millis })
-            }
-            TextForm::JavaTime => {
-                let millis = temporal::time_micros(str()?)? / 1000;
-                Some(Value::JavaDate { millis, number: millis })
-            }
-            TextForm::JavaDate => {
-                let days = temporal::date_days(str()?)?;
-                Some(Value::JavaDate { millis: days.checked_mul(MILLIS_PER_DAY)?, number: days })
-            }
-            // `infinity` and `-infinity` pass as they are, as Debezium writes them.
-            TextForm::Zoned(digits) => {
-                let text = str()?;
-                Some(Value::String(
-                    temporal::zoned_timestamp(text, digits)
-                        .map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from),
-                ))
-            }
-            TextForm::ZonedTime => temporal::zoned_time(str()?).map(string),
-            TextForm::IsoDate => temporal::iso_date(str()?).map(string),
-            TextForm::IsoTime => temporal::iso_time(str()?).map(string),
-            TextForm::IsoTimestamp => temporal::iso_timestamp(str()?).map(string),
+            TextForm::Timestamp(_)
+            | TextForm::Time(_)
+            | TextForm::Date
+            | TextForm::JavaTimestamp
+            | TextForm::JavaTime
+            | TextForm::JavaDate
+            | TextForm::Zoned(_)
+            | TextForm::ZonedTime
+            | TextForm::IsoDate
+            | TextForm::IsoTime
+            | TextForm::IsoTimestamp => temporal_value(&self.form, str()?),
             TextForm::Decimal { scale } => {
                 let (unscaled, java) = numeric::decimal(str()?, Some(scale))?;
                 Some(Value::Decimal { unscaled: Bytes::from(unscaled), text: Bytes::from(java) })
@@ -90,6 +58,53 @@ impl ColumnType {
                 Some(Value::Array(out))
             }
         }
+    }
+}
+
+/// The temporal forms: Debezium's numbers for the adaptive and connect modes, ISO strings otherwise.
+fn temporal_value(form: &TextForm, text: &str) -> Option<Value> {
+    match *form {
+        TextForm::Timestamp(unit) => {
+            let us = temporal::timestamp_micros(text)?;
+            Some(Value::Int(match unit {
+                Unit::Millis => us.div_euclid(1000),
+                Unit::Micros => us,
+                Unit::Nanos => us.checked_mul(1000)?,
+            }))
+        }
+        TextForm::Time(unit) => {
+            let us = temporal::time_micros(text)?;
+            Some(Value::Int(match unit {
+                Unit::Millis => us / 1000,
+                Unit::Micros => us,
+                Unit::Nanos => us.checked_mul(1000)?,
+            }))
+        }
+        TextForm::Date => temporal::date_days(text).map(Value::Int),
+        // java.util.Date values: the instant in milliseconds (floored, as Instant.toEpochMilli),
+        // and the number JsonConverter writes for the logical type.
+        TextForm::JavaTimestamp => {
+            let millis = temporal::timestamp_micros(text)?.div_euclid(1000);
+            Some(Value::JavaDate { millis, number: millis })
+        }
+        TextForm::JavaTime => {
+            let millis = temporal::time_micros(text)? / 1000;
+            Some(Value::JavaDate { millis, number: millis })
+        }
+        TextForm::JavaDate => {
+            let days = temporal::date_days(text)?;
+            Some(Value::JavaDate { millis: days.checked_mul(MILLIS_PER_DAY)?, number: days })
+        }
+        // `infinity` and `-infinity` pass as they are, as Debezium writes them.
+        TextForm::Zoned(digits) => Some(Value::String(
+            temporal::zoned_timestamp(text, digits)
+                .map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from),
+        )),
+        TextForm::ZonedTime => temporal::zoned_time(text).map(string),
+        TextForm::IsoDate => temporal::iso_date(text).map(string),
+        TextForm::IsoTime => temporal::iso_time(text).map(string),
+        TextForm::IsoTimestamp => temporal::iso_timestamp(text).map(string),
+        _ => None,
     }
 }
 

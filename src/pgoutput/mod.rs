@@ -188,54 +188,62 @@ pub fn decode(data: Bytes) -> Result<LogicalMessage, DecodeError> {
             expect(&mut c, b'N', "Insert tuple marker")?;
             LogicalMessage::Insert(Insert { relation, new: tuple(&mut c)? })
         }
-        b'U' => {
-            let relation = c.u32("Update.relation")?;
-            let mut marker = c.u8("Update tuple marker")?;
-            let mut old = None;
-            if marker == b'K' || marker == b'O' {
-                old = Some(tuple(&mut c)?);
-                marker = c.u8("Update new tuple marker")?;
-            }
-            if marker != b'N' {
-                return Err(DecodeError::UnexpectedByte { what: "Update new tuple marker", byte: marker });
-            }
-            LogicalMessage::Update(Update { relation, old, new: tuple(&mut c)? })
-        }
-        b'D' => {
-            let relation = c.u32("Delete.relation")?;
-            let marker = c.u8("Delete tuple marker")?;
-            if marker != b'K' && marker != b'O' {
-                return Err(DecodeError::UnexpectedByte { what: "Delete tuple marker", byte: marker });
-            }
-            LogicalMessage::Delete(Delete { relation, old: tuple(&mut c)? })
-        }
-        b'T' => {
-            let count = c.u32("Truncate.count")?;
-            let options = c.u8("Truncate.options")?;
-            // Each OID is 4 bytes: check they are all present before allocating for them.
-            if (count as usize).saturating_mul(4) > c.remaining() {
-                return Err(DecodeError::InvalidCount { what: "Truncate relations", count: i64::from(count) });
-            }
-            let mut relations = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                relations.push(c.u32("Truncate.relation")?);
-            }
-            LogicalMessage::Truncate(Truncate { options, relations })
-        }
-        b'M' => {
-            let flags = c.u8("Message.flags")?;
-            let lsn = Lsn(c.u64("Message.lsn")?);
-            let prefix = c.cstr("Message.prefix")?;
-            let len = c.u32("Message.length")? as usize;
-            let content = c.bytes(len, "Message.content")?;
-            LogicalMessage::Message(Message { transactional: flags & 1 == 1, lsn, prefix, content })
-        }
+        b'U' => LogicalMessage::Update(update(&mut c)?),
+        b'D' => LogicalMessage::Delete(delete(&mut c)?),
+        b'T' => LogicalMessage::Truncate(truncate(&mut c)?),
+        b'M' => LogicalMessage::Message(message(&mut c)?),
         tag => return Err(DecodeError::UnknownTag { tag }),
     };
     if c.remaining() != 0 {
         return Err(DecodeError::TrailingBytes(c.remaining()));
     }
     Ok(msg)
+}
+
+fn update(c: &mut Cursor) -> Result<Update, DecodeError> {
+    let relation = c.u32("Update.relation")?;
+    let mut marker = c.u8("Update tuple marker")?;
+    let mut old = None;
+    if marker == b'K' || marker == b'O' {
+        old = Some(tuple(c)?);
+        marker = c.u8("Update new tuple marker")?;
+    }
+    if marker != b'N' {
+        return Err(DecodeError::UnexpectedByte { what: "Update new tuple marker", byte: marker });
+    }
+    Ok(Update { relation, old, new: tuple(c)? })
+}
+
+fn delete(c: &mut Cursor) -> Result<Delete, DecodeError> {
+    let relation = c.u32("Delete.relation")?;
+    let marker = c.u8("Delete tuple marker")?;
+    if marker != b'K' && marker != b'O' {
+        return Err(DecodeError::UnexpectedByte { what: "Delete tuple marker", byte: marker });
+    }
+    Ok(Delete { relation, old: tuple(c)? })
+}
+
+fn truncate(c: &mut Cursor) -> Result<Truncate, DecodeError> {
+    let count = c.u32("Truncate.count")?;
+    let options = c.u8("Truncate.options")?;
+    // Each OID is 4 bytes: check they are all present before allocating for them.
+    if (count as usize).saturating_mul(4) > c.remaining() {
+        return Err(DecodeError::InvalidCount { what: "Truncate relations", count: i64::from(count) });
+    }
+    let mut relations = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        relations.push(c.u32("Truncate.relation")?);
+    }
+    Ok(Truncate { options, relations })
+}
+
+fn message(c: &mut Cursor) -> Result<Message, DecodeError> {
+    let flags = c.u8("Message.flags")?;
+    let lsn = Lsn(c.u64("Message.lsn")?);
+    let prefix = c.cstr("Message.prefix")?;
+    let len = c.u32("Message.length")? as usize;
+    let content = c.bytes(len, "Message.content")?;
+    Ok(Message { transactional: flags & 1 == 1, lsn, prefix, content })
 }
 
 fn expect(c: &mut Cursor, want: u8, what: &'static str) -> Result<(), DecodeError> {

@@ -178,12 +178,7 @@ impl<'a> Reader<'a> {
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
         let Some(tx) = self.tx.clone() else { return Ok(()) };
         loop {
-            while self.batch.len() < BATCH_MAX && self.batch_bytes < BATCH_MAX_BYTES {
-                match self.conn.try_message()? {
-                    Some(m) => self.handle(m).await?,
-                    None => break,
-                }
-            }
+            self.handle_buffered().await?;
             let pending = !self.batch.is_empty();
             tokio::select! {
                 biased;
@@ -199,11 +194,7 @@ impl<'a> Reader<'a> {
                 //     sent, which it cannot while Kafka is down), or someone ended it, and the slot
                 //     lock went with it. Either way the stream must end now; nothing unacknowledged
                 //     was confirmed, so the next session resumes before it.
-                _ = session_watch.tick() => {
-                    if self.sql.is_closed() {
-                        return Err(PgError::SqlSessionEnded.into());
-                    }
-                }
+                _ = session_watch.tick() => self.check_session()?,
                 // 4. Heartbeat: between transactions only, so it never splits one.
                 _ = heartbeat_tick.tick(), if heartbeat.is_some() && !self.in_transaction && !pending => {
                     if let Some(h) = &heartbeat {
@@ -222,13 +213,9 @@ impl<'a> Reader<'a> {
                 _ = coverage.tick(), if !self.in_transaction && !pending => self.check_coverage().await?,
                 // 7. Hand the batch over once the sink has room.
                 permit = tx.reserve(), if pending => {
-                    match permit {
-                        Ok(p) => {
-                            self.batch_bytes = 0;
-                            p.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX)))
-                        }
-                        Err(_) => return Ok(()),
-                    }
+                    let Ok(permit) = permit else { return Ok(()) };
+                    self.batch_bytes = 0;
+                    permit.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX)));
                     // Time spent backpressured is not silence from the server.
                     last_heard = Instant::now();
                 }
@@ -239,6 +226,24 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+    }
+
+    fn check_session(&self) -> Result<(), RelayError> {
+        match self.sql.is_closed() {
+            true => Err(PgError::SqlSessionEnded.into()),
+            false => Ok(()),
+        }
+    }
+
+    /// Handles the messages already read, up to a full batch.
+    async fn handle_buffered(&mut self) -> Result<(), RelayError> {
+        while self.batch.len() < BATCH_MAX && self.batch_bytes < BATCH_MAX_BYTES {
+            match self.conn.try_message()? {
+                Some(m) => self.handle(m).await?,
+                None => break,
+            }
+        }
+        Ok(())
     }
 
     /// The status timer: a server silent past its timeout (while nothing waits to be handed over)

@@ -24,6 +24,13 @@ pub fn decimal(text: &str, scale: Option<u16>) -> Option<(Vec<u8>, String)> {
     let digits: String = format!("{int}{frac}").trim_start_matches('0').to_string();
     let digits = if digits.is_empty() { "0".to_string() } else { digits };
     let negative = negative && digits != "0";
+    let bytes = to_byte_array(&digits, negative);
+    let text = to_string(&digits, negative, scale);
+    Some((bytes, text))
+}
+
+/// `BigInteger.toByteArray()` of the decimal digits (no leading zeros), negated when `negative`.
+fn to_byte_array(digits: &str, negative: bool) -> Vec<u8> {
     // The magnitude in base 256, big-endian (schoolbook multiply-add over the decimal digits).
     let mut magnitude: Vec<u8> = vec![0];
     for d in digits.bytes() {
@@ -41,7 +48,7 @@ pub fn decimal(text: &str, scale: Option<u16>) -> Option<(Vec<u8>, String)> {
     while magnitude.len() > 1 && magnitude[0] == 0 {
         magnitude.remove(0);
     }
-    let bytes = if !negative {
+    if !negative {
         if magnitude[0] & 0x80 != 0 {
             magnitude.insert(0, 0);
         }
@@ -60,11 +67,15 @@ pub fn decimal(text: &str, scale: Option<u16>) -> Option<(Vec<u8>, String)> {
             twos.insert(0, 0xFF);
         }
         twos
-    };
+    }
+}
+
+/// `BigDecimal.toString()` of the unscaled digits at `scale`.
+fn to_string(digits: &str, negative: bool, scale: u16) -> String {
     let adjusted = digits.len() as i64 - 1 - i64::from(scale);
     let sign = if negative { "-" } else { "" };
     let scale = usize::from(scale);
-    let text = if adjusted >= -6 {
+    if adjusted >= -6 {
         if scale == 0 {
             format!("{sign}{digits}")
         } else if digits.len() > scale {
@@ -75,8 +86,7 @@ pub fn decimal(text: &str, scale: Option<u16>) -> Option<(Vec<u8>, String)> {
     } else {
         let rest = if digits.len() > 1 { format!(".{}", &digits[1..]) } else { String::new() };
         format!("{sign}{}{rest}E{adjusted}", &digits[..1])
-    };
-    Some((bytes, text))
+    }
 }
 
 /// `decimal.handling.mode=string`: `toPlainString`, which is PostgreSQL's own text, and the names
