@@ -232,13 +232,7 @@ impl Config {
         check_connector(&mut r)?;
         let database = parse_database(&mut r)?;
         let stream = parse_stream(&mut r)?;
-        let topic_prefix =
-            r.str_or_legacy("topic.prefix", "database.server.name").map(str::to_string).ok_or_else(|| {
-                ConfigError::Missing {
-                    key: "topic.prefix".into(),
-                    hint: "Debezium's logical server name, e.g. topic.prefix=dbserver1".into(),
-                }
-            })?;
+        let topic_prefix = parse_topic_prefix(&mut r)?;
         let router = parse_router(&mut r, &topic_prefix)?;
         let key_converter = Converter::parse(&mut r, "key")?;
         let value_converter = Converter::parse(&mut r, "value")?;
@@ -246,17 +240,9 @@ impl Config {
         let (kafka, producer_ignored) = parse_kafka(&mut r, raw)?;
         let heartbeat = parse_heartbeat(&mut r, &topic_prefix)?;
         let errors = parse_errors(&mut r)?;
-        let commit_lsn_header = match r.str("pgoutbox.commit.lsn.header") {
-            None => None,
-            Some(v) if v.eq_ignore_ascii_case("false") => None,
-            Some(v) if v.eq_ignore_ascii_case("true") => Some("__pgoutbox.commit_lsn".to_string()),
-            Some(name) => Some(name.to_string()),
-        };
-        let connector_name = match r.str("name") {
-            Some(n) => n.to_string(),
-            // A bare config map (no `name`): named after its file, as the deployment named it.
-            None => source_name.unwrap_or_else(|| "pgoutbox".to_string()),
-        };
+        let commit_lsn_header = parse_commit_lsn_header(&mut r);
+        // A bare config map (no `name`): named after its file, as the deployment named it.
+        let connector_name = r.str("name").map(str::to_string).or(source_name).unwrap_or_else(|| "pgoutbox".into());
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let warnings = r.take_warnings();
         let mut ignored = keys::ignored(raw, r.used());
@@ -289,6 +275,22 @@ impl Config {
             undeclared_providers: resolved.undeclared,
             warnings,
         })
+    }
+}
+
+fn parse_topic_prefix(r: &mut Reader<'_>) -> Result<String, ConfigError> {
+    r.str_or_legacy("topic.prefix", "database.server.name").map(str::to_string).ok_or_else(|| ConfigError::Missing {
+        key: "topic.prefix".into(),
+        hint: "Debezium's logical server name, e.g. topic.prefix=dbserver1".into(),
+    })
+}
+
+/// `pgoutbox.commit.lsn.header`: `true` for the default header name, a name, or off.
+fn parse_commit_lsn_header(r: &mut Reader<'_>) -> Option<String> {
+    match r.str("pgoutbox.commit.lsn.header")? {
+        v if v.eq_ignore_ascii_case("false") => None,
+        v if v.eq_ignore_ascii_case("true") => Some("__pgoutbox.commit_lsn".to_string()),
+        name => Some(name.to_string()),
     }
 }
 
@@ -413,15 +415,7 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
             ("when_needed", SnapshotMode::WhenNeeded),
         ],
     )?;
-    let slot_name = r.string_or("slot.name", "debezium");
-    if !slot_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') || slot_name.len() > 63 {
-        return Err(invalid(
-            "slot.name",
-            format!(
-                "`{slot_name}` is not a valid slot name: use at most 63 lower-case letters, digits and underscores"
-            ),
-        ));
-    }
+    let slot_name = parse_slot_name(r)?;
     let publication_name = r.string_or("publication.name", "dbz_publication");
     let publication_autocreate = r.choice(
         "publication.autocreate.mode",
@@ -433,12 +427,7 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
             ("no_tables", AutocreateMode::NoTables),
         ],
     )?;
-    let tables = TableFilter {
-        table_include: r.regex_list_or_legacy("table.include.list", "table.whitelist")?,
-        table_exclude: r.regex_list_or_legacy("table.exclude.list", "table.blacklist")?,
-        schema_include: r.regex_list_or_legacy("schema.include.list", "schema.whitelist")?,
-        schema_exclude: r.regex_list_or_legacy("schema.exclude.list", "schema.blacklist")?,
-    };
+    let tables = parse_tables(r)?;
     if publication_autocreate == AutocreateMode::Filtered
         && tables.table_include.is_empty()
         && tables.schema_include.is_empty()
@@ -462,6 +451,27 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         publish_via_partition_root: r.bool_or("publish.via.partition.root", false)?,
         slot_failover: r.bool_or("slot.failover", false)?,
         offset_topic: r.string_or("offset.storage.topic", DEFAULT_OFFSET_TOPIC),
+    })
+}
+
+fn parse_slot_name(r: &mut Reader<'_>) -> Result<String, ConfigError> {
+    let slot_name = r.string_or("slot.name", "debezium");
+    if !slot_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') || slot_name.len() > 63 {
+        let why = format!(
+            "`{slot_name}` is not a valid slot name: use at most 63 lower-case letters, digits and underscores"
+        );
+        return Err(invalid("slot.name", why));
+    }
+    Ok(slot_name)
+}
+
+/// The table and schema filters, under their current and their 1.x names.
+fn parse_tables(r: &mut Reader<'_>) -> Result<TableFilter, ConfigError> {
+    Ok(TableFilter {
+        table_include: r.regex_list_or_legacy("table.include.list", "table.whitelist")?,
+        table_exclude: r.regex_list_or_legacy("table.exclude.list", "table.blacklist")?,
+        schema_include: r.regex_list_or_legacy("schema.include.list", "schema.whitelist")?,
+        schema_exclude: r.regex_list_or_legacy("schema.exclude.list", "schema.blacklist")?,
     })
 }
 

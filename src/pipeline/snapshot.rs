@@ -42,29 +42,40 @@ pub async fn publish(
     router: &mut Router,
     tx: &mpsc::Sender<Vec<Item>>,
 ) -> Result<u64, RelayError> {
-    let mut count = 0u64;
+    let dead_letter_topic = cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from);
+    let mut tables = Tables { sql, cfg, router, tx, dead_letter_topic, count: 0 };
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
-        let columns = setup::table_columns(sql, &schema, &table).await?;
-        let plan = router.plan(&RelationInfo {
-            oid: 0,
-            schema: schema.clone(),
-            table: table.clone(),
-            columns: columns.clone(),
-        });
+        tables.publish(&schema, &table).await?;
+    }
+    let count = tables.count;
+    // Wait until the broker acknowledged every snapshot record.
+    let (done, acked) = oneshot::channel();
+    send(tx, vec![Item::Barrier(done)]).await?;
+    acked.await.map_err(|_| RelayError::TaskStopped("the sink stopped during the snapshot".into()))?;
+    tracing::info!(records = count, "snapshot: every existing row published");
+    Ok(count)
+}
+
+/// Publishes the captured tables' rows one table at a time, counting them.
+struct Tables<'a> {
+    sql: &'a Client,
+    cfg: &'a Config,
+    router: &'a mut Router,
+    tx: &'a mpsc::Sender<Vec<Item>>,
+    dead_letter_topic: Option<std::sync::Arc<str>>,
+    count: u64,
+}
+
+impl Tables<'_> {
+    async fn publish(&mut self, schema: &str, table: &str) -> Result<(), RelayError> {
+        let columns = setup::table_columns(self.sql, schema, table).await?;
+        let relation = RelationInfo { oid: 0, schema: schema.into(), table: table.into(), columns: columns.clone() };
+        let plan = self.router.plan(&relation);
         let qualified = format!("{schema}.{table}");
         let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
-        let dead_letter_topic = cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from);
-        // Heap order is not commit order (rows move after deletes and vacuum). Inserting transactions'
-        // age, oldest first, then physical order within one, is the closest order the table keeps;
-        // frozen rows all have the same age and fall back to physical order.
-        let select = format!(
-            "SELECT {} FROM {}.{} ORDER BY age(xmin) DESC, ctid",
-            columns.iter().map(|c| format!("{}::text", quote_ident(&c.name))).collect::<Vec<_>>().join(", "),
-            quote_ident(&schema),
-            quote_ident(&table)
-        );
-        tracing::info!(table = %format!("{schema}.{table}"), "snapshot: reading existing rows");
-        let rows = sql.query_raw(select.as_str(), std::iter::empty::<&str>()).await.map_err(PgError::Sql)?;
+        tracing::info!(table = %qualified, "snapshot: reading existing rows");
+        let select = select_all(schema, table, &names);
+        let rows = self.sql.query_raw(select.as_str(), std::iter::empty::<&str>()).await.map_err(PgError::Sql)?;
         pin_mut!(rows);
         let mut batch = Vec::with_capacity(BATCH);
         while let Some(row) = rows.try_next().await.map_err(PgError::Sql)? {
@@ -72,36 +83,36 @@ pub async fn publish(
                 .map(|i| row.get::<_, Option<String>>(i).map_or(Value::Null, |t| Value::Text(bytes::Bytes::from(t))))
                 .collect();
             let tuple = TupleData { values };
-            match router.route(&plan, &tuple, super::reader::now_ms()) {
-                Ok(record) => batch.extend(record.map(Item::Event)),
+            let record = match self.router.route(&plan, &tuple, super::reader::now_ms()) {
+                Ok(record) => record,
                 Err(e) => {
-                    let letter = super::reader::tolerate_route_error(
-                        cfg,
-                        dead_letter_topic.as_ref(),
-                        &qualified,
-                        &names,
-                        &tuple,
-                        e,
-                    )?;
-                    batch.extend(letter.map(Item::Event));
+                    let dlq = self.dead_letter_topic.as_ref();
+                    super::reader::tolerate_route_error(self.cfg, dlq, &qualified, &names, &tuple, e)?
                 }
-            }
+            };
+            batch.extend(record.map(Item::Event));
             if batch.len() == BATCH {
-                send(tx, std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).await?;
+                send(self.tx, std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).await?;
             }
-            count += 1;
-            if count % 100_000 == 0 {
-                tracing::info!(records = count, "snapshot: progress");
+            self.count += 1;
+            if self.count % 100_000 == 0 {
+                tracing::info!(records = self.count, "snapshot: progress");
             }
         }
-        send(tx, batch).await?;
+        send(self.tx, batch).await
     }
-    // Wait until the broker acknowledged every snapshot record.
-    let (done, acked) = oneshot::channel();
-    send(tx, vec![Item::Barrier(done)]).await?;
-    acked.await.map_err(|_| RelayError::TaskStopped("the sink stopped during the snapshot".into()))?;
-    tracing::info!(records = count, "snapshot: every existing row published");
-    Ok(count)
+}
+
+/// Every column as text. Heap order is not commit order (rows move after deletes and vacuum).
+/// Inserting transactions' age, oldest first, then physical order within one, is the closest order
+/// the table keeps; frozen rows all have the same age and fall back to physical order.
+fn select_all(schema: &str, table: &str, columns: &[String]) -> String {
+    format!(
+        "SELECT {} FROM {}.{} ORDER BY age(xmin) DESC, ctid",
+        columns.iter().map(|c| format!("{}::text", quote_ident(c))).collect::<Vec<_>>().join(", "),
+        quote_ident(schema),
+        quote_ident(table)
+    )
 }
 
 async fn send(tx: &mpsc::Sender<Vec<Item>>, batch: Vec<Item>) -> Result<(), RelayError> {
