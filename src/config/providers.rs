@@ -77,16 +77,19 @@ pub fn resolve(raw: &RawConfig) -> Result<Resolved, ConfigError> {
             let whole = c.get(0).expect("group 0 always matches");
             resolved.push_str(&value[last..whole.start()]);
             last = whole.end();
-            let alias = &c[1];
-            let path = c.get(2).map_or("", |m| m.as_str());
-            let name = &c[3];
-            let reference = whole.as_str();
-            match providers.get(alias) {
+            let reference = Reference {
+                key,
+                text: whole.as_str(),
+                alias: c.get(1).map_or("", |m| m.as_str()),
+                path: c.get(2).map_or("", |m| m.as_str()),
+                name: c.get(3).map_or("", |m| m.as_str()),
+            };
+            match providers.get(reference.alias) {
                 None => {
-                    out.undeclared.push((key.clone(), alias.to_string()));
-                    resolved.push_str(reference);
+                    out.undeclared.push((key.clone(), reference.alias.to_string()));
+                    resolved.push_str(reference.text);
                 }
-                Some(p) => resolved.push_str(&lookup(key, reference, alias, p, path, name, &mut files)?),
+                Some(p) => resolved.push_str(&lookup(&reference, p, &mut files)?),
             }
         }
         resolved.push_str(&value[last..]);
@@ -176,15 +179,23 @@ fn check_allowed(key: &str, reference: &str, allowed: &Option<Vec<PathBuf>>, pat
     Err(invalid(key, format!("{reference}: `{}` is outside the provider's allowed.paths", path.display())))
 }
 
+/// One `${alias:path:name}` in the value of `key`.
+#[derive(Clone, Copy)]
+struct Reference<'a> {
+    key: &'a str,
+    /// The reference as written.
+    text: &'a str,
+    alias: &'a str,
+    path: &'a str,
+    name: &'a str,
+}
+
 fn lookup(
-    key: &str,
-    reference: &str,
-    alias: &str,
+    r: &Reference<'_>,
     provider: &Provider,
-    path: &str,
-    name: &str,
     files: &mut HashMap<PathBuf, BTreeMap<String, String>>,
 ) -> Result<String, ConfigError> {
+    let Reference { key, text: reference, alias, path, name } = *r;
     let fail = |why: String| invalid(key, format!("{reference} does not resolve: {why}"));
     match provider {
         Provider::Env { allowlist } => {

@@ -210,29 +210,7 @@ fn sasl<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> R
             ))
         }
     };
-    let expected_module = match mechanism.as_str() {
-        "PLAIN" => PLAIN_MODULE,
-        "SCRAM-SHA-256" | "SCRAM-SHA-512" => SCRAM_MODULE,
-        "OAUTHBEARER" => OAUTH_MODULE,
-        "GSSAPI" => {
-            return Err(invalid(
-                &full("sasl.mechanism"),
-                "GSSAPI (Kerberos) is not supported by this build; use SCRAM-SHA-512, PLAIN over SASL_SSL, or OAUTHBEARER",
-            ))
-        }
-        "AWS_MSK_IAM" => {
-            return Err(invalid(
-                &full("sasl.mechanism"),
-                "AWS_MSK_IAM needs the AWS Java library, which librdkafka cannot load; enable SASL/SCRAM on the MSK cluster and use SCRAM-SHA-512, or OAUTHBEARER",
-            ))
-        }
-        other => {
-            return Err(invalid(
-                &full("sasl.mechanism"),
-                format!("`{other}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"),
-            ))
-        }
-    };
+    let expected_module = login_module(&mechanism).map_err(|why| invalid(&full("sasl.mechanism"), why))?;
     t.settings.set("sasl.mechanism", mechanism.clone());
     let Some(login) = login else {
         // librdkafka's own sasl.username / sasl.password (or OAUTHBEARER settings) may follow.
@@ -257,6 +235,18 @@ fn sasl<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> R
     Ok(())
 }
 
+/// The JAAS login module a mechanism needs, or why the mechanism cannot be used.
+fn login_module(mechanism: &str) -> Result<&'static str, String> {
+    match mechanism {
+        "PLAIN" => Ok(PLAIN_MODULE),
+        "SCRAM-SHA-256" | "SCRAM-SHA-512" => Ok(SCRAM_MODULE),
+        "OAUTHBEARER" => Ok(OAUTH_MODULE),
+        "GSSAPI" => Err("GSSAPI (Kerberos) is not supported by this build; use SCRAM-SHA-512, PLAIN over SASL_SSL, or OAUTHBEARER".into()),
+        "AWS_MSK_IAM" => Err("AWS_MSK_IAM needs the AWS Java library, which librdkafka cannot load; enable SASL/SCRAM on the MSK cluster and use SCRAM-SHA-512, or OAUTHBEARER".into()),
+        other => Err(format!("`{other}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")),
+    }
+}
+
 fn oauthbearer<'k>(
     keys: &'k Keys,
     login: &jaas::Login,
@@ -278,30 +268,7 @@ fn oauthbearer<'k>(
         t.settings.set("sasl.oauthbearer.extensions", extensions.join(","));
     }
     if let Some(url) = value("sasl.oauthbearer.token.endpoint.url") {
-        if let Some(h) = value("sasl.login.callback.handler.class") {
-            if !OAUTH_HANDLERS.contains(&h.as_str()) {
-                return Err(invalid(
-                    &full("sasl.login.callback.handler.class"),
-                    format!("`{h}` is not supported; use {}", OAUTH_HANDLERS[0]),
-                ));
-            }
-        }
-        let id = value("sasl.oauthbearer.client.credentials.client.id").or_else(|| opt("clientId"));
-        let secret = value("sasl.oauthbearer.client.credentials.client.secret").or_else(|| opt("clientSecret"));
-        let (Some(id), Some(secret)) = (id, secret) else {
-            return Err(invalid(
-                &full("sasl.jaas.config"),
-                "OAUTHBEARER with a token endpoint needs clientId=\"...\" and clientSecret=\"...\" in the JAAS config (or sasl.oauthbearer.client.credentials.client.id / .client.secret)",
-            ));
-        };
-        t.settings.set("sasl.oauthbearer.method", "oidc");
-        t.settings.set("sasl.oauthbearer.token.endpoint.url", url);
-        t.settings.set("sasl.oauthbearer.client.id", id);
-        t.settings.set("sasl.oauthbearer.client.secret", secret);
-        if let Some(scope) = value("sasl.oauthbearer.scope").or_else(|| opt("scope")) {
-            t.settings.set("sasl.oauthbearer.scope", scope);
-        }
-        return Ok(());
+        return oidc(keys, login, t, url);
     }
     // The Java client's unsecured tokens (development clusters): librdkafka has the same.
     if let Some(sub) = opt("unsecuredLoginStringClaim_sub") {
@@ -317,6 +284,37 @@ fn oauthbearer<'k>(
         &full("sasl.oauthbearer.token.endpoint.url"),
         "OAUTHBEARER needs a token endpoint (sasl.oauthbearer.token.endpoint.url with clientId and clientSecret in sasl.jaas.config) or, for development, unsecuredLoginStringClaim_sub",
     ))
+}
+
+/// OAUTHBEARER with a token endpoint: the client-credentials flow, librdkafka's `oidc` method.
+fn oidc(keys: &Keys, login: &jaas::Login, t: &mut Translated, url: String) -> Result<(), ConfigError> {
+    let full = |name: &str| full_key(keys, name);
+    let value = |name: &str| keys.get(name).map(|(_, v)| v.trim().to_string()).filter(|v| !v.is_empty());
+    let opt = |name: &str| login.options.get(name).cloned();
+    if let Some(h) = value("sasl.login.callback.handler.class") {
+        if !OAUTH_HANDLERS.contains(&h.as_str()) {
+            return Err(invalid(
+                &full("sasl.login.callback.handler.class"),
+                format!("`{h}` is not supported; use {}", OAUTH_HANDLERS[0]),
+            ));
+        }
+    }
+    let id = value("sasl.oauthbearer.client.credentials.client.id").or_else(|| opt("clientId"));
+    let secret = value("sasl.oauthbearer.client.credentials.client.secret").or_else(|| opt("clientSecret"));
+    let (Some(id), Some(secret)) = (id, secret) else {
+        return Err(invalid(
+            &full("sasl.jaas.config"),
+            "OAUTHBEARER with a token endpoint needs clientId=\"...\" and clientSecret=\"...\" in the JAAS config (or sasl.oauthbearer.client.credentials.client.id / .client.secret)",
+        ));
+    };
+    t.settings.set("sasl.oauthbearer.method", "oidc");
+    t.settings.set("sasl.oauthbearer.token.endpoint.url", url);
+    t.settings.set("sasl.oauthbearer.client.id", id);
+    t.settings.set("sasl.oauthbearer.client.secret", secret);
+    if let Some(scope) = value("sasl.oauthbearer.scope").or_else(|| opt("scope")) {
+        t.settings.set("sasl.oauthbearer.scope", scope);
+    }
+    Ok(())
 }
 
 /// What a store file turned out to be.

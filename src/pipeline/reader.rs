@@ -48,7 +48,6 @@ pub struct Reader<'a> {
     /// Per relation: `None` when the table is not captured, else where its router columns are (and
     /// the table's name and column names, for dead-letter records).
     relations: HashMap<Oid, Option<(RoutePlan, String, Vec<String>)>>,
-    dead_letter_topic: Option<std::sync::Arc<str>>,
     in_transaction: bool,
     /// Whether the transaction being read has produced a record (for the latency breakdown).
     transaction_has_events: bool,
@@ -131,7 +130,6 @@ impl<'a> Reader<'a> {
             cfg,
             router,
             relations: HashMap::new(),
-            dead_letter_topic: cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from),
             in_transaction: false,
             transaction_has_events: false,
             commit_lsn: None,
@@ -433,8 +431,7 @@ impl Reader<'_> {
                 self.push_event(record)
             }
             Err(e) => {
-                let letter =
-                    tolerate_route_error(self.cfg, self.dead_letter_topic.as_ref(), table, columns, &i.new, e)?;
+                let letter = tolerate_route_error(self.cfg, table, columns, &i.new, e)?;
                 if let Some(record) = letter {
                     self.push_event(record);
                 }
@@ -460,7 +457,6 @@ impl Reader<'_> {
 /// acknowledged). The stream and the snapshot both decide here.
 pub(super) fn tolerate_route_error(
     cfg: &Config,
-    dead_letter_topic: Option<&std::sync::Arc<str>>,
     table: &str,
     columns: &[String],
     row: &pgoutput::TupleData,
@@ -470,7 +466,7 @@ pub(super) fn tolerate_route_error(
         return Err(e.into());
     }
     tracing::warn!(error = %e, "skipping an event that cannot be published (errors.tolerance=all)");
-    let Some(dlq) = dead_letter_topic else { return Ok(None) };
+    let Some(dlq) = cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::<str>::from) else { return Ok(None) };
     let message = e.to_string();
     let failure = crate::outbox::dead_letter::Failure {
         stage: crate::outbox::dead_letter::Stage::Transformation,
@@ -480,7 +476,7 @@ pub(super) fn tolerate_route_error(
         event_id: None,
         table: Some(table),
     };
-    Ok(Some(crate::outbox::dead_letter::record(dlq, &failure, Some((columns, row)), now_ms())))
+    Ok(Some(crate::outbox::dead_letter::record(&dlq, &failure, Some((columns, row)), now_ms())))
 }
 
 pub(super) fn now_ms() -> i64 {

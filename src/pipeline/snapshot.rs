@@ -42,8 +42,7 @@ pub async fn publish(
     router: &mut Router,
     tx: &mpsc::Sender<Vec<Item>>,
 ) -> Result<u64, RelayError> {
-    let dead_letter_topic = cfg.errors.dead_letter_topic.as_deref().map(std::sync::Arc::from);
-    let mut tables = Tables { sql, cfg, router, tx, dead_letter_topic, count: 0 };
+    let mut tables = Tables { sql, cfg, router, tx, count: 0 };
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
         tables.publish(&schema, &table).await?;
     }
@@ -62,7 +61,6 @@ struct Tables<'a> {
     cfg: &'a Config,
     router: &'a mut Router,
     tx: &'a mpsc::Sender<Vec<Item>>,
-    dead_letter_topic: Option<std::sync::Arc<str>>,
     count: u64,
 }
 
@@ -85,10 +83,7 @@ impl Tables<'_> {
             let tuple = TupleData { values };
             let record = match self.router.route(&plan, &tuple, super::reader::now_ms()) {
                 Ok(record) => record,
-                Err(e) => {
-                    let dlq = self.dead_letter_topic.as_ref();
-                    super::reader::tolerate_route_error(self.cfg, dlq, &qualified, &names, &tuple, e)?
-                }
+                Err(e) => super::reader::tolerate_route_error(self.cfg, &qualified, &names, &tuple, e)?,
             };
             batch.extend(record.map(Item::Event));
             if batch.len() == BATCH {

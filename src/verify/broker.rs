@@ -194,15 +194,38 @@ fn assign(
     Ok((assignment, ends))
 }
 
-/// Reads `topics` into `cmp`; `progress` is called at most once a second.
+/// Hands one consumed record to the comparison: where it is, its event id and commit LSN headers.
+fn observe(cmp: &mut Comparison, m: &rdkafka::message::BorrowedMessage<'_>) {
+    let header = |name: &str| m.headers().and_then(|h| h.iter().filter(|h| h.key == name).last()).and_then(|h| h.value);
+    let id = header("id");
+    let commit_lsn = cmp.commit_lsn_header().and_then(header);
+    cmp.observe(&ObservedRecord {
+        topic: m.topic(),
+        partition: m.partition(),
+        offset: m.offset(),
+        timestamp_ms: m.timestamp().to_millis(),
+        id,
+        commit_lsn,
+    });
+}
+
+/// What to read: the topics, from where, and how long a silence ends the read.
+pub struct ReadPlan {
+    pub kafka: KafkaConfig,
+    pub topics: Vec<String>,
+    pub start: StartAt,
+    /// How long to wait for missing events after reaching the ends, and for a silent broker before.
+    pub idle: Duration,
+}
+
+/// Reads the plan's topics into `cmp`; `progress` is called at most once a second.
 pub fn read(
-    kafka: &KafkaConfig,
-    topics: &[String],
-    start: StartAt,
-    idle: Duration,
+    plan: &ReadPlan,
     cmp: &mut Comparison,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ReadSummary, VerifyError> {
+    let ReadPlan { kafka, topics, start, idle } = plan;
+    let (start, idle) = (*start, *idle);
     let consumer = consumer(kafka)?;
     let mut summary = ReadSummary::default();
     let (assignment, mut ends) = assign(&consumer, kafka, topics, start, &mut summary)?;
@@ -227,19 +250,7 @@ pub fn read(
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 last_record = Instant::now();
-                let header = |name: &str| {
-                    m.headers().and_then(|h| h.iter().filter(|h| h.key == name).last()).and_then(|h| h.value)
-                };
-                let id = header("id");
-                let commit_lsn = cmp.commit_lsn_header().and_then(header);
-                cmp.observe(&ObservedRecord {
-                    topic: m.topic(),
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    timestamp_ms: m.timestamp().to_millis(),
-                    id,
-                    commit_lsn,
-                });
+                observe(cmp, &m);
                 ends.advance(m.topic(), m.partition(), m.offset());
             }
             // Transient (a broker restarting, a leader moving): librdkafka retries by itself.

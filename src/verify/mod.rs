@@ -114,25 +114,13 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     topics.sort();
     topics.dedup();
 
-    // Record timestamps are the relay's publish time, never before the row's creation, unless
-    // table.field.event.timestamp sets them from a column: then they say nothing about where the
-    // window's records start.
-    let event_timestamps = config.router.field_event_timestamp.is_some();
-    let start = match &since {
-        Some(s) if !event_timestamps => broker::StartAt::Time(s.ms - broker::CLOCK_SKEW.as_millis() as i64),
-        _ => broker::StartAt::Beginning,
+    let plan = broker::ReadPlan {
+        kafka: config.kafka.clone(),
+        topics: topics.clone(),
+        start: start_at(config, since.as_ref()),
+        idle: options.idle,
     };
-    let (kafka, read_topics, idle) = (config.kafka.clone(), topics.clone(), options.idle);
-    let mut progress = progress.unwrap_or_else(|| Box::new(|_| {}));
-    let read = tokio::task::spawn_blocking(move || {
-        broker::read(&kafka, &read_topics, start, idle, &mut cmp, &mut *progress).map(|s| (cmp, s))
-    })
-    .await;
-    let (cmp, summary) = match read {
-        Ok(r) => r?,
-        // Only a panic ends the blocking task early: let it continue as the panic it is.
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    };
+    let (cmp, summary) = read_broker(plan, cmp, progress).await?;
 
     let window = TimeRange { from_ms: since.as_ref().map(|b| b.ms), until_ms: until.as_ref().map(|b| b.ms) };
     let candidates = cmp.orphan_candidates(options.orphans, window);
@@ -158,6 +146,33 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
         outcome,
         notes,
     })
+}
+
+/// Record timestamps are the relay's publish time, never before the row's creation, unless
+/// table.field.event.timestamp sets them from a column: then they say nothing about where the
+/// window's records start.
+fn start_at(config: &Config, since: Option<&database::Bound>) -> broker::StartAt {
+    match since {
+        Some(s) if config.router.field_event_timestamp.is_none() => {
+            broker::StartAt::Time(s.ms - broker::CLOCK_SKEW.as_millis() as i64)
+        }
+        _ => broker::StartAt::Beginning,
+    }
+}
+
+/// Reads the topics on a blocking thread (the consumer polls).
+async fn read_broker(
+    plan: broker::ReadPlan,
+    mut cmp: Comparison,
+    progress: Option<ProgressFn>,
+) -> Result<(Comparison, broker::ReadSummary), VerifyError> {
+    let mut progress = progress.unwrap_or_else(|| Box::new(|_| {}));
+    let read = tokio::task::spawn_blocking(move || broker::read(&plan, &mut cmp, &mut *progress).map(|s| (cmp, s)));
+    match read.await {
+        Ok(r) => r,
+        // Only a panic ends the blocking task early: let it continue as the panic it is.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 /// `--since` and `--until` as PostgreSQL reads them.

@@ -95,50 +95,54 @@ impl Report {
         let _ = writeln!(s, "events committed:  {}", o.events_committed);
         let _ = writeln!(s, "records consumed:  {}", o.records_consumed);
 
-        let _ = writeln!(s, "missing:           {}  (committed, no record in Kafka)", o.missing.count);
-        for m in &o.missing.examples {
-            let order = m.order.as_deref().map(|v| format!(" order={v}")).unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "  - id={} topic={} aggregate={}{order}",
-                m.id,
-                m.topic.as_deref().unwrap_or("<unroutable: NULL route-by value>"),
-                m.aggregate.as_deref().unwrap_or("<null>")
-            );
-        }
-        more(&mut s, o.missing.count, o.missing.examples.len());
-
+        missing_text(&mut s, o);
         orphans_text(&mut s, o);
-
-        let verdict = if fail_on_duplicates { "fails (--fail-on-duplicates)" } else { "reported, not failed" };
-        let _ = writeln!(
-            s,
-            "duplicates:        {}  ({} extra record(s); {verdict})",
-            o.duplicates.count, o.duplicate_records
-        );
-        for d in &o.duplicates.examples {
-            let at: Vec<String> = d.locations.iter().map(location_text).collect();
-            let _ = writeln!(s, "  - id={} x{} at {}", d.id, d.copies, at.join("; "));
-        }
-        more(&mut s, o.duplicates.count, o.duplicates.examples.len());
-
-        let _ =
-            writeln!(s, "order violations:  {}  ({} first copies checked)", o.order_violations.count, o.order_checked);
-        for v in &o.order_violations.examples {
-            let _ = writeln!(
-                s,
-                "  - {}[{}] aggregate={}: id={} (order {}) at offset {} after id={} (order {}) at offset {}",
-                v.topic, v.partition, v.aggregate, v.id, v.order, v.offset, v.after_id, v.after_order, v.after_offset
-            );
-        }
-        more(&mut s, o.order_violations.count, o.order_violations.examples.len());
-
+        duplicates_text(&mut s, o, fail_on_duplicates);
+        order_text(&mut s, o);
         for n in &self.notes {
             let _ = writeln!(s, "note: {n}");
         }
         let _ = writeln!(s, "result: {}", if self.failed(fail_on_duplicates) { "FAILED" } else { "OK" });
         s
     }
+}
+
+fn missing_text(s: &mut String, o: &Outcome) {
+    let _ = writeln!(s, "missing:           {}  (committed, no record in Kafka)", o.missing.count);
+    for m in &o.missing.examples {
+        let order = m.order.as_deref().map(|v| format!(" order={v}")).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  - id={} topic={} aggregate={}{order}",
+            m.id,
+            m.topic.as_deref().unwrap_or("<unroutable: NULL route-by value>"),
+            m.aggregate.as_deref().unwrap_or("<null>")
+        );
+    }
+    more(s, o.missing.count, o.missing.examples.len());
+}
+
+fn duplicates_text(s: &mut String, o: &Outcome, fail_on_duplicates: bool) {
+    let verdict = if fail_on_duplicates { "fails (--fail-on-duplicates)" } else { "reported, not failed" };
+    let _ =
+        writeln!(s, "duplicates:        {}  ({} extra record(s); {verdict})", o.duplicates.count, o.duplicate_records);
+    for d in &o.duplicates.examples {
+        let at: Vec<String> = d.locations.iter().map(location_text).collect();
+        let _ = writeln!(s, "  - id={} x{} at {}", d.id, d.copies, at.join("; "));
+    }
+    more(s, o.duplicates.count, o.duplicates.examples.len());
+}
+
+fn order_text(s: &mut String, o: &Outcome) {
+    let _ = writeln!(s, "order violations:  {}  ({} first copies checked)", o.order_violations.count, o.order_checked);
+    for v in &o.order_violations.examples {
+        let _ = writeln!(
+            s,
+            "  - {}[{}] aggregate={}: id={} (order {}) at offset {} after id={} (order {}) at offset {}",
+            v.topic, v.partition, v.aggregate, v.id, v.order, v.offset, v.after_id, v.after_order, v.after_offset
+        );
+    }
+    more(s, o.order_violations.count, o.order_violations.examples.len());
 }
 
 fn more(s: &mut String, count: u64, shown: usize) {
