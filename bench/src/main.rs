@@ -7,10 +7,13 @@
 //! - pgoutbox catching up (events/s and MB/s from its first to its last acknowledgement);
 //! - the broker ceiling: a plain rdkafka producer sending the very same records with the same settings;
 //! - Debezium 3.6 (embedded engine + Event Router, Connect converters and producer defaults);
-//! - pgoutbox at steady state: a fixed insert rate, commit-to-ack latency from its /latency endpoint.
+//! - steady state, pgoutbox then Debezium, each at every rate of `--rates`: relay CPU per event and per
+//!   transaction, end-to-end latency from one consumer for both, and pgoutbox's commit-to-ack latency
+//!   from its /latency endpoint.
 //!
 //! Each relay gets a fresh broker. CPU seconds and peak RSS come from /proc.
 
+mod e2e;
 mod env;
 mod procstat;
 mod report;
@@ -45,9 +48,9 @@ pub struct Args {
     /// Partitions of each topic.
     #[arg(long, default_value_t = 6)]
     pub partitions: i32,
-    /// Steady-state insert rate, events per second.
-    #[arg(long, default_value_t = 5000)]
-    pub steady_rate: usize,
+    /// Steady-state insert rates, events per second, each measured for --steady-seconds.
+    #[arg(long, value_delimiter = ',', default_value = "500,5000,50000")]
+    pub rates: Vec<usize>,
     #[arg(long, default_value_t = 20)]
     pub steady_seconds: u64,
     #[arg(long)]
@@ -128,7 +131,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     if !args.skip_steady {
-        results.steady = Some(steady_state(&relay_bin, &relay_cfg, &svc, &shape, &args, events).await?);
+        let steady = Steady { pg_port: svc.pg_port, shape: &shape, args: &args, sql: &sql };
+        results.steady.push(steady.pgoutbox(&relay_bin, &relay_cfg, &broker).await?);
+        if !args.skip_debezium {
+            let dbz_broker = svc.broker("debezium-steady")?;
+            create_topics(&dbz_broker, args.partitions).await?;
+            let dbz_cfg = write_config(&svc, "debezium-steady", &dbz_broker, "bench_debezium")?;
+            results.steady.push(steady.debezium(&root, &dbz_cfg, &dbz_broker).await?);
+        }
     }
 
     std::fs::create_dir_all(&args.out)?;
@@ -393,20 +403,22 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
     Ok(Contender::throughput("rdkafka producer (broker ceiling)", events, wall, None, None))
 }
 
-fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
+type Lines = std::sync::mpsc::Receiver<(Duration, String)>;
+
+/// Starts Debezium (scripts/debezium.sh runs it with `exec java`, so the pid is the JVM's); its
+/// stdout lines arrive timed from `start`.
+fn spawn_debezium(root: &Path, cfg: &Path, extra: &[&str], start: Instant) -> anyhow::Result<(Child, Lines)> {
     let script = root.join("scripts/debezium.sh");
     let install = Command::new("bash").arg(&script).arg("install").status()?;
     anyhow::ensure!(install.success(), "scripts/debezium.sh install failed");
-    let start = Instant::now();
     let mut child = Command::new("bash")
         .arg(&script)
         .args(["run", "--config"])
         .arg(cfg)
-        .args(["--progress", "1000"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(cfg.with_extension("log"))?)
         .spawn()?;
-    let pid = child.id();
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -416,6 +428,13 @@ fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<C
             }
         }
     });
+    Ok((child, rx))
+}
+
+fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
+    let start = Instant::now();
+    let (mut child, rx) = spawn_debezium(root, cfg, &["--progress", "1000"], start)?;
+    let pid = child.id();
     let mut first = None;
     let mut streaming = None;
     let mut peak = 0.0f64;
@@ -459,52 +478,96 @@ fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<C
     Ok(c)
 }
 
-async fn steady_state(
-    bin: &Path,
-    cfg: &Path,
-    svc: &env::Services,
-    shape: &Shape,
-    args: &Args,
-    backlog: usize,
-) -> anyhow::Result<report::Steady> {
-    let addr = free_addr()?;
-    let log = cfg.with_extension("steady.log");
-    let mut child = spawn_relay(bin, cfg, &addr, &log)?;
-    let start = Instant::now();
-    while http_get(&addr, "/health").is_none() {
-        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "relay did not start streaming");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+/// The steady-state phase: each relay at every rate, measured the same way.
+struct Steady<'a> {
+    pg_port: u16,
+    shape: &'a Shape,
+    args: &'a Args,
+    sql: &'a tokio_postgres::Client,
+}
+
+/// Where a relay under measurement can be asked about itself.
+struct Relay<'a> {
+    pid: u32,
+    /// pgoutbox's metrics address (its /latency endpoint).
+    metrics: Option<&'a str>,
+    broker: &'a str,
+}
+
+impl Steady<'_> {
+    /// Moves a stopped relay's slot to the current end of the WAL, so it does not first catch up on
+    /// what the other relay's steady state wrote.
+    async fn skip_to_now(&self, slot: &str) -> anyhow::Result<()> {
+        self.sql.execute("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", &[&slot]).await?;
+        Ok(())
     }
-    eprintln!("steady state: {} events/s for {}s (after 3s warm-up)", args.steady_rate, args.steady_seconds);
-    workload::steady(svc.pg_port, shape, args.steady_rate, Duration::from_secs(3), backlog + 1).await?;
-    let _ = http_get(&addr, "/latency"); // discard the warm-up window
-    let pid = child.id();
-    let cpu_before = procstat::usage(pid).cpu_seconds;
-    let written = workload::steady(
-        svc.pg_port,
-        shape,
-        args.steady_rate,
-        Duration::from_secs(args.steady_seconds),
-        backlog + 1_000_000,
-    )
-    .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let body = http_get(&addr, "/latency").unwrap_or_default();
-    let lat: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let usage = procstat::usage(pid);
-    stop(&mut child);
-    let us = |k: &str| lat.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
-    Ok(report::Steady {
-        rate: args.steady_rate,
-        seconds: args.steady_seconds,
-        events_written: written,
-        transactions: us("count"),
-        p50_ms: us("p50_us") as f64 / 1000.0,
-        p99_ms: us("p99_us") as f64 / 1000.0,
-        max_ms: us("max_us") as f64 / 1000.0,
-        received_p50_ms: lat["received"]["p50_us"].as_u64().unwrap_or(0) as f64 / 1000.0,
-        received_p99_ms: lat["received"]["p99_us"].as_u64().unwrap_or(0) as f64 / 1000.0,
-        cpu_seconds: usage.cpu_seconds - cpu_before,
-        peak_rss_mb: usage.peak_rss_mb,
-    })
+
+    async fn pgoutbox(&self, bin: &Path, cfg: &Path, broker: &str) -> anyhow::Result<report::SteadyRun> {
+        self.skip_to_now("bench_pgoutbox").await?;
+        let addr = free_addr()?;
+        let mut child = spawn_relay(bin, cfg, &addr, &cfg.with_extension("steady.log"))?;
+        let start = Instant::now();
+        while http_get(&addr, "/health").is_none() {
+            anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "pgoutbox did not start streaming");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let windows = self.windows(&Relay { pid: child.id(), metrics: Some(&addr), broker }).await;
+        stop(&mut child);
+        Ok(report::SteadyRun { relay: "pgoutbox".into(), windows: windows? })
+    }
+
+    async fn debezium(&self, root: &Path, cfg: &Path, broker: &str) -> anyhow::Result<report::SteadyRun> {
+        self.skip_to_now("bench_debezium").await?;
+        let offsets = cfg.with_extension("offsets");
+        let _ = std::fs::remove_file(&offsets);
+        let offsets = offsets.to_string_lossy().to_string();
+        let (mut child, rx) = spawn_debezium(root, cfg, &["--offsets", &offsets], Instant::now())?;
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok((_, line)) if line == "DEBEZIUM STREAMING" => break,
+                Ok(_) => {}
+                Err(_) => {
+                    stop(&mut child);
+                    anyhow::bail!("Debezium did not start streaming; see {}", cfg.with_extension("log").display());
+                }
+            }
+        }
+        // Keep reading its output so it never blocks on a full pipe.
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        let windows = self.windows(&Relay { pid: child.id(), metrics: None, broker }).await;
+        stop(&mut child);
+        Ok(report::SteadyRun { relay: "Debezium 3.6.3".into(), windows: windows? })
+    }
+
+    async fn windows(&self, relay: &Relay<'_>) -> anyhow::Result<Vec<report::Window>> {
+        let topics: Vec<String> = workload::TYPES.iter().map(|t| format!("outbox.event.{t}")).collect();
+        let e2e = e2e::EndToEnd::start(relay.broker, &topics, self.args.partitions)?;
+        let mut out = Vec::new();
+        for &rate in &self.args.rates {
+            eprintln!("steady state: {rate} events/s for {}s (after 3s warm-up)", self.args.steady_seconds);
+            workload::steady(self.pg_port, self.shape, rate, Duration::from_secs(3), 0).await?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Some(addr) = relay.metrics {
+                let _ = http_get(addr, "/latency"); // discard the warm-up window
+            }
+            e2e.take();
+            let cpu_before = procstat::usage(relay.pid).cpu_seconds;
+            let wall = Instant::now();
+            let seconds = Duration::from_secs(self.args.steady_seconds);
+            let written = workload::steady(self.pg_port, self.shape, rate, seconds, 0).await?;
+            let writing = wall.elapsed();
+            // What was written is delivered (or not) within a second more; the CPU counts it.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let usage = procstat::usage(relay.pid);
+            let mut latencies = e2e.take();
+            let window = report::Window::new(rate, writing, written, &mut latencies, usage, cpu_before, self.shape);
+            let window = match relay.metrics.and_then(|a| http_get(a, "/latency")) {
+                Some(body) => window.with_commit_to_ack(&serde_json::from_str(&body).unwrap_or_default()),
+                None => window,
+            };
+            eprintln!("  {}", window.line());
+            out.push(window);
+        }
+        Ok(out)
+    }
 }

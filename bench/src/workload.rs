@@ -31,8 +31,10 @@ pub fn txn_sql(shape: &Shape, first: usize) -> String {
         if n > first {
             sql.push(',');
         }
+        // When the application sent it, for the end-to-end latency (see `e2e`).
+        let sent = crate::e2e::now_us();
         let head = format!(
-            r#"{{"seq": {n}, "orderId": "agg-{agg}", "customer": {{"id": {agg}, "name": "Customer {agg}"}}, "note": ""#
+            r#"{{"seq": {n}, "sent_us": {sent}, "orderId": "agg-{agg}", "customer": {{"id": {agg}, "name": "Customer {agg}"}}, "note": ""#
         );
         let fill = shape.payload_bytes.saturating_sub(head.len() + 2);
         sql.push_str(&format!(
@@ -69,7 +71,8 @@ pub async fn backlog(port: u16, shape: &Shape, events: usize, concurrency: usize
 
 /// Writes at `rate` events per second for `duration`, numbering events from `first`.
 pub async fn steady(port: u16, shape: &Shape, rate: usize, duration: Duration, first: usize) -> anyhow::Result<usize> {
-    let writers = 2;
+    // Enough connections that the round trips do not cap the rate (one per 5,000 events/s).
+    let writers = (rate / 5000).clamp(2, 8);
     let txn_rate = rate as f64 / shape.per_txn as f64 / writers as f64;
     let period = Duration::from_secs_f64(1.0 / txn_rate);
     let mut tasks = Vec::new();
