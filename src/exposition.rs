@@ -17,11 +17,13 @@ use crate::metrics::{Metrics, RelayState};
 
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// One relay: its connector name, its `topic.prefix` (Debezium's server name) and its metrics.
+/// One relay: its connector name, its `topic.prefix` (Debezium's server name), its metrics, and its
+/// task's state as Connect names it (`RUNNING`, `PAUSED`, `STOPPED`, `FAILED`, `UNASSIGNED`).
 pub struct Source<'a> {
     pub connector: &'a str,
     pub server: &'a str,
     pub metrics: &'a Metrics,
+    pub state: &'a str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,6 +36,19 @@ struct Debezium {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Connector {
     connector: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Task {
+    connector: String,
+    task: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskStatus {
+    connector: String,
+    task: String,
+    status: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -76,10 +91,13 @@ pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
     let mut r = Registry::default();
     let own = Own::register(&mut r);
     let debezium = DebeziumMetrics::register(&mut r);
+    let connect = ConnectMetrics::register(&mut r);
     for s in sources {
         own.observe(s);
         debezium.observe(s, now_ms);
+        connect.observe(s);
     }
+    connect.worker(sources);
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &r);
@@ -190,6 +208,101 @@ impl DebeziumMetrics {
     }
 }
 
+/// Kafka Connect's worker and task metrics under the names Strimzi's JMX-exporter rules (and the
+/// dashboards built on them) give Connect's MBeans: `kafka_connect_connector_status{connector,task,
+/// status}` from `connector-task-metrics`' status, `kafka_connect_worker_*` from
+/// `connect-worker-metrics`, `kafka_connect_source_task_*` from `source-task-metrics`. Each outbox
+/// connector runs one task, `0`; a stopped connector has none, as in Connect.
+struct ConnectMetrics {
+    task_status: IntGauges<TaskStatus>,
+    polled: IntGauges<Task>,
+    written: IntGauges<Task>,
+    running_ratio: FloatGauges<Task>,
+    connector_count: Gauge<i64, AtomicI64>,
+    task_count: Gauge<i64, AtomicI64>,
+    per_connector: Vec<(&'static str, IntGauges<Connector>)>,
+}
+
+/// `connect-worker-metrics`' per-connector task counts, by the task state each counts.
+const TASK_COUNTS: [(&str, &str); 6] = [
+    ("running", "RUNNING"),
+    ("paused", "PAUSED"),
+    ("failed", "FAILED"),
+    ("unassigned", "UNASSIGNED"),
+    ("destroyed", "-"),
+    ("restarting", "-"),
+];
+
+impl ConnectMetrics {
+    fn register(r: &mut Registry) -> Self {
+        let gauge = |r: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::<i64, AtomicI64>::default();
+            r.register(name, help, g.clone());
+            g
+        };
+        let mut per_connector: Vec<(&'static str, IntGauges<Connector>)> = TASK_COUNTS
+            .iter()
+            .map(|(state, _)| {
+                let name = format!("kafka_connect_worker_connector_{state}_task_count");
+                (*state, int_gauge::<Connector>(r, &name, &format!("The connector's tasks that are {state}")))
+            })
+            .collect();
+        per_connector
+            .push(("total", int_gauge(r, "kafka_connect_worker_connector_total_task_count", "The connector's tasks")));
+        let running_ratio = FloatGauges::<Task>::default();
+        r.register(
+            "kafka_connect_connector_task_running_ratio",
+            "The fraction of time the task has spent running",
+            running_ratio.clone(),
+        );
+        ConnectMetrics {
+            task_status: int_gauge(
+                r,
+                "kafka_connect_connector_status",
+                "Kafka Connect task status (1 for the current one)",
+            ),
+            polled: int_gauge(r, "kafka_connect_source_task_source_record_poll_total", "Records read from the source"),
+            written: int_gauge(
+                r,
+                "kafka_connect_source_task_source_record_write_total",
+                "Records the broker acknowledged",
+            ),
+            running_ratio,
+            connector_count: gauge(r, "kafka_connect_worker_connector_count", "The connectors this worker runs"),
+            task_count: gauge(r, "kafka_connect_worker_task_count", "The tasks this worker runs"),
+            per_connector,
+        }
+    }
+
+    fn observe(&self, s: &Source<'_>) {
+        let c = Connector { connector: s.connector.to_string() };
+        let has_task = s.state != "STOPPED";
+        for (state, counted) in &self.per_connector {
+            let n = match (*state, TASK_COUNTS.iter().find(|(name, _)| name == state)) {
+                ("total", _) => has_task,
+                (_, Some((_, connect))) => *connect == s.state,
+                _ => false,
+            };
+            counted.get_or_create(&c).set(i64::from(n));
+        }
+        if !has_task {
+            return;
+        }
+        let task = Task { connector: s.connector.to_string(), task: "0".into() };
+        let status =
+            TaskStatus { connector: task.connector.clone(), task: "0".into(), status: s.state.to_ascii_lowercase() };
+        self.task_status.get_or_create(&status).set(1);
+        self.polled.get_or_create(&task).set(as_i64(Metrics::get(&s.metrics.events_seen)));
+        self.written.get_or_create(&task).set(as_i64(Metrics::get(&s.metrics.events_acked)));
+        self.running_ratio.get_or_create(&task).set(if s.state == "RUNNING" { 1.0 } else { 0.0 });
+    }
+
+    fn worker(&self, sources: &[Source<'_>]) {
+        self.connector_count.set(sources.len() as i64);
+        self.task_count.set(sources.iter().filter(|s| s.state != "STOPPED").count() as i64);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
@@ -214,7 +327,7 @@ mod tests {
         m.behind_source_ms.store(7, Ordering::Relaxed);
         m.unacknowledged_wait_ms.store(31_500, Ordering::Relaxed);
         m.set_state(RelayState::Streaming);
-        let text = render(&[Source { connector: "orders", server: "dbserver1", metrics: &m }], 3_500);
+        let text = render(&[Source { connector: "orders", server: "dbserver1", metrics: &m, state: "RUNNING" }], 3_500);
         assert_eq!(sample(&text, "pgoutbox_events_acked_total{connector=\"orders\"}"), "42");
         assert_eq!(sample(&text, "pgoutbox_confirmed_lsn_text{connector=\"orders\",lsn=\"1/10\"}"), "1");
         assert_eq!(sample(&text, "pgoutbox_streaming{connector=\"orders\"}"), "1");
@@ -227,5 +340,40 @@ mod tests {
         assert_eq!(sample(&text, &dbz("MilliSecondsSinceLastEvent")), "2500");
         assert_eq!(sample(&text, &dbz("Connected")), "1");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// Connect's metrics as Strimzi's JMX-exporter rules name them: one task per connector, its status
+    /// as a label, the worker's counts; a stopped connector keeps its worker counts but has no task.
+    #[test]
+    fn connect_names_follow_the_task_states() {
+        let (running, paused, stopped) = (Metrics::default(), Metrics::default(), Metrics::default());
+        running.events_seen.store(5, Ordering::Relaxed);
+        running.events_acked.store(4, Ordering::Relaxed);
+        let text = render(
+            &[
+                Source { connector: "a", server: "s1", metrics: &running, state: "RUNNING" },
+                Source { connector: "b", server: "s2", metrics: &paused, state: "PAUSED" },
+                Source { connector: "c", server: "s3", metrics: &stopped, state: "STOPPED" },
+            ],
+            0,
+        );
+        let task = |c: &str| format!("{{connector=\"{c}\",task=\"0\"}}");
+        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"a\",task=\"0\",status=\"running\"}"), "1");
+        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"b\",task=\"0\",status=\"paused\"}"), "1");
+        assert!(!text.contains("kafka_connect_connector_status{connector=\"c\""), "{text}");
+        assert_eq!(sample(&text, &format!("kafka_connect_source_task_source_record_poll_total{}", task("a"))), "5");
+        assert_eq!(sample(&text, &format!("kafka_connect_source_task_source_record_write_total{}", task("a"))), "4");
+        assert_eq!(sample(&text, &format!("kafka_connect_connector_task_running_ratio{}", task("b"))), "0.0");
+        assert_eq!(sample(&text, "kafka_connect_worker_connector_count"), "3");
+        assert_eq!(sample(&text, "kafka_connect_worker_task_count"), "2");
+        let count = |state: &str, c: &str| {
+            sample(&text, &format!("kafka_connect_worker_connector_{state}_task_count{{connector=\"{c}\"}}"))
+        };
+        assert_eq!(
+            (count("running", "a"), count("paused", "a"), count("total", "a")),
+            ("1".into(), "0".into(), "1".into())
+        );
+        assert_eq!((count("running", "b"), count("paused", "b")), ("0".into(), "1".into()));
+        assert_eq!((count("running", "c"), count("total", "c")), ("0".into(), "0".into()));
     }
 }

@@ -32,7 +32,13 @@ pub async fn serve(listener: TcpListener, relay: Relay, shutdown: CancellationTo
 async fn handle(State(relay): State<Relay>, uri: Uri) -> Response {
     if uri.path() == "/metrics" {
         let source =
-            crate::exposition::Source { connector: &relay.connector, server: &relay.server, metrics: &relay.metrics };
+            // `pgoutbox run` runs its one connector for as long as the process lives.
+            crate::exposition::Source {
+                connector: &relay.connector,
+                server: &relay.server,
+                metrics: &relay.metrics,
+                state: "RUNNING",
+            };
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let body = crate::exposition::render(&[source], now);

@@ -156,9 +156,17 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
         "{metrics}"
     );
 
+    assert!(metrics.contains("kafka_connect_worker_connector_count 2"), "{metrics}");
+
     // Pause: no events flow; resume: they do.
     assert_eq!(call(&addr, "PUT", "/connectors/orders/pause", None).0, 202);
     wait_state(&addr, "orders", "PAUSED");
+    // Connect's task status metric follows the state, as the dashboards on Strimzi's rules read it.
+    let metrics = http_get(&addr, "/metrics").expect("metrics").1;
+    assert!(
+        metrics.contains("kafka_connect_connector_status{connector=\"orders\",task=\"0\",status=\"paused\"} 1"),
+        "{metrics}"
+    );
     sql.batch_execute(&a.insert_sql("Order", "a-2", Some("{}"))).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(consume_until_idle(&a.env.broker, &[a.topic("Order")], Duration::from_secs(1)).len(), 1, "paused");

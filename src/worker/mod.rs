@@ -227,9 +227,17 @@ impl Worker {
     /// Every connector's metrics in the Prometheus exposition.
     pub fn metrics_text(&self) -> String {
         let connectors = self.lock();
+        let states: Vec<&'static str> =
+            connectors.values().map(|c| c.state.lock().unwrap_or_else(|e| e.into_inner()).name()).collect();
         let sources: Vec<crate::exposition::Source<'_>> = connectors
             .iter()
-            .map(|(name, c)| crate::exposition::Source { connector: name, server: &c.server, metrics: &c.metrics })
+            .zip(&states)
+            .map(|((name, c), state)| crate::exposition::Source {
+                connector: name,
+                server: &c.server,
+                metrics: &c.metrics,
+                state,
+            })
             .collect();
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
