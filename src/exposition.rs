@@ -6,10 +6,11 @@
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::lsn::Lsn;
@@ -50,6 +51,45 @@ struct TaskStatus {
     task: String,
     status: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Topic {
+    connector: String,
+    topic: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorClass {
+    connector: String,
+    class: String,
+}
+
+/// A histogram whose buckets were counted elsewhere (the relay's own fine-grained histogram), for
+/// the exposition: sum, count, and per bucket its upper bound and the samples in it alone.
+#[derive(Debug, Default)]
+struct Counted(std::sync::Mutex<Buckets>);
+
+/// Sum, count, and (upper bound, samples in this bucket alone) per bucket.
+type Buckets = (f64, u64, Vec<(f64, u64)>);
+
+impl TypedMetric for Counted {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Counted {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        encoder.encode_histogram::<NoLabelSet>(h.0, h.1, &h.2, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// The commit-to-ack histogram's bounds, in seconds: from a millisecond to a minute.
+const LATENCY_BOUNDS_S: [f64; 15] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Lsns {
@@ -115,6 +155,12 @@ struct Own {
     streaming: IntGauges<Connector>,
     wait: FloatGauges<Connector>,
     latency: FloatGauges<Quantile>,
+    latency_histogram: Family<Connector, Counted>,
+    lag_bytes: IntGauges<Connector>,
+    reconnects: Family<Connector, Counter>,
+    topic_records: Family<Topic, Counter>,
+    topic_bytes: Family<Topic, Counter>,
+    errors: Family<ErrorClass, Counter>,
 }
 
 impl Own {
@@ -131,7 +177,38 @@ impl Own {
             "Commit-to-acknowledgement latency quantiles since start",
             latency.clone(),
         );
+        let latency_histogram = Family::<Connector, Counted>::default();
+        r.register(
+            "pgoutbox_commit_to_ack_latency_seconds",
+            "Commit-to-acknowledgement latency per transaction with events, since start",
+            latency_histogram.clone(),
+        );
+        let per_topic = |r: &mut Registry, name: &str, help: &str| {
+            let f = Family::<Topic, Counter>::default();
+            r.register(name, help, f.clone());
+            f
+        };
+        let errors = Family::<ErrorClass, Counter>::default();
+        r.register(
+            "pgoutbox_errors",
+            "Events skipped under errors.tolerance=all, by class (route: the router refused the row; delivery: the broker refused the record), and dead letters queued",
+            errors.clone(),
+        );
         Own {
+            latency_histogram,
+            lag_bytes: int_gauge(
+                r,
+                "pgoutbox_slot_lag_bytes",
+                "WAL bytes between the server's position as last heard and the confirmed position",
+            ),
+            reconnects: counter(r, "pgoutbox_reconnects", "Replication sessions started after the first"),
+            topic_records: per_topic(r, "pgoutbox_topic_records_sent", "Records handed to the producer, per topic"),
+            topic_bytes: per_topic(
+                r,
+                "pgoutbox_topic_bytes_sent",
+                "Key, value and header bytes handed to the producer, per topic",
+            ),
+            errors,
             acked: counter(r, "pgoutbox_events_acked", "Events the broker acknowledged"),
             confirmed: counter(r, "pgoutbox_transactions_confirmed", "Transactions whose position was confirmed"),
             sessions: counter(r, "pgoutbox_sessions", "Replication sessions started"),
@@ -161,6 +238,23 @@ impl Own {
         for (q, us) in [("0.5", t.p50_us), ("0.99", t.p99_us), ("0.999", t.p999_us)] {
             let labels = Quantile { connector: c.connector.clone(), quantile: q.into() };
             self.latency.get_or_create(&labels).set(us as f64 / 1e6);
+        }
+        let bounds_us = LATENCY_BOUNDS_S.map(|s| (s * 1e6) as u64);
+        let (sum_us, count, counts) = m.latency_buckets(&bounds_us);
+        let buckets = LATENCY_BOUNDS_S.iter().copied().chain([f64::MAX]).zip(counts).collect();
+        *self.latency_histogram.get_or_create(&c).0.lock().unwrap_or_else(|e| e.into_inner()) =
+            (sum_us as f64 / 1e6, count, buckets);
+        self.lag_bytes.get_or_create(&c).set(as_i64(g(&m.received_lsn).saturating_sub(g(&m.confirmed_lsn))));
+        self.reconnects.get_or_create(&c).inc_by(g(&m.sessions).saturating_sub(1));
+        for (topic, records, bytes) in m.sent_by_topic() {
+            let labels = Topic { connector: c.connector.clone(), topic: topic.to_string() };
+            self.topic_records.get_or_create(&labels).inc_by(records);
+            self.topic_bytes.get_or_create(&labels).inc_by(bytes);
+        }
+        for (class, n) in
+            [("route", &m.route_errors), ("delivery", &m.delivery_errors), ("dead_letter", &m.dead_letters)]
+        {
+            self.errors.get_or_create(&ErrorClass { connector: c.connector.clone(), class: class.into() }).inc_by(g(n));
         }
     }
 }
@@ -340,6 +434,42 @@ mod tests {
         assert_eq!(sample(&text, &dbz("MilliSecondsSinceLastEvent")), "2500");
         assert_eq!(sample(&text, &dbz("Connected")), "1");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// The relay's own aggregatable metrics: a real histogram of commit-to-ack latency (cumulative
+    /// buckets, sum and count), slot lag, reconnects, per-topic records and bytes, errors by class.
+    #[test]
+    fn pgoutbox_histogram_lag_topics_and_errors() {
+        let m = Metrics::default();
+        for us in [800, 3_000, 3_000, 40_000, 2_000_000] {
+            m.record_latency_us(us);
+        }
+        m.received_lsn.store(1_000, Ordering::Relaxed);
+        m.confirmed_lsn.store(400, Ordering::Relaxed);
+        m.sessions.store(3, Ordering::Relaxed);
+        m.record_sent(&std::sync::Arc::from("outbox.event.Order"), 2, 300);
+        m.route_errors.store(1, Ordering::Relaxed);
+        m.dead_letters.store(1, Ordering::Relaxed);
+        let text = render(&[Source { connector: "o", server: "s", metrics: &m, state: "RUNNING" }], 0);
+        let bucket = |le: &str| {
+            sample(&text, &format!("pgoutbox_commit_to_ack_latency_seconds_bucket{{le=\"{le}\",connector=\"o\"}}"))
+        };
+        assert_eq!(bucket("0.001"), "1");
+        assert_eq!(bucket("0.005"), "3");
+        assert_eq!(bucket("0.05"), "4");
+        assert_eq!(bucket("1.0"), "4");
+        assert_eq!(bucket("2.5"), "5");
+        assert_eq!(bucket("+Inf"), "5");
+        assert_eq!(sample(&text, "pgoutbox_commit_to_ack_latency_seconds_count{connector=\"o\"}"), "5");
+        assert_eq!(sample(&text, "pgoutbox_commit_to_ack_latency_seconds_sum{connector=\"o\"}"), "2.0468");
+        assert_eq!(sample(&text, "pgoutbox_slot_lag_bytes{connector=\"o\"}"), "600");
+        assert_eq!(sample(&text, "pgoutbox_reconnects_total{connector=\"o\"}"), "2");
+        let topic = "{connector=\"o\",topic=\"outbox.event.Order\"}";
+        assert_eq!(sample(&text, &format!("pgoutbox_topic_records_sent_total{topic}")), "2");
+        assert_eq!(sample(&text, &format!("pgoutbox_topic_bytes_sent_total{topic}")), "300");
+        assert_eq!(sample(&text, "pgoutbox_errors_total{connector=\"o\",class=\"route\"}"), "1");
+        assert_eq!(sample(&text, "pgoutbox_errors_total{connector=\"o\",class=\"delivery\"}"), "0");
+        assert_eq!(sample(&text, "pgoutbox_errors_total{connector=\"o\",class=\"dead_letter\"}"), "1");
     }
 
     /// Connect's metrics as Strimzi's JMX-exporter rules name them: one task per connector, its status

@@ -64,8 +64,16 @@ pub struct Metrics {
     /// How far behind its commit the last transaction with events was read, in milliseconds
     /// (Debezium's MilliSecondsBehindSource).
     pub behind_source_ms: AtomicU64,
+    /// Rows the Event Router could not turn into a record, skipped under errors.tolerance=all.
+    pub route_errors: AtomicU64,
+    /// Records the broker refused for good, skipped under errors.tolerance=all.
+    pub delivery_errors: AtomicU64,
+    /// Dead letters queued for the dead-letter topic.
+    pub dead_letters: AtomicU64,
     state: AtomicU8,
     latency: Mutex<Latencies>,
+    /// Records and bytes (key, value and headers) handed to the producer, per topic.
+    topics: Mutex<std::collections::HashMap<std::sync::Arc<str>, (u64, u64)>>,
 }
 
 #[derive(Default)]
@@ -106,6 +114,38 @@ impl Metrics {
         match self.latency.lock() {
             Ok(mut l) => (std::mem::take(&mut l.window).summary(), std::mem::take(&mut l.received_window).summary()),
             Err(_) => Default::default(),
+        }
+    }
+
+    /// Counts records handed to the producer for `topic`.
+    pub fn record_sent(&self, topic: &std::sync::Arc<str>, records: u64, bytes: u64) {
+        if let Ok(mut t) = self.topics.lock() {
+            let entry = match t.get_mut(topic) {
+                Some(e) => e,
+                None => t.entry(topic.clone()).or_default(),
+            };
+            entry.0 += records;
+            entry.1 += bytes;
+        }
+    }
+
+    /// Records and bytes sent per topic, by topic name.
+    pub fn sent_by_topic(&self) -> Vec<(std::sync::Arc<str>, u64, u64)> {
+        let mut out: Vec<_> = match self.topics.lock() {
+            Ok(t) => t.iter().map(|(k, (n, b))| (k.clone(), *n, *b)).collect(),
+            Err(_) => Vec::new(),
+        };
+        out.sort();
+        out
+    }
+
+    /// Commit-to-acknowledgement latency since start as Prometheus histogram buckets: the sum and
+    /// count in microseconds, and per bucket (upper bounds in microseconds, ascending) the samples in
+    /// it and not in the one before; the last count is of the samples above every bound.
+    pub fn latency_buckets(&self, bounds_us: &[u64]) -> (u64, u64, Vec<u64>) {
+        match self.latency.lock() {
+            Ok(l) => l.total.buckets(bounds_us),
+            Err(_) => (0, 0, vec![0; bounds_us.len() + 1]),
         }
     }
 
@@ -188,6 +228,17 @@ impl Histogram {
             }
         }
         self.max
+    }
+
+    /// See [`Metrics::latency_buckets`]. A fine bucket counts in the first bound at or above its
+    /// upper value (so a bound can count up to ~3% too few samples, never too many).
+    fn buckets(&self, bounds_us: &[u64]) -> (u64, u64, Vec<u64>) {
+        let mut out = vec![0; bounds_us.len() + 1];
+        for (i, &c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+            let at = bounds_us.iter().position(|&b| Self::upper(i).min(self.max) <= b).unwrap_or(bounds_us.len());
+            out[at] += c;
+        }
+        (self.sum, self.count, out)
     }
 
     pub fn summary(&self) -> Summary {

@@ -432,7 +432,9 @@ impl Reader<'_> {
             }
             Err(e) => {
                 let letter = tolerate_route_error(self.cfg, table, columns, &i.new, e)?;
+                self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if let Some(record) = letter {
+                    self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.push_event(record);
                 }
             }

@@ -42,6 +42,9 @@ pub struct Sink {
     letters_due: std::collections::VecDeque<(u64, OutboxRecord)>,
     /// Reports taken from the producer, reused between wake-ups.
     acks: Vec<Ack>,
+    /// Records and bytes handed to the producer per topic since the last `publish`, so the metrics'
+    /// lock is taken once per batch, not once per record.
+    sent: Vec<(Arc<str>, u64, u64)>,
     /// Warns while the oldest unacknowledged event waits.
     stall: StallWatch,
 }
@@ -68,6 +71,7 @@ impl Sink {
             dead_letters: Default::default(),
             letters_due: Default::default(),
             acks: Vec::new(),
+            sent: Vec::new(),
             stall: StallWatch::new(WARN_AFTER),
         }
     }
@@ -171,6 +175,9 @@ impl Sink {
     }
 
     fn publish(&mut self) {
+        for (topic, records, bytes) in self.sent.drain(..) {
+            self.metrics.record_sent(&topic, records, bytes);
+        }
         if !self.barriers.is_empty() && self.checkpoint.drained() {
             for b in self.barriers.drain(..) {
                 let _ = b.send(());
@@ -259,6 +266,7 @@ impl Sink {
     /// an event that left no trace.
     fn tolerate(&mut self, seq: u64, f: DeliveryFailure) -> Result<(), RelayError> {
         tracing::warn!(event = %f.event_id, topic = %f.topic, error = %f.error, "skipping an event the broker refused (errors.tolerance=all)");
+        self.metrics.delivery_errors.fetch_add(1, Ordering::Relaxed);
         let Some(dlq) = self.tolerance.dead_letter_topic.clone() else {
             self.checkpoint.acked(seq);
             return Ok(());
@@ -275,6 +283,7 @@ impl Sink {
         let record =
             crate::outbox::dead_letter::record(&Arc::from(dlq.as_str()), &failure, None, super::reader::now_ms());
         self.letters_due.push_back((seq, record));
+        self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -369,7 +378,17 @@ impl Sink {
     async fn send(&mut self, record: OutboxRecord, stop: &CancellationToken) -> Result<bool, RelayError> {
         self.ensure_topic(&record.topic).await?;
         match self.enqueue(&record, stop).await? {
-            Queued::Yes => Ok(true),
+            Queued::Yes => {
+                let bytes = (record.size() - record.topic.len()) as u64;
+                match self.sent.iter_mut().find(|(t, ..)| Arc::ptr_eq(t, &record.topic) || *t == record.topic) {
+                    Some(entry) => {
+                        entry.1 += 1;
+                        entry.2 += bytes;
+                    }
+                    None => self.sent.push((record.topic.clone(), 1, bytes)),
+                }
+                Ok(true)
+            }
             Queued::Stopped => Ok(false),
             Queued::Refused(error) => match delivery_error(error, record.topic.to_string(), record.event_id()) {
                 // Refused before it was queued (e.g. larger than message.max.bytes): register it so
