@@ -66,33 +66,35 @@ pub async fn run(config: Config, options: RunOptions, shutdown: CancellationToke
     pipeline::run(config, shutdown, metrics).await
 }
 
-/// The worker's listener: the first `http://` entry of Connect's `listeners` (default
-/// `http://:8083`, every interface).
-pub fn worker_listener(props: &std::collections::BTreeMap<String, String>) -> Result<SocketAddr, config::ConfigError> {
+/// The worker's REST listener: the first entry of Connect's `listeners` (default `http://:8083`,
+/// every interface), `http://` or `https://`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestListener {
+    pub addr: SocketAddr,
+    pub https: bool,
+}
+
+pub fn worker_listener(
+    props: &std::collections::BTreeMap<String, String>,
+) -> Result<RestListener, config::ConfigError> {
+    let invalid = |why: String| config::ConfigError::invalid("listeners", why);
     let listeners = props.get("listeners").map(String::as_str).unwrap_or("http://:8083");
-    let first = listeners.split(',').map(str::trim).find(|l| l.starts_with("http://")).ok_or_else(|| {
-        config::ConfigError::invalid(
-            "listeners",
-            format!("`{listeners}` has no http:// listener (HTTPS listeners are not supported yet)"),
-        )
-    })?;
-    let hostport = &first["http://".len()..];
-    let (host, port) = hostport
-        .rsplit_once(':')
-        .ok_or_else(|| config::ConfigError::invalid("listeners", format!("`{first}` has no port")))?;
+    let first = listeners.split(',').map(str::trim).find(|l| !l.is_empty()).unwrap_or("http://:8083");
+    let (https, hostport) = match first.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => (false, rest),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (true, rest),
+        _ => return Err(invalid(format!("`{first}` is not http://HOST:PORT or https://HOST:PORT"))),
+    };
+    let (host, port) = hostport.rsplit_once(':').ok_or_else(|| invalid(format!("`{first}` has no port")))?;
     let host = if host.is_empty() { "0.0.0.0" } else { host.trim_start_matches('[').trim_end_matches(']') };
-    let port: u16 =
-        port.parse().map_err(|_| config::ConfigError::invalid("listeners", format!("`{port}` is not a port")))?;
+    let port: u16 = port.parse().map_err(|_| invalid(format!("`{port}` is not a port")))?;
     let ip: std::net::IpAddr = match host {
         "localhost" => std::net::Ipv4Addr::LOCALHOST.into(),
-        h => h.parse().map_err(|_| {
-            config::ConfigError::invalid(
-                "listeners",
-                format!("`{h}` is not an IP address (use an address or leave the host empty)"),
-            )
-        })?,
+        h => h
+            .parse()
+            .map_err(|_| invalid(format!("`{h}` is not an IP address (use an address or leave the host empty)")))?,
     };
-    Ok(SocketAddr::new(ip, port))
+    Ok(RestListener { addr: SocketAddr::new(ip, port), https })
 }
 
 /// `pgoutbox connect`: a Kafka Connect worker (standalone mode) for outbox connectors, with
@@ -105,7 +107,12 @@ pub async fn connect(
     if worker_props.get("group.id").is_some_and(|g| !g.trim().is_empty()) {
         return Err(RelayError::Config(config::ConfigError::invalid("group.id", "distributed mode (group.id, config.storage.topic, status.storage.topic) is not implemented yet; remove group.id to run this worker standalone")));
     }
-    let addr = worker_listener(&worker_props)?;
+    let rest = worker_listener(&worker_props)?;
+    let tls = match rest.https {
+        true => Some(Arc::new(worker::tls::server_config(&worker_props)?)),
+        false => None,
+    };
+    let addr = rest.addr;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         RelayError::Config(config::ConfigError::invalid("listeners", format!("cannot listen on {addr}: {e}")))
     })?;
@@ -132,10 +139,18 @@ pub async fn connect(
             RelayError::Config(config::ConfigError::invalid("name", format!("connector `{name}`: {}", e.message)))
         })?;
     }
-    tracing::info!(listen = %bound, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(listen = %bound, scheme, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
     let app = worker::rest::router(worker.clone());
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    if let Err(e) = server.await {
+    let served = match tls {
+        Some(config) => {
+            let listener = worker::tls::TlsListener::new(listener, config, shutdown.clone())
+                .map_err(|e| RelayError::Config(config::ConfigError::invalid("listeners", e.to_string())))?;
+            axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await,
+    };
+    if let Err(e) = served {
         tracing::warn!(error = %e, "the REST server stopped");
     }
     worker.stop_all().await;

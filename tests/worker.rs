@@ -226,3 +226,123 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     b.drop_slot().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One HTTPS GET, trusting only the CA in `ca_pem`: the status and body, or why it failed.
+async fn https_get(addr: &str, ca_pem: &std::path::Path, path: &str) -> Result<(u16, String), String> {
+    https_get_as(addr, ca_pem, None, path).await
+}
+
+/// [`https_get`], presenting the client certificate and key in `identity` (PEM files).
+async fn https_get_as(
+    addr: &str,
+    ca_pem: &std::path::Path,
+    identity: Option<(&std::path::Path, &std::path::Path)>,
+    path: &str,
+) -> Result<(u16, String), String> {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca_pem).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = rustls::pki_types::CertificateDer::pem_file_iter(cert).unwrap().map(Result::unwrap).collect();
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let req = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    tls.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut text = Vec::new();
+    let _ = tls.read_to_end(&mut text).await;
+    let text = String::from_utf8_lossy(&text).to_string();
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((code, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+}
+
+/// Connect's `listeners=https://...` with `listeners.https.ssl.*`: the same API over TLS from a
+/// PKCS12 keystore; a client that does not trust the worker's CA fails at the handshake, plain HTTP
+/// on the port gets no answer, and a JKS keystore stops the worker at start with the keytool fix.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_https_listener_serves_the_api_from_a_pkcs12_keystore() {
+    let tls = std::path::PathBuf::from(std::env::var("PGOUTBOX_TEST_TLS_DIR").expect("PGOUTBOX_TEST_TLS_DIR"));
+    let dir = std::env::temp_dir().join(format!("pgoutbox-worker-https-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = openssl::x509::X509::from_pem(&std::fs::read(tls.join("server.crt")).unwrap()).unwrap();
+    let key = openssl::pkey::PKey::private_key_from_pem(&std::fs::read(tls.join("server.key")).unwrap()).unwrap();
+    let p12 = openssl::pkcs12::Pkcs12::builder().name("worker").pkey(&key).cert(&cert).build2("changeit").unwrap();
+    std::fs::write(dir.join("worker.p12"), p12.to_der().unwrap()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let props = |store: &str| {
+        format!(
+            "bootstrap.servers=127.0.0.1:9\nlisteners=https://127.0.0.1:{port}\noffset.storage.file.filename={}\n\
+             listeners.https.ssl.keystore.location={}\nlisteners.https.ssl.keystore.password=changeit\n",
+            dir.join("offsets.dat").display(),
+            dir.join(store).display()
+        )
+    };
+    std::fs::write(dir.join("worker.properties"), props("worker.p12")).unwrap();
+    let mut worker = Worker::start(&dir, &[]);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(30), "REST API never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, body) = https_get(&addr, &tls.join("ca.crt"), "/").await.expect("an HTTPS answer");
+    assert_eq!(code, 200, "{body}");
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["version"].is_string(), "{body}");
+    let (code, body) = https_get(&addr, &tls.join("ca.crt"), "/connectors").await.unwrap();
+    assert_eq!((code, body.trim()), (200, "[]"));
+    let untrusted = https_get(&addr, &tls.join("other-ca.crt"), "/").await;
+    assert!(untrusted.as_ref().is_err_and(|e| e.starts_with("handshake")), "{untrusted:?}");
+    assert_eq!(http_get(&addr, "/"), None, "plain HTTP gets no HTTP answer on the TLS port");
+    worker.stop();
+
+    // ssl.client.auth=required: only a client with a certificate the truststore's CA signed is answered.
+    let required = format!(
+        "{}listeners.https.ssl.client.auth=required\nlisteners.https.ssl.truststore.location={}\n",
+        props("worker.p12"),
+        tls.join("ca.crt").display()
+    );
+    std::fs::write(dir.join("worker.properties"), required).unwrap();
+    let mut worker = Worker::start(&dir, &[]);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(30), "REST API never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let anonymous = https_get(&addr, &tls.join("ca.crt"), "/").await;
+    assert!(!matches!(anonymous, Ok((200, _))), "a client without a certificate is refused: {anonymous:?}");
+    let identity = Some((tls.join("client.crt"), tls.join("client.key")));
+    let identity = identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+    let (code, _) = https_get_as(&addr, &tls.join("ca.crt"), identity, "/").await.expect("answered");
+    assert_eq!(code, 200);
+    worker.stop();
+
+    // A JKS store (its magic number) is refused at start, naming the key and the conversion.
+    std::fs::write(dir.join("worker.jks"), [0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2]).unwrap();
+    std::fs::write(dir.join("worker.properties"), props("worker.jks")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
+        .args(["connect", "--worker"])
+        .arg(dir.join("worker.properties"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("listeners.https.ssl.keystore.location") && stderr.contains("keytool"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

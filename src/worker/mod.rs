@@ -11,6 +11,7 @@
 //! Connect worker passes its converters, `bootstrap.servers` and client settings to its connectors.
 
 pub mod rest;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -95,7 +96,10 @@ impl Worker {
 
     /// The worker's and the connector's keys merged (the connector's win), parsed and checked.
     pub fn effective(&self, config: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
-        let mut entries = self.props.clone();
+        // The REST server's own keys are the worker's, not its connectors'.
+        let rest_key = |k: &str| k == "listeners" || k.starts_with("listeners.") || k.starts_with("rest.");
+        let mut entries: BTreeMap<String, String> =
+            self.props.iter().filter(|(k, _)| !rest_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         entries.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
         Config::from_raw(&RawConfig { entries, source_name: None })
     }

@@ -1,0 +1,210 @@
+//! HTTPS for the worker's REST API, from Connect's keys: `listeners=https://...` with
+//! `listeners.https.ssl.*` (or the worker's own `ssl.*`, which Connect falls back to): a PKCS12 or
+//! PEM keystore with the worker's key and certificate chain, and `ssl.client.auth` (`none`,
+//! `requested`, `required`) with a truststore for client certificates. JKS stores, which only Java
+//! reads, are refused with the `keytool` command that converts them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openssl::pkey::{PKey, Private};
+use openssl::x509::X509;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::ServerConfig;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ConfigError;
+
+/// A TLS handshake that takes longer than this is dropped, so a silent client holds nothing.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One REST setting: `listeners.https.<name>`, else the worker's `<name>`; with the key it came from.
+fn setting<'p>(props: &'p BTreeMap<String, String>, name: &str) -> Option<(String, &'p str)> {
+    [format!("listeners.https.{name}"), name.to_string()]
+        .into_iter()
+        .find_map(|k| props.get(&k).map(|v| v.trim()).filter(|v| !v.is_empty()).map(|v| (k, v)))
+}
+
+fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
+    ConfigError::invalid(key, why.into())
+}
+
+/// The REST API's TLS configuration for an `https://` listener.
+pub fn server_config(props: &BTreeMap<String, String>) -> Result<ServerConfig, ConfigError> {
+    let Some((location_key, location)) = setting(props, "ssl.keystore.location") else {
+        return Err(invalid(
+            "listeners.https.ssl.keystore.location",
+            "an https:// listener needs the worker's key and certificate: set listeners.https.ssl.keystore.location (PKCS12 or PEM) and its password",
+        ));
+    };
+    let password = setting(props, "ssl.keystore.password").map_or("", |(_, v)| v);
+    let key_password = setting(props, "ssl.key.password").map(|(_, v)| v);
+    let kind = setting(props, "ssl.keystore.type").map(|(_, v)| v);
+    let bytes = read(&location_key, location)?;
+    let (key, chain) = keystore(&bytes, kind, password, key_password)
+        .map_err(|why| invalid(&location_key, format!("cannot read `{location}`: {why}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid(&location_key, e.to_string()))?;
+    let auth = setting(props, "ssl.client.auth").map_or("none".to_string(), |(_, v)| v.to_ascii_lowercase());
+    let builder = match auth.as_str() {
+        "none" => builder.with_no_client_auth(),
+        "requested" | "required" => {
+            let roots = client_roots(props)?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if auth == "requested" { verifier.allow_unauthenticated() } else { verifier };
+            let verifier =
+                verifier.build().map_err(|e| invalid("listeners.https.ssl.truststore.location", e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        other => {
+            return Err(invalid(
+                "listeners.https.ssl.client.auth",
+                format!("`{other}` is not one of none, requested, required"),
+            ))
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| {
+        invalid(&location_key, format!("the key and certificate in `{location}` do not make a TLS identity: {e}"))
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn read(key: &str, path: &str) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|e| invalid(key, format!("cannot read `{path}`: {e}")))
+}
+
+/// The private key and certificate chain of a keystore, PKCS12 or PEM (decided by its content when
+/// the type is absent or JKS, as Java's keystore.type.compat reads PKCS12 under the JKS type).
+fn keystore(
+    bytes: &[u8],
+    kind: Option<&str>,
+    password: &str,
+    key_password: Option<&str>,
+) -> Result<(PrivateKeyDer<'static>, Vec<CertificateDer<'static>>), String> {
+    if bytes.starts_with(&[0xFE, 0xED, 0xFE, 0xED]) || bytes.starts_with(&[0xCE, 0xCE, 0xCE, 0xCE]) {
+        return Err("it is a JKS store, which only Java reads; convert it with `keytool -importkeystore -srckeystore FILE -destkeystore FILE.p12 -deststoretype PKCS12` and point the key at FILE.p12".into());
+    }
+    let pem = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).contains("-----BEGIN");
+    let (pkey, certs) = match (kind.map(str::to_ascii_uppercase).as_deref(), pem) {
+        (Some("PEM") | None | Some("JKS"), true) => {
+            let certs = X509::stack_from_pem(bytes).map_err(|e| format!("no PEM certificate: {e}"))?;
+            let pkey = match key_password.or(Some(password).filter(|p| !p.is_empty())) {
+                Some(p) => PKey::private_key_from_pem_passphrase(bytes, p.as_bytes()),
+                None => PKey::private_key_from_pem(bytes),
+            }
+            .map_err(|_| "no PEM private key, or the key's password (ssl.key.password) is wrong".to_string())?;
+            (pkey, certs)
+        }
+        (Some("PKCS12") | None | Some("JKS"), false) => pkcs12(bytes, password)?,
+        (Some(other), _) => return Err(format!("the store type `{other}` does not match its content (PKCS12 or PEM)")),
+    };
+    if certs.is_empty() {
+        return Err("it holds no certificate".into());
+    }
+    let key = pkey.private_key_to_pkcs8().map_err(|e| e.to_string())?;
+    let chain = certs.iter().map(|c| c.to_der().map(CertificateDer::from)).collect::<Result<Vec<_>, _>>();
+    Ok((PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)), chain.map_err(|e| e.to_string())?))
+}
+
+fn pkcs12(der: &[u8], password: &str) -> Result<(PKey<Private>, Vec<X509>), String> {
+    let p12 = openssl::pkcs12::Pkcs12::from_der(der).map_err(|_| "not a PKCS12 or PEM keystore".to_string())?;
+    let parsed = p12
+        .parse2(password)
+        .map_err(|_| "wrong password (ssl.keystore.password), or an encryption OpenSSL does not support".to_string())?;
+    let (Some(pkey), Some(cert)) = (parsed.pkey, parsed.cert) else {
+        return Err("it holds no private key with its certificate (is it a truststore?)".into());
+    };
+    Ok((pkey, std::iter::once(cert).chain(parsed.ca.into_iter().flatten()).collect()))
+}
+
+/// The CAs that sign acceptable client certificates.
+fn client_roots(props: &BTreeMap<String, String>) -> Result<rustls::RootCertStore, ConfigError> {
+    let Some((key, location)) = setting(props, "ssl.truststore.location") else {
+        return Err(invalid(
+            "listeners.https.ssl.truststore.location",
+            "ssl.client.auth asks for client certificates: set the truststore with the CAs that sign them",
+        ));
+    };
+    let bytes = read(&key, location)?;
+    let password = setting(props, "ssl.truststore.password").map_or("", |(_, v)| v);
+    let certs = if String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
+        X509::stack_from_pem(&bytes).map_err(|e| invalid(&key, format!("cannot read `{location}`: {e}")))?
+    } else {
+        let p12 = openssl::pkcs12::Pkcs12::from_der(&bytes)
+            .and_then(|p| p.parse2(password))
+            .map_err(|_| invalid(&key, format!("cannot read `{location}` as PKCS12 or PEM (check its password)")))?;
+        p12.cert.into_iter().chain(p12.ca.into_iter().flatten()).collect()
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs {
+        let der = c.to_der().map_err(|e| invalid(&key, e.to_string()))?;
+        roots.add(CertificateDer::from(der)).map_err(|e| invalid(&key, format!("`{location}`: {e}")))?;
+    }
+    Ok(roots)
+}
+
+/// An HTTPS listener for axum: handshakes run on their own tasks (bounded by
+/// [`HANDSHAKE_TIMEOUT`]), so a slow or silent client never holds up the next one.
+pub struct TlsListener {
+    ready: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>, shutdown: CancellationToken) -> std::io::Result<Self> {
+        let local = tcp.local_addr()?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        let (tx, ready) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (stream, peer) = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    accepted = tcp.accept() => match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "REST API: accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    },
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "REST API: TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "REST API: TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { ready, local })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(connection) => connection,
+            // The accept loop stopped (shutdown): no connection comes any more.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
