@@ -32,12 +32,16 @@ pub async fn serve(listener: TcpListener, relay: Relay, shutdown: CancellationTo
 async fn handle(State(relay): State<Relay>, uri: Uri) -> Response {
     if uri.path() == "/metrics" {
         let source =
-            // `pgoutbox run` runs its one connector for as long as the process lives.
+            // `pgoutbox run`'s one connector: running, except while another instance holds the slot
+            // (as a Connect task not assigned here) or before the first session starts.
             crate::exposition::Source {
                 connector: &relay.connector,
                 server: &relay.server,
                 metrics: &relay.metrics,
-                state: "RUNNING",
+                state: match relay.metrics.state() {
+                    crate::metrics::RelayState::StandingBy | crate::metrics::RelayState::Starting => "UNASSIGNED",
+                    _ => "RUNNING",
+                },
             };
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);

@@ -79,7 +79,12 @@ pub fn worker_listener(
 ) -> Result<RestListener, config::ConfigError> {
     let invalid = |why: String| config::ConfigError::invalid("listeners", why);
     let listeners = props.get("listeners").map(String::as_str).unwrap_or("http://:8083");
-    let first = listeners.split(',').map(str::trim).find(|l| !l.is_empty()).unwrap_or("http://:8083");
+    let mut entries = listeners.split(',').map(str::trim).filter(|l| !l.is_empty());
+    let first = entries.next().unwrap_or("http://:8083");
+    let rest: Vec<&str> = entries.collect();
+    if !rest.is_empty() {
+        tracing::warn!(serving = first, not_served = ?rest, "listeners: only the first listener is served");
+    }
     let (https, hostport) = match first.split_once("://") {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => (false, rest),
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (true, rest),
@@ -109,7 +114,12 @@ pub async fn connect(
     }
     let rest = worker_listener(&worker_props)?;
     let tls = match rest.https {
-        true => Some(Arc::new(worker::tls::server_config(&worker_props)?)),
+        // Config-provider references (`${file:...}`) in the TLS keys resolve as in a connector's config.
+        true => {
+            let raw = config::RawConfig { entries: worker_props.clone(), source_name: None };
+            let resolved = config::providers::resolve(&raw)?;
+            Some(Arc::new(worker::tls::server_config(&resolved.raw.entries)?))
+        }
         false => None,
     };
     let addr = rest.addr;

@@ -231,7 +231,8 @@ impl Histogram {
     }
 
     /// See [`Metrics::latency_buckets`]. A fine bucket counts in the first bound at or above its
-    /// upper value (so a bound can count up to ~3% too few samples, never too many).
+    /// upper value, so a sample up to ~3% below a bound may count in the next bucket up: a bound
+    /// never counts a sample above it.
     fn buckets(&self, bounds_us: &[u64]) -> (u64, u64, Vec<u64>) {
         let mut out = vec![0; bounds_us.len() + 1];
         for (i, &c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {

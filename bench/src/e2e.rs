@@ -66,6 +66,11 @@ impl EndToEnd {
         Ok(EndToEnd { samples, stop, thread: Some(thread) })
     }
 
+    /// How many records were consumed since the last `take`.
+    pub fn count(&self) -> usize {
+        self.samples.lock().expect("not poisoned").len()
+    }
+
     /// The latencies (µs) of the records consumed since the last call.
     pub fn take(&self) -> Vec<u64> {
         std::mem::take(&mut *self.samples.lock().expect("not poisoned"))

@@ -559,8 +559,16 @@ impl Steady<'_> {
             // What was written is delivered (or not) within a second more; the CPU counts it.
             tokio::time::sleep(Duration::from_secs(1)).await;
             let usage = procstat::usage(relay.pid);
+            let delivered_with_cpu = e2e.count();
+            // A relay that fell behind still delivers: wait (up to 60 s) so its late records count
+            // in the latencies rather than vanish from them.
+            let waiting = Instant::now();
+            while e2e.count() < written && waiting.elapsed() < Duration::from_secs(60) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             let mut latencies = e2e.take();
             let window = report::Window::new(rate, writing, written, &mut latencies, usage, cpu_before, self.shape);
+            let window = window.delivered_with_cpu(delivered_with_cpu);
             let window = match relay.metrics.and_then(|a| http_get(a, "/latency")) {
                 Some(body) => window.with_commit_to_ack(&serde_json::from_str(&body).unwrap_or_default()),
                 None => window,

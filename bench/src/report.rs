@@ -47,8 +47,11 @@ pub struct Window {
     pub seconds: f64,
     pub events_written: usize,
     pub transactions: usize,
-    /// Records the consumer saw within the window and the second after it.
+    /// Records the consumer saw from the window's start until it had seen as many as were written
+    /// (or 60 s more had passed).
     pub events_consumed: usize,
+    /// Records the consumer had seen when the CPU was read (the work that CPU paid for).
+    pub delivered_with_cpu: usize,
     /// From the application sending the transaction to the consumer reading the record.
     pub e2e_p50_ms: f64,
     pub e2e_p99_ms: f64,
@@ -58,7 +61,8 @@ pub struct Window {
     pub ack_p99_ms: Option<f64>,
     /// pgoutbox only: the part from the commit to the relay's receipt of the transaction.
     pub received_p99_ms: Option<f64>,
-    /// The relay's CPU over the window and the second after it.
+    /// The relay's CPU over the window and the second after it (not while a relay that fell behind
+    /// catches up).
     pub cpu_seconds: f64,
     pub peak_rss_mb: f64,
 }
@@ -79,6 +83,7 @@ impl Window {
             events_written,
             transactions: events_written / shape.per_txn.max(1),
             events_consumed: latencies.len(),
+            delivered_with_cpu: latencies.len(),
             e2e_p50_ms: crate::e2e::quantile_ms(latencies, 0.5),
             e2e_p99_ms: crate::e2e::quantile_ms(latencies, 0.99),
             e2e_max_ms: crate::e2e::quantile_ms(latencies, 1.0),
@@ -88,6 +93,11 @@ impl Window {
             cpu_seconds: usage.cpu_seconds - cpu_before,
             peak_rss_mb: usage.peak_rss_mb,
         }
+    }
+
+    pub fn delivered_with_cpu(mut self, n: usize) -> Self {
+        self.delivered_with_cpu = n;
+        self
     }
 
     /// Adds pgoutbox's own commit-to-ack figures (its /latency answer).
@@ -103,9 +113,10 @@ impl Window {
         self.events_written as f64 / self.seconds.max(1e-9)
     }
 
-    /// Per event delivered: a relay that falls behind did less for its CPU than was written.
+    /// Per event delivered while the CPU was counted: a relay that falls behind did less for its
+    /// CPU than was written.
     pub fn delivered(&self) -> usize {
-        self.events_written.min(self.events_consumed).max(1)
+        self.events_written.min(self.delivered_with_cpu).max(1)
     }
 
     pub fn cpu_us_per_event(&self) -> f64 {
@@ -139,7 +150,7 @@ impl Window {
         serde_json::json!({
             "rate": self.rate, "seconds": self.seconds, "events_written": self.events_written,
             "achieved_rate": self.achieved_rate(), "transactions": self.transactions,
-            "events_consumed": self.events_consumed,
+            "events_consumed": self.events_consumed, "delivered_with_cpu": self.delivered_with_cpu,
             "e2e_p50_ms": self.e2e_p50_ms, "e2e_p99_ms": self.e2e_p99_ms, "e2e_max_ms": self.e2e_max_ms,
             "commit_to_ack_p50_ms": self.ack_p50_ms, "commit_to_ack_p99_ms": self.ack_p99_ms,
             "commit_to_receipt_p99_ms": self.received_p99_ms,

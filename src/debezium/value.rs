@@ -104,7 +104,15 @@ fn temporal_value(form: &TextForm, text: &str) -> Option<Value> {
         TextForm::IsoDate => temporal::iso_date(text).map(string),
         TextForm::IsoTime => temporal::iso_time(text).map(string),
         TextForm::IsoTimestamp => temporal::iso_timestamp(text).map(string),
-        _ => None,
+        // `ColumnType::parse` hands only the temporal forms here.
+        TextForm::Plain(_)
+        | TextForm::Decimal { .. }
+        | TextForm::VariableDecimal
+        | TextForm::DecimalText
+        | TextForm::ByteaText(_)
+        | TextForm::MicroDuration
+        | TextForm::IntervalText
+        | TextForm::Array(_) => None,
     }
 }
 

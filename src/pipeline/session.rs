@@ -339,7 +339,7 @@ fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) ->
             ))
             .into()
         }
-        _ => crate::kafka::Error::transient("the offsets topic", e).into(),
+        _ => crate::kafka::Error::transient("reading or writing the slot's record in offset.storage.topic", e).into(),
     }
 }
 
@@ -380,7 +380,7 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let sink = Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
-    let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx).await;
+    let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx, metrics).await;
     drop(tx);
     let sink_result = sink.await.map_err(|e| RelayError::TaskStopped(format!("the snapshot sink failed: {e}")))?;
     sink_result?;

@@ -41,8 +41,9 @@ pub async fn publish(
     cfg: &Config,
     router: &mut Router,
     tx: &mpsc::Sender<Vec<Item>>,
+    metrics: &crate::metrics::Metrics,
 ) -> Result<u64, RelayError> {
-    let mut tables = Tables { sql, cfg, router, tx, count: 0 };
+    let mut tables = Tables { sql, cfg, router, tx, metrics, count: 0 };
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
         tables.publish(&schema, &table).await?;
     }
@@ -61,6 +62,7 @@ struct Tables<'a> {
     cfg: &'a Config,
     router: &'a mut Router,
     tx: &'a mpsc::Sender<Vec<Item>>,
+    metrics: &'a crate::metrics::Metrics,
     count: u64,
 }
 
@@ -83,7 +85,14 @@ impl Tables<'_> {
             let tuple = TupleData { values };
             let record = match self.router.route(&plan, &tuple, super::reader::now_ms()) {
                 Ok(record) => record,
-                Err(e) => super::reader::tolerate_route_error(self.cfg, &qualified, &names, &tuple, e)?,
+                Err(e) => {
+                    let letter = super::reader::tolerate_route_error(self.cfg, &qualified, &names, &tuple, e)?;
+                    self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if letter.is_some() {
+                        self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    letter
+                }
             };
             batch.extend(record.map(Item::Event));
             if batch.len() == BATCH {

@@ -212,8 +212,9 @@ impl Worker {
         let token = self.shutdown.child_token();
         let state = c.state.clone();
         set(&state, State::Running);
-        let metrics = Arc::new(Metrics::default());
-        c.metrics = metrics.clone();
+        // The same counters across restarts, resumes and config updates: Prometheus counters must
+        // never go back (a reset between two scrapes would hide what happened in between).
+        let metrics = c.metrics.clone();
         let run_token = token.clone();
         let handle = tokio::spawn(async move {
             let name = config.connector_name.clone();

@@ -23,11 +23,25 @@ use crate::config::ConfigError;
 /// A TLS handshake that takes longer than this is dropped, so a silent client holds nothing.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One REST setting: `listeners.https.<name>`, else the worker's `<name>`; with the key it came from.
+/// The prefix the REST API's TLS keys are read under: `listeners.https.` when any key has it, else
+/// none (the worker's own `ssl.*`). As in Connect, the two are never mixed: a client-auth setting
+/// under `listeners.https.` never picks up the worker's Kafka truststore.
+fn prefix(props: &BTreeMap<String, String>) -> &'static str {
+    match props.keys().any(|k| k.starts_with("listeners.https.")) {
+        true => "listeners.https.",
+        false => "",
+    }
+}
+
+/// One REST TLS setting, with the key it came from.
 fn setting<'p>(props: &'p BTreeMap<String, String>, name: &str) -> Option<(String, &'p str)> {
-    [format!("listeners.https.{name}"), name.to_string()]
-        .into_iter()
-        .find_map(|k| props.get(&k).map(|v| v.trim()).filter(|v| !v.is_empty()).map(|v| (k, v)))
+    let key = format!("{}{name}", prefix(props));
+    props.get(&key).map(|v| v.trim()).filter(|v| !v.is_empty()).map(|v| (key, v))
+}
+
+/// The key to name for a missing setting.
+fn key_for(props: &BTreeMap<String, String>, name: &str) -> String {
+    format!("{}{name}", if prefix(props).is_empty() { "listeners.https." } else { prefix(props) })
 }
 
 fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
@@ -38,7 +52,7 @@ fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
 pub fn server_config(props: &BTreeMap<String, String>) -> Result<ServerConfig, ConfigError> {
     let Some((location_key, location)) = setting(props, "ssl.keystore.location") else {
         return Err(invalid(
-            "listeners.https.ssl.keystore.location",
+            &key_for(props, "ssl.keystore.location"),
             "an https:// listener needs the worker's key and certificate: set listeners.https.ssl.keystore.location (PKCS12 or PEM) and its password",
         ));
     };
@@ -129,11 +143,14 @@ fn pkcs12(der: &[u8], password: &str) -> Result<(PKey<Private>, Vec<X509>), Stri
 fn client_roots(props: &BTreeMap<String, String>) -> Result<rustls::RootCertStore, ConfigError> {
     let Some((key, location)) = setting(props, "ssl.truststore.location") else {
         return Err(invalid(
-            "listeners.https.ssl.truststore.location",
+            &key_for(props, "ssl.truststore.location"),
             "ssl.client.auth asks for client certificates: set the truststore with the CAs that sign them",
         ));
     };
     let bytes = read(&key, location)?;
+    if bytes.starts_with(&[0xFE, 0xED, 0xFE, 0xED]) || bytes.starts_with(&[0xCE, 0xCE, 0xCE, 0xCE]) {
+        return Err(invalid(&key, format!("`{location}` is a JKS store, which only Java reads; convert it with `keytool -importkeystore -srckeystore {location} -destkeystore {location}.p12 -deststoretype PKCS12`")));
+    }
     let password = setting(props, "ssl.truststore.password").map_or("", |(_, v)| v);
     let certs = if String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
         X509::stack_from_pem(&bytes).map_err(|e| invalid(&key, format!("cannot read `{location}`: {e}")))?
@@ -206,5 +223,34 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// As in Connect, `listeners.https.*` and the worker's `ssl.*` are never mixed: with any
+    /// `listeners.https.` key, the worker's Kafka truststore is not the REST API's.
+    #[test]
+    fn listener_keys_replace_the_workers_ssl_keys_as_a_whole() {
+        let p = props(&[
+            ("ssl.truststore.location", "/kafka/truststore.p12"),
+            ("ssl.keystore.location", "/kafka/keystore.p12"),
+            ("listeners.https.ssl.client.auth", "required"),
+        ]);
+        assert_eq!(setting(&p, "ssl.truststore.location"), None);
+        assert_eq!(setting(&p, "ssl.client.auth"), Some(("listeners.https.ssl.client.auth".into(), "required")));
+        let e = server_config(&p).unwrap_err().to_string();
+        assert!(e.contains("listeners.https.ssl.keystore.location"), "{e}");
+        let worker_only = props(&[("ssl.keystore.location", "/kafka/keystore.p12")]);
+        assert_eq!(
+            setting(&worker_only, "ssl.keystore.location"),
+            Some(("ssl.keystore.location".into(), "/kafka/keystore.p12"))
+        );
     }
 }
