@@ -102,24 +102,53 @@ pub fn worker_listener(
     Ok(RestListener { addr: SocketAddr::new(ip, port), https })
 }
 
-/// `pgoutbox connect`: a Kafka Connect worker (standalone mode) for outbox connectors, with
-/// Connect's REST API, until `shutdown`; then every connector stops gracefully.
+/// The REST listener's TLS configuration; config-provider references (`${file:...}`) in its keys
+/// resolve as in a connector's config.
+fn rest_tls(
+    worker_props: &std::collections::BTreeMap<String, String>,
+) -> Result<Arc<rustls::ServerConfig>, RelayError> {
+    let raw = config::RawConfig { entries: worker_props.clone(), source_name: None };
+    let resolved = config::providers::resolve(&raw)?;
+    Ok(Arc::new(worker::tls::server_config(&resolved.raw.entries)?))
+}
+
+/// A standalone worker's saved connectors, then the files (a file's config wins over the saved
+/// one). Files given to a distributed worker go to the cluster's config topic, as a PUT would.
+async fn load_connectors(
+    worker: &worker::Worker,
+    connectors: Vec<(String, std::collections::BTreeMap<String, String>)>,
+) -> Result<(), RelayError> {
+    for (name, config, target) in worker.saved() {
+        if connectors.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        if let Err(e) = worker.put(&name, config, true).await {
+            tracing::error!(connector = %name, "cannot start the saved connector: {}", e.message);
+            continue;
+        }
+        if target != worker::Target::Running {
+            let _ = worker.set_target(&name, target).await;
+        }
+    }
+    for (name, config) in connectors {
+        worker.put(&name, config, true).await.map_err(|e| {
+            RelayError::Config(config::ConfigError::invalid("name", format!("connector `{name}`: {}", e.message)))
+        })?;
+    }
+    Ok(())
+}
+
+/// `pgoutbox connect`: a Kafka Connect worker for outbox connectors, with Connect's REST API, until
+/// `shutdown`; then every connector stops gracefully. Standalone, or distributed with `group.id`.
 pub async fn connect(
     worker_props: std::collections::BTreeMap<String, String>,
     connectors: Vec<(String, std::collections::BTreeMap<String, String>)>,
     shutdown: CancellationToken,
 ) -> Result<(), RelayError> {
-    if worker_props.get("group.id").is_some_and(|g| !g.trim().is_empty()) {
-        return Err(RelayError::Config(config::ConfigError::invalid("group.id", "distributed mode (group.id, config.storage.topic, status.storage.topic) is not implemented yet; remove group.id to run this worker standalone")));
-    }
+    let distributed = worker::cluster::Settings::from_props(&worker_props)?;
     let rest = worker_listener(&worker_props)?;
     let tls = match rest.https {
-        // Config-provider references (`${file:...}`) in the TLS keys resolve as in a connector's config.
-        true => {
-            let raw = config::RawConfig { entries: worker_props.clone(), source_name: None };
-            let resolved = config::providers::resolve(&raw)?;
-            Some(Arc::new(worker::tls::server_config(&resolved.raw.entries)?))
-        }
+        true => Some(rest_tls(&worker_props)?),
         false => None,
     };
     let addr = rest.addr;
@@ -129,26 +158,18 @@ pub async fn connect(
     let bound = listener.local_addr().unwrap_or(addr);
     let host = worker_props.get("rest.advertised.host.name").cloned().unwrap_or_else(|| bound.ip().to_string());
     let port = worker_props.get("rest.advertised.port").cloned().unwrap_or_else(|| bound.port().to_string());
-    let worker = Arc::new(worker::Worker::new(worker_props, format!("{host}:{port}"), shutdown.clone()));
-    // What REST kept from a previous run, then the files (a file's config wins over the saved one).
-    let saved = worker.saved();
-    for (name, config, target) in saved {
-        if connectors.iter().any(|(n, _)| *n == name) {
-            continue;
+    let worker_id = format!("{host}:{port}");
+    let cluster = match distributed {
+        Some(settings) => {
+            let kafka = config::worker_kafka(&worker_props)?;
+            tracing::info!(group = %settings.group_id, config_topic = %settings.config_topic, status_topic = %settings.status_topic, offset_topic = %settings.offset_topic, "joining the Connect cluster");
+            Some(worker::cluster::Cluster::start(settings, kafka, worker_id.clone()).await?)
         }
-        if let Err(e) = worker.put(&name, config, true) {
-            tracing::error!(connector = %name, "cannot start the saved connector: {}", e.message);
-            continue;
-        }
-        if target != worker::Target::Running {
-            let _ = worker.set_target(&name, target);
-        }
-    }
-    for (name, config) in connectors {
-        worker.put(&name, config, true).map_err(|e| {
-            RelayError::Config(config::ConfigError::invalid("name", format!("connector `{name}`: {}", e.message)))
-        })?;
-    }
+        None => None,
+    };
+    let worker = Arc::new(worker::Worker::new(worker_props, worker_id, shutdown.clone(), cluster.clone()));
+    load_connectors(&worker, connectors).await?;
+    let follower = cluster.is_some().then(|| tokio::spawn(worker.clone().follow_cluster()));
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(listen = %bound, scheme, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
     let app = worker::rest::router(worker.clone());
@@ -162,6 +183,9 @@ pub async fn connect(
     };
     if let Err(e) = served {
         tracing::warn!(error = %e, "the REST server stopped");
+    }
+    if let Some(f) = follower {
+        let _ = f.await;
     }
     worker.stop_all().await;
     Ok(())

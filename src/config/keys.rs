@@ -54,7 +54,7 @@ const KNOWN: &[(&str, &str)] = &[
     ("value.converter.replace.null.with.default", "no routed column has a default that differs from null"),
     ("read.only", "pgoutbox writes nothing to the database except the publication and slot it manages"),
     ("plugin.path", "no plugins: pgoutbox is one binary"),
-    ("group.id", "no Connect cluster: pgoutbox is one process"),
+    ("group.id", "a worker key: `pgoutbox connect` joins the Connect cluster it names; `pgoutbox run` runs one connector on its own"),
 ];
 
 /// Removed or renamed keys and what replaced them.
@@ -78,8 +78,8 @@ const PREFIXES: &[(&str, &str)] = &[
     ("consumer.", "pgoutbox runs no consumer"),
     ("admin.", "pgoutbox uses its own admin client settings"),
     ("offset.", "pgoutbox keeps its position in the replication slot"),
-    ("config.storage.", "no Connect cluster: pgoutbox is one process"),
-    ("status.storage.", "no Connect cluster: pgoutbox is one process"),
+    ("config.storage.", "a worker key: `pgoutbox connect` keeps a distributed cluster's connector configs there"),
+    ("status.storage.", "a worker key: `pgoutbox connect` keeps a distributed cluster's statuses there"),
     (
         "rest.",
         "a worker key: `pgoutbox connect` reads it from the worker's properties; `pgoutbox run` serves no REST API",

@@ -488,6 +488,14 @@ fn parse_skipped(v: Option<&str>) -> Result<SkippedOps, ConfigError> {
     Ok(s)
 }
 
+/// The Kafka clients a Connect worker itself runs (its config and status stores, its group
+/// membership): the worker's `bootstrap.servers` and security keys, config providers resolved.
+pub fn worker_kafka(entries: &std::collections::BTreeMap<String, String>) -> Result<KafkaConfig, ConfigError> {
+    let resolved = providers::resolve(&RawConfig { entries: entries.clone(), source_name: None })?;
+    let mut r = Reader::new(&resolved.raw.entries);
+    Ok(parse_kafka(&mut r, &resolved.raw)?.0)
+}
+
 /// The Kafka clients' settings, and the client keys pgoutbox does not pass on (with reasons).
 fn parse_kafka(r: &mut Reader<'_>, raw: &RawConfig) -> Result<(KafkaConfig, Vec<IgnoredKey>), ConfigError> {
     let bootstrap_servers = r.required("bootstrap.servers", "the Kafka brokers, host:port[,host:port]")?;

@@ -7,4 +7,4 @@ mod producer;
 pub mod security;
 
 pub use errors::{is_permanent, DeliveryFailure, Error};
-pub use producer::{base_config, base_record, client_config, create_topics, Ack, Producer};
+pub use producer::{base_config, base_record, client_config, create_compacted, create_topics, Ack, Producer};

@@ -324,6 +324,26 @@ pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     c
 }
 
+/// Creates a compacted topic when it does not exist yet, as Connect creates its internal topics.
+pub async fn create_compacted(
+    cfg: &KafkaConfig,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+) -> Result<(), KafkaError> {
+    let admin: AdminClient<DefaultClientContext> = client_config(cfg).create()?;
+    let replication = if replication < 0 { TopicReplication::Fixed(-1) } else { TopicReplication::Fixed(replication) };
+    let new = NewTopic::new(topic, partitions, replication).set("cleanup.policy", "compact");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for result in admin.create_topics([&new], &opts).await? {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => return Err(KafkaError::AdminOp(code)),
+        }
+    }
+    Ok(())
+}
+
 /// Creates topics that do not exist yet (an existing topic is fine), as Connect does with
 /// `topic.creation.default.*`.
 pub async fn create_topics(

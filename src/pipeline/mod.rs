@@ -26,6 +26,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use checkpoint::Checkpoint;
+pub use session::drop_slot;
 
 use crate::config::Config;
 use crate::error::RelayError;

@@ -391,7 +391,7 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
 
 /// `slot.drop.on.stop`: drop the slot after a graceful stop (its walsender may need a moment to
 /// release it).
-async fn drop_slot(cfg: &Config) {
+pub async fn drop_slot(cfg: &Config) {
     let params = ConnectParams::from_config(&cfg.database);
     let Ok(sql) = setup::connect_sql(&params).await else {
         tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: cannot connect to drop the slot");

@@ -7,9 +7,13 @@
 //! `offset.storage.file.filename` (Connect's standalone worker forgets it), so a restarted worker
 //! runs the same connectors in the same target states.
 //!
+//! Distributed mode (`group.id`, see `cluster`): REST writes go to the cluster's config topic and
+//! every worker answers from it; each worker runs the connectors the group assigns it.
+//!
 //! A connector's effective configuration is the worker's properties overlaid with its own, as a
 //! Connect worker passes its converters, `bootstrap.servers` and client settings to its connectors.
 
+pub mod cluster;
 pub mod rest;
 pub mod tls;
 
@@ -83,28 +87,46 @@ pub struct Worker {
     state_file: Option<PathBuf>,
     connectors: Mutex<BTreeMap<String, Connector>>,
     shutdown: CancellationToken,
+    /// Distributed mode: the cluster's store and this worker's membership.
+    cluster: Option<Arc<cluster::Cluster>>,
 }
 
 impl Worker {
-    pub fn new(props: BTreeMap<String, String>, worker_id: String, shutdown: CancellationToken) -> Worker {
+    pub fn new(
+        props: BTreeMap<String, String>,
+        worker_id: String,
+        shutdown: CancellationToken,
+        cluster: Option<Arc<cluster::Cluster>>,
+    ) -> Worker {
+        // A distributed worker's connectors live in the config topic, not in a file.
         let state_file = props
             .get("offset.storage.file.filename")
-            .filter(|f| !f.trim().is_empty())
+            .filter(|f| !f.trim().is_empty() && cluster.is_none())
             .map(|f| PathBuf::from(format!("{}.connectors.json", f.trim())));
-        Worker { props, worker_id, state_file, connectors: Mutex::new(BTreeMap::new()), shutdown }
+        Worker { props, worker_id, state_file, connectors: Mutex::new(BTreeMap::new()), shutdown, cluster }
     }
 
     /// The worker's and the connector's keys merged (the connector's win), parsed and checked.
     pub fn effective(&self, config: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
-        // The REST server's own keys are the worker's, not its connectors'.
-        let rest_key = |k: &str| k == "listeners" || k.starts_with("listeners.") || k.starts_with("rest.");
+        // The REST server's and the cluster's own keys are the worker's, not its connectors'.
+        let worker_key = |k: &str| {
+            k == "listeners" || k.starts_with("listeners.") || k.starts_with("rest.") || cluster::is_worker_key(k)
+        };
         let mut entries: BTreeMap<String, String> =
-            self.props.iter().filter(|(k, _)| !rest_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            self.props.iter().filter(|(k, _)| !worker_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         entries.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
         Config::from_raw(&RawConfig { entries, source_name: None })
     }
 
+    /// The connectors of the worker, or of the cluster in distributed mode.
     pub fn names(&self) -> Vec<String> {
+        match &self.cluster {
+            Some(c) => c.names(),
+            None => self.local_names(),
+        }
+    }
+
+    fn local_names(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
     }
 
@@ -114,24 +136,97 @@ impl Worker {
 
     /// The connector's own configuration.
     pub fn config(&self, name: &str) -> Result<BTreeMap<String, String>, WorkerError> {
-        self.lock().get(name).map(|c| c.config.clone()).ok_or_else(|| WorkerError::not_found(name))
+        let found = match &self.cluster {
+            Some(c) => c.config(name),
+            None => self.lock().get(name).map(|c| c.config.clone()),
+        };
+        found.ok_or_else(|| WorkerError::not_found(name))
     }
 
     pub fn state(&self, name: &str) -> Result<State, WorkerError> {
+        Ok(self.status(name)?.0)
+    }
+
+    /// The connector's state and the worker running it (`None` while no worker has reported it).
+    pub fn status(&self, name: &str) -> Result<(State, Option<String>), WorkerError> {
+        if let Some(state) = self.local_state(name) {
+            return Ok((state, Some(self.worker_id.clone())));
+        }
+        let Some(cluster) = &self.cluster else { return Err(WorkerError::not_found(name)) };
+        if cluster.config(name).is_none() {
+            return Err(WorkerError::not_found(name));
+        }
+        Ok(cluster.status(name).map_or((State::Unassigned, None), |s| (s.state, s.worker_id)))
+    }
+
+    /// The state of a connector this worker runs. In distributed mode a connector whose slot is
+    /// still held elsewhere (a hand-over in progress) is UNASSIGNED, not RUNNING: RUNNING is the
+    /// one worker that has the slot.
+    fn local_state(&self, name: &str) -> Option<State> {
         let c = self.lock();
-        let c = c.get(name).ok_or_else(|| WorkerError::not_found(name))?;
+        let c = c.get(name)?;
         let state = c.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        Ok(state)
+        let waiting =
+            matches!(c.metrics.state(), crate::metrics::RelayState::Starting | crate::metrics::RelayState::StandingBy);
+        if self.cluster.is_some() && state == State::Running && waiting {
+            return Some(State::Unassigned);
+        }
+        Some(state)
+    }
+
+    fn invalid(e: ConfigError) -> WorkerError {
+        WorkerError {
+            status: 400,
+            message: format!("Connector configuration is invalid and contains the following 1 error(s):\n{e}\nYou can also find the above list of errors at the endpoint `/connector-plugins/{{connectorType}}/config/validate`"),
+        }
     }
 
     /// Creates a connector (or, with `replace`, replaces its configuration and restarts it).
-    /// `Ok(true)` when it was created.
-    pub fn put(&self, name: &str, mut config: BTreeMap<String, String>, replace: bool) -> Result<bool, WorkerError> {
+    /// `Ok(true)` when it was created. In distributed mode the configuration goes to the config
+    /// topic, and the worker the group assigns it to runs it.
+    pub async fn put(
+        &self,
+        name: &str,
+        mut config: BTreeMap<String, String>,
+        replace: bool,
+    ) -> Result<bool, WorkerError> {
+        let Some(cluster) = &self.cluster else { return self.put_local(name, config, replace) };
         config.insert("name".to_string(), name.to_string());
-        let parsed = self.effective(&config).map_err(|e| WorkerError {
-            status: 400,
-            message: format!("Connector configuration is invalid and contains the following 1 error(s):\n{e}\nYou can also find the above list of errors at the endpoint `/connector-plugins/{{connectorType}}/config/validate`"),
-        })?;
+        self.effective(&config).map_err(Self::invalid)?;
+        let created = cluster.config(name).is_none();
+        if !created && !replace {
+            return Err(WorkerError { status: 409, message: format!("Connector {name} already exists") });
+        }
+        cluster.put(name, &config, created).await?;
+        Ok(created)
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<(), WorkerError> {
+        let Some(cluster) = &self.cluster else { return self.delete_local(name) };
+        self.config(name)?;
+        cluster.delete(name).await
+    }
+
+    pub async fn set_target(&self, name: &str, target: Target) -> Result<(), WorkerError> {
+        let Some(cluster) = &self.cluster else { return self.set_target_local(name, target) };
+        self.config(name)?;
+        cluster.set_target(name, target).await
+    }
+
+    /// Restarts the connector (only when it failed, with `only_failed`), wherever it runs.
+    pub async fn restart(&self, name: &str, only_failed: bool) -> Result<(), WorkerError> {
+        match &self.cluster {
+            Some(cluster) if !self.lock().contains_key(name) => {
+                self.config(name)?;
+                cluster.request_restart(name, only_failed).await
+            }
+            _ => self.restart_local(name, only_failed),
+        }
+    }
+
+    fn put_local(&self, name: &str, mut config: BTreeMap<String, String>, replace: bool) -> Result<bool, WorkerError> {
+        config.insert("name".to_string(), name.to_string());
+        let parsed = self.effective(&config).map_err(Self::invalid)?;
         let mut connectors = self.lock();
         let created = !connectors.contains_key(name);
         if !created && !replace {
@@ -164,7 +259,7 @@ impl Worker {
         Ok(created)
     }
 
-    pub fn delete(&self, name: &str) -> Result<(), WorkerError> {
+    fn delete_local(&self, name: &str) -> Result<(), WorkerError> {
         let mut c = self.lock().remove(name).ok_or_else(|| WorkerError::not_found(name))?;
         stop(&mut c);
         self.save();
@@ -172,7 +267,7 @@ impl Worker {
     }
 
     /// Pause, resume or stop: the pipeline stops (its position stays in the slot) or starts again.
-    pub fn set_target(&self, name: &str, target: Target) -> Result<(), WorkerError> {
+    fn set_target_local(&self, name: &str, target: Target) -> Result<(), WorkerError> {
         let mut connectors = self.lock();
         let c = connectors.get_mut(name).ok_or_else(|| WorkerError::not_found(name))?;
         c.target = target;
@@ -194,8 +289,7 @@ impl Worker {
         Ok(())
     }
 
-    /// Restarts the connector (only when it failed, with `only_failed`).
-    pub fn restart(&self, name: &str, only_failed: bool) -> Result<(), WorkerError> {
+    fn restart_local(&self, name: &str, only_failed: bool) -> Result<(), WorkerError> {
         let mut connectors = self.lock();
         let c = connectors.get_mut(name).ok_or_else(|| WorkerError::not_found(name))?;
         let failed = matches!(*c.state.lock().unwrap_or_else(|e| e.into_inner()), State::Failed(_));
@@ -208,7 +302,12 @@ impl Worker {
         Ok(())
     }
 
-    fn start(&self, c: &mut Connector, config: Config) {
+    fn start(&self, c: &mut Connector, mut config: Config) {
+        // A distributed worker's stop is a hand-over (a rebalance, a worker leaving): the slot must
+        // stay. A delete drops it after the stop (see `give_up`).
+        if self.cluster.is_some() {
+            config.slot_drop_on_stop = false;
+        }
         let token = self.shutdown.child_token();
         let state = c.state.clone();
         set(&state, State::Running);
@@ -231,9 +330,9 @@ impl Worker {
 
     /// Every connector's metrics in the Prometheus exposition.
     pub fn metrics_text(&self) -> String {
-        let connectors = self.lock();
         let states: Vec<&'static str> =
-            connectors.values().map(|c| c.state.lock().unwrap_or_else(|e| e.into_inner()).name()).collect();
+            self.local_names().iter().map(|n| self.local_state(n).map_or("UNASSIGNED", |s| s.name())).collect();
+        let connectors = self.lock();
         let sources: Vec<crate::exposition::Source<'_>> = connectors
             .iter()
             .zip(&states)
@@ -292,14 +391,117 @@ impl Worker {
             .collect()
     }
 
-    /// Stops every connector (a graceful stop of each pipeline) and waits for them.
+    /// Stops every connector (a graceful stop of each pipeline) and waits for them. A distributed
+    /// worker then reports them UNASSIGNED and leaves the group, so the others take them at once.
     pub async fn stop_all(&self) {
         let handles: Vec<_> = self.lock().values_mut().filter_map(|c| c.run.take()).collect();
         for (token, handle) in handles {
             token.cancel();
             let _ = handle.await;
         }
+        if let Some(cluster) = &self.cluster {
+            for name in self.local_names() {
+                cluster.publish_status(&name, Some(&State::Unassigned)).await;
+            }
+            let cluster = cluster.clone();
+            let _ = tokio::task::spawn_blocking(move || cluster.leave()).await;
+        }
     }
+
+    /// Distributed mode: runs what the group assigns this worker, as the config topic describes it,
+    /// and reports the statuses, until the worker stops.
+    pub async fn follow_cluster(self: Arc<Self>) {
+        let Some(cluster) = self.cluster.clone() else { return };
+        let mut followed = Followed::default();
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = cluster.changed.notified() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+            self.reconcile(&cluster, &mut followed).await;
+        }
+    }
+
+    async fn reconcile(&self, cluster: &cluster::Cluster, followed: &mut Followed) {
+        let Some(owned) = cluster.owned() else { return };
+        let all: std::collections::BTreeSet<String> = cluster.names().into_iter().collect();
+        for name in self.local_names() {
+            if owned.iter().any(|(n, _, _)| *n == name) {
+                continue;
+            }
+            let deleted = !all.contains(&name);
+            self.give_up(&name, deleted);
+            followed.published.remove(&name);
+            if deleted {
+                cluster.publish_status(&name, None).await;
+            } else {
+                tracing::info!(connector = %name, "the connector moves to another worker");
+            }
+        }
+        for (name, config, target) in owned {
+            let current = self.lock().get(&name).map(|c| (c.config.clone(), c.target));
+            let result = match current {
+                Some((c, t)) if c == config && t == target => Ok(()),
+                Some((c, _)) if c == config => self.set_target_local(&name, target),
+                _ if followed.rejected.get(&name) == Some(&config) => Ok(()),
+                _ => {
+                    tracing::info!(connector = %name, "running the connector here, as the group assigned it");
+                    let put = self.put_local(&name, config.clone(), true);
+                    match put {
+                        Ok(_) if target != Target::Running => self.set_target_local(&name, target),
+                        Ok(_) => Ok(()),
+                        Err(e) => {
+                            followed.rejected.insert(name.clone(), config);
+                            Err(e)
+                        }
+                    }
+                }
+            };
+            if let Err(e) = result {
+                tracing::error!(connector = %name, "cannot run the connector: {}", e.message);
+                cluster.publish_status(&name, Some(&State::Failed(e.message))).await;
+            }
+        }
+        for (name, only_failed) in cluster.take_restarts() {
+            if self.lock().contains_key(&name) {
+                let _ = self.restart_local(&name, only_failed);
+            }
+        }
+        for name in self.local_names() {
+            let Some(state) = self.local_state(&name) else { continue };
+            if followed.published.get(&name) != Some(&state) {
+                cluster.publish_status(&name, Some(&state)).await;
+                followed.published.insert(name, state);
+            }
+        }
+    }
+
+    /// Stops running a connector here: it moved to another worker, or was deleted (then, with
+    /// `slot.drop.on.stop`, its slot is dropped once its pipeline has stopped).
+    fn give_up(&self, name: &str, deleted: bool) {
+        let Some(mut c) = self.lock().remove(name) else { return };
+        let drop_slot = deleted.then(|| self.effective(&c.config).ok()).flatten().filter(|cfg| cfg.slot_drop_on_stop);
+        let run = c.run.take();
+        tokio::spawn(async move {
+            if let Some((token, handle)) = run {
+                token.cancel();
+                let _ = handle.await;
+            }
+            if let Some(cfg) = drop_slot {
+                crate::pipeline::drop_slot(&cfg).await;
+            }
+        });
+    }
+}
+
+/// What a distributed worker remembers between two reconciliations.
+#[derive(Default)]
+struct Followed {
+    /// The status last written for each connector this worker runs.
+    published: BTreeMap<String, State>,
+    /// Configurations this worker could not run, not retried until they change.
+    rejected: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn set(state: &Mutex<State>, s: State) {

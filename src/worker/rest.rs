@@ -75,9 +75,9 @@ fn info_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
 }
 
 fn status_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
-    let state = w.state(name)?;
-    let mut connector = json!({"state": state.name(), "worker_id": w.worker_id});
-    let mut task = json!({"id": 0, "state": state.name(), "worker_id": w.worker_id});
+    let (state, worker_id) = w.status(name)?;
+    let mut connector = json!({"state": state.name(), "worker_id": worker_id});
+    let mut task = json!({"id": 0, "state": state.name(), "worker_id": worker_id});
     if let ConnectorState::Failed(trace) = &state {
         task["trace"] = Value::String(trace.clone());
         connector["state"] = Value::String("RUNNING".into());
@@ -140,7 +140,7 @@ async fn create(State(w): State<Shared>, body: Option<Json<Value>>) -> Result<Re
             ));
         }
     }
-    w.put(&name, config, false)?;
+    w.put(&name, config, false).await?;
     Ok((StatusCode::CREATED, Json(info_of(&w, &name)?)).into_response())
 }
 
@@ -166,7 +166,7 @@ async fn put_config(
             ));
         }
     }
-    let created = w.put(&name, config, true)?;
+    let created = w.put(&name, config, true).await?;
     let code = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((code, Json(info_of(&w, &name)?)).into_response())
 }
@@ -189,7 +189,7 @@ async fn patch_config(
             }
         }
     }
-    w.put(&name, config, true)?;
+    w.put(&name, config, true).await?;
     Ok(Json(info_of(&w, &name)?))
 }
 
@@ -228,7 +228,7 @@ async fn restart_task(
     Path((name, task)): Path<(String, String)>,
 ) -> Result<StatusCode, WorkerError> {
     task_zero(&task, &name)?;
-    w.restart(&name, false)?;
+    w.restart(&name, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -247,7 +247,7 @@ async fn restart(
     Path(name): Path<String>,
     Query(q): Query<RestartQuery>,
 ) -> Result<Response, WorkerError> {
-    w.restart(&name, q.only_failed)?;
+    w.restart(&name, q.only_failed).await?;
     if q.include_tasks || q.only_failed {
         return Ok((StatusCode::ACCEPTED, Json(status_of(&w, &name)?)).into_response());
     }
@@ -255,22 +255,22 @@ async fn restart(
 }
 
 async fn pause(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
-    w.set_target(&name, Target::Paused)?;
+    w.set_target(&name, Target::Paused).await?;
     Ok(StatusCode::ACCEPTED)
 }
 
 async fn resume(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
-    w.set_target(&name, Target::Running)?;
+    w.set_target(&name, Target::Running).await?;
     Ok(StatusCode::ACCEPTED)
 }
 
 async fn stop(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
-    w.set_target(&name, Target::Stopped)?;
+    w.set_target(&name, Target::Stopped).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn delete(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
-    w.delete(&name)?;
+    w.delete(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,0 +1,690 @@
+//! Distributed mode (`group.id`): Kafka is the cluster's store, as in Kafka Connect.
+//!
+//! - Connector configs and target states live in the compacted `config.storage.topic` (one
+//!   partition), under Connect's keys and shapes: `connector-<name>` -> `{"properties":{...}}`,
+//!   `target-state-<name>` -> `{"state":..,"state.v2":..}`, `restart-connector-<name>`. A REST
+//!   call on any worker writes there; every worker reads the whole topic, so any worker answers
+//!   with the cluster's configs.
+//! - Statuses live in the compacted `status.storage.topic`: `status-connector-<name>` and
+//!   `status-task-<name>-0`, written by the worker running the connector, so any worker answers
+//!   with the cluster's statuses.
+//! - Who runs what comes from Kafka's group coordinator, not from a protocol of ours: every worker
+//!   is a member of the consumer group `group.id` subscribed to `offset.storage.topic` with the
+//!   round-robin assignor. Connector `i` of the sorted list of names belongs to the worker that
+//!   is assigned partition `i mod P` (P = that topic's partitions): round-robin deals partitions
+//!   out one by one, so with up to P connectors no worker has more than its share. A worker that
+//!   dies stops heartbeating; after `session.timeout.ms` the coordinator rebalances and the
+//!   survivors take its partitions, hence its connectors.
+//! - The replication slot stays the lock: while an assignment moves, the old owner stops its
+//!   pipeline gracefully (acknowledgements awaited, position confirmed) and the new one stands by
+//!   until the slot is free, so a connector never streams twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde_json::{json, Value};
+use tokio::sync::{watch, Notify};
+
+use super::{State, Target, WorkerError};
+use crate::config::{ConfigError, KafkaConfig};
+use crate::error::RelayError;
+
+/// How long a REST write waits to read itself back from the config topic.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(200);
+/// At most one re-join of the group this often (see `stay_member`).
+const REJOIN_EVERY: Duration = Duration::from_secs(15);
+
+/// The worker keys of distributed mode.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub group_id: String,
+    pub config_topic: String,
+    pub status_topic: String,
+    pub offset_topic: String,
+    pub config_replication: i32,
+    pub status_replication: i32,
+    pub offset_replication: i32,
+    pub status_partitions: i32,
+    pub offset_partitions: i32,
+    pub session_timeout_ms: u32,
+    pub heartbeat_interval_ms: u32,
+    pub rebalance_timeout_ms: u32,
+}
+
+/// Keys of a distributed worker that are the worker's alone: they never reach a connector's
+/// configuration (`heartbeat.interval.ms` would otherwise turn on Debezium's heartbeats).
+pub fn is_worker_key(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "group.id",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "rebalance.timeout.ms",
+        "worker.sync.timeout.ms",
+        "worker.unsync.backoff.ms",
+        "scheduled.rebalance.max.delay.ms",
+        "connect.protocol",
+        "offset.storage.partitions",
+        "offset.storage.replication.factor",
+        "inter.worker.key.generation.algorithm",
+        "inter.worker.key.size",
+        "inter.worker.key.ttl.ms",
+        "inter.worker.signature.algorithm",
+        "inter.worker.verification.algorithms",
+    ];
+    EXACT.contains(&key) || key.starts_with("config.storage.") || key.starts_with("status.storage.")
+}
+
+impl Settings {
+    /// `None` for a standalone worker (no `group.id`).
+    pub fn from_props(props: &BTreeMap<String, String>) -> Result<Option<Settings>, ConfigError> {
+        let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let Some(group_id) = get("group.id") else { return Ok(None) };
+        let required = |k: &str, what: &str| {
+            get(k).map(str::to_string).ok_or_else(|| ConfigError::Missing {
+                key: k.to_string(),
+                hint: format!("a distributed worker (group.id={group_id}) keeps {what} there, as Connect does"),
+            })
+        };
+        let int = |k: &str, default: i64, min: i64| -> Result<i64, ConfigError> {
+            let Some(v) = get(k) else { return Ok(default) };
+            match v.parse::<i64>() {
+                Ok(n) if n >= min && n <= i64::from(i32::MAX) => Ok(n),
+                _ => Err(ConfigError::invalid(k, format!("`{v}` is not an integer of at least {min}"))),
+            }
+        };
+        // Connect's defaults; -1 asks the broker for its own replication factor.
+        let replication = |k: &str| -> Result<i32, ConfigError> {
+            let n = int(k, 3, -1)?;
+            if n == 0 {
+                return Err(ConfigError::invalid(k, "must be at least 1, or -1 for the broker's default"));
+            }
+            Ok(n as i32)
+        };
+        let settings = Settings {
+            group_id: group_id.to_string(),
+            config_topic: required("config.storage.topic", "connector configurations")?,
+            status_topic: required("status.storage.topic", "connector statuses")?,
+            offset_topic: required("offset.storage.topic", "source offsets")?,
+            config_replication: replication("config.storage.replication.factor")?,
+            status_replication: replication("status.storage.replication.factor")?,
+            offset_replication: replication("offset.storage.replication.factor")?,
+            status_partitions: int("status.storage.partitions", 5, 1)? as i32,
+            offset_partitions: int("offset.storage.partitions", 25, 1)? as i32,
+            session_timeout_ms: int("session.timeout.ms", 10_000, 1)? as u32,
+            heartbeat_interval_ms: int("heartbeat.interval.ms", 3_000, 1)? as u32,
+            rebalance_timeout_ms: int("rebalance.timeout.ms", 60_000, 1)? as u32,
+        };
+        let topics = [&settings.config_topic, &settings.status_topic, &settings.offset_topic];
+        if topics.iter().enumerate().any(|(i, t)| topics[..i].contains(t)) {
+            return Err(ConfigError::invalid(
+                "config.storage.topic",
+                "config.storage.topic, status.storage.topic and offset.storage.topic must be three different topics",
+            ));
+        }
+        if settings.heartbeat_interval_ms >= settings.session_timeout_ms {
+            return Err(ConfigError::invalid("heartbeat.interval.ms", "must be lower than session.timeout.ms"));
+        }
+        Ok(Some(settings))
+    }
+}
+
+/// A connector this worker should run: its name, its own configuration and its target state.
+pub type Owned = (String, BTreeMap<String, String>, Target);
+
+/// A connector's status as the status topic has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub state: State,
+    pub worker_id: Option<String>,
+}
+
+#[derive(Default)]
+struct View {
+    configs: BTreeMap<String, BTreeMap<String, String>>,
+    targets: BTreeMap<String, Target>,
+    /// `status-connector-*` and `status-task-*-0` records, by connector.
+    connector_status: BTreeMap<String, (String, Option<String>)>,
+    task_status: BTreeMap<String, (String, Option<String>, Option<String>)>,
+    /// Restart requests read after the initial load, for the owner to carry out.
+    restarts: Vec<(String, bool)>,
+    loaded: bool,
+}
+
+pub struct Cluster {
+    pub settings: Settings,
+    worker_id: String,
+    producer: FutureProducer,
+    view: Mutex<View>,
+    /// The next config-topic offset to be read: a write is visible once this passes it.
+    applied: watch::Sender<i64>,
+    /// Configs, target states, restarts or the assignment changed.
+    pub changed: Notify,
+    /// The partitions of `offset.storage.topic` the group assigned this worker.
+    assignment: Mutex<Option<BTreeSet<i32>>>,
+    generation: std::sync::atomic::AtomicU64,
+    /// Partitions of `offset.storage.topic`: the slots connectors are dealt into.
+    partitions: i32,
+    stop: AtomicBool,
+    /// The last rebalance gave this worker the share it already had.
+    rejoin: AtomicBool,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+fn kafka_error(what: &str) -> impl Fn(rdkafka::error::KafkaError) -> RelayError + '_ {
+    move |e| RelayError::Kafka(crate::kafka::Error::transient(what.to_string(), e))
+}
+
+impl Cluster {
+    /// Creates the three topics when missing, joins the group and reads the config topic to its
+    /// end before returning, so the first REST answer already has the cluster's connectors.
+    pub async fn start(settings: Settings, kafka: KafkaConfig, worker_id: String) -> Result<Arc<Cluster>, RelayError> {
+        create_topics(&settings, &kafka).await?;
+        let (config_end, partitions) = {
+            let kafka = kafka.clone();
+            let s = settings.clone();
+            tokio::task::spawn_blocking(move || layout(&kafka, &s))
+                .await
+                .map_err(|e| RelayError::TaskStopped(format!("reading the cluster topics' layout: {e}")))??
+        };
+        if partitions < 2 {
+            tracing::warn!(topic = %settings.offset_topic, partitions, "offset.storage.topic has one partition: one worker runs every connector (Connect's default is 25; connectors spread over at most as many workers as it has partitions)");
+        }
+        let producer: FutureProducer = crate::kafka::client_config(&kafka)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .create()
+            .map_err(kafka_error("the worker's config producer"))?;
+        let cluster = Arc::new(Cluster {
+            settings,
+            worker_id,
+            producer,
+            view: Mutex::new(View { loaded: config_end == 0, ..View::default() }),
+            applied: watch::channel(0).0,
+            changed: Notify::new(),
+            assignment: Mutex::new(None),
+            generation: Default::default(),
+            partitions,
+            stop: AtomicBool::new(false),
+            rejoin: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        });
+        let reader = stores_consumer(&kafka, &cluster.settings)?;
+        let member = membership_consumer(&kafka, &cluster)?;
+        let c = cluster.clone();
+        let t1 = std::thread::Builder::new()
+            .name("cluster-stores".into())
+            .spawn(move || c.read_stores(reader, config_end))
+            .map_err(|e| RelayError::TaskStopped(format!("cannot start the config reader: {e}")))?;
+        let c = cluster.clone();
+        let t2 = std::thread::Builder::new()
+            .name("cluster-member".into())
+            .spawn(move || c.stay_member(member))
+            .map_err(|e| RelayError::TaskStopped(format!("cannot start the group member: {e}")))?;
+        cluster.threads.lock().unwrap_or_else(|e| e.into_inner()).extend([t1, t2]);
+        let mut applied = cluster.applied.subscribe();
+        let loaded = tokio::time::timeout(SYNC_TIMEOUT, applied.wait_for(|a| *a >= config_end)).await;
+        if loaded.is_err() {
+            return Err(RelayError::Kafka(crate::kafka::Error::transient(
+                format!("reading config.storage.topic `{}` to its end", cluster.settings.config_topic),
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "not done in 30 s"),
+            )));
+        }
+        Ok(cluster)
+    }
+
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.view().configs.keys().cloned().collect()
+    }
+
+    pub fn config(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        self.view().configs.get(name).cloned()
+    }
+
+    pub fn target(&self, name: &str) -> Target {
+        self.view().targets.get(name).copied().unwrap_or(Target::Running)
+    }
+
+    /// What the status topic says of `name` (`None`: no worker has reported it).
+    pub fn status(&self, name: &str) -> Option<Status> {
+        let v = self.view();
+        let (connector_state, worker) = v.connector_status.get(name)?.clone();
+        let state = match (connector_state.as_str(), v.task_status.get(name)) {
+            ("STOPPED", _) => State::Stopped,
+            ("PAUSED", _) => State::Paused,
+            ("UNASSIGNED", _) => State::Unassigned,
+            (_, Some((task, trace, _))) if task == "FAILED" => State::Failed(trace.clone().unwrap_or_default()),
+            (_, Some((task, _, _))) if task == "UNASSIGNED" => State::Unassigned,
+            ("FAILED", _) => State::Failed(String::new()),
+            _ => State::Running,
+        };
+        Some(Status { state, worker_id: worker })
+    }
+
+    /// The connectors this worker should run, with their configs and targets; `None` until the
+    /// config topic is read and the group has assigned this worker its partitions.
+    pub fn owned(&self) -> Option<Vec<Owned>> {
+        let mine = self.assignment.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        let v = self.view();
+        if !v.loaded {
+            return None;
+        }
+        Some(
+            v.configs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mine.contains(&((*i as i64 % i64::from(self.partitions)) as i32)))
+                .map(|(_, (n, c))| (n.clone(), c.clone(), v.targets.get(n).copied().unwrap_or(Target::Running)))
+                .collect(),
+        )
+    }
+
+    /// Restart requests for connectors, taken once.
+    pub fn take_restarts(&self) -> Vec<(String, bool)> {
+        std::mem::take(&mut self.view().restarts)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Writes a connector's configuration and waits until this worker has read it back.
+    pub async fn put(&self, name: &str, config: &BTreeMap<String, String>, created: bool) -> Result<(), WorkerError> {
+        if created {
+            self.write(&format!("target-state-{name}"), Some(target_value(Target::Running))).await?;
+        }
+        let offset = self.write(&format!("connector-{name}"), Some(json!({ "properties": config }))).await?;
+        self.sync(offset).await
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<(), WorkerError> {
+        self.write(&format!("target-state-{name}"), None).await?;
+        let offset = self.write(&format!("connector-{name}"), None).await?;
+        self.sync(offset).await
+    }
+
+    pub async fn set_target(&self, name: &str, target: Target) -> Result<(), WorkerError> {
+        let offset = self.write(&format!("target-state-{name}"), Some(target_value(target))).await?;
+        self.sync(offset).await
+    }
+
+    /// Asks the connector's owner, wherever it runs, to restart it.
+    pub async fn request_restart(&self, name: &str, only_failed: bool) -> Result<(), WorkerError> {
+        let value = json!({"include-tasks": true, "only-failed": only_failed});
+        let offset = self.write(&format!("restart-connector-{name}"), Some(value)).await?;
+        self.sync(offset).await
+    }
+
+    /// Publishes the status of a connector this worker runs (`None`: it is gone from the cluster).
+    pub async fn publish_status(&self, name: &str, state: Option<&State>) {
+        let (connector, task) = match state {
+            None => (None, None),
+            Some(s) => {
+                let generation = self.generation();
+                let trace = match s {
+                    State::Failed(t) => Value::String(t.clone()),
+                    _ => Value::Null,
+                };
+                // As Connect reports a failed task: the connector itself still runs.
+                let connector_state = if matches!(s, State::Failed(_)) { "RUNNING" } else { s.name() };
+                (
+                    Some(
+                        json!({"state": connector_state, "trace": Value::Null, "worker_id": self.worker_id, "generation": generation}),
+                    ),
+                    Some(
+                        json!({"state": s.name(), "trace": trace, "worker_id": self.worker_id, "generation": generation}),
+                    ),
+                )
+            }
+        };
+        for (key, value) in [(format!("status-connector-{name}"), connector), (format!("status-task-{name}-0"), task)] {
+            let payload = value.map(|v| v.to_string());
+            let mut record = FutureRecord::<str, str>::to(&self.settings.status_topic).key(&key);
+            if let Some(p) = &payload {
+                record = record.payload(p);
+            }
+            if let Err((e, _)) = self.producer.send(record, Duration::from_secs(30)).await {
+                tracing::warn!(connector = name, topic = %self.settings.status_topic, error = %e, "cannot write the connector's status");
+            }
+        }
+    }
+
+    async fn write(&self, key: &str, value: Option<Value>) -> Result<i64, WorkerError> {
+        let payload = value.map(|v| v.to_string());
+        let mut record = FutureRecord::<str, str>::to(&self.settings.config_topic).key(key);
+        if let Some(p) = &payload {
+            record = record.payload(p);
+        }
+        match self.producer.send(record, Duration::from_secs(30)).await {
+            Ok(delivery) => Ok(delivery.offset),
+            Err((e, _)) => Err(WorkerError {
+                status: 500,
+                message: format!("cannot write to config.storage.topic `{}`: {e}", self.settings.config_topic),
+            }),
+        }
+    }
+
+    /// Waits until the config topic has been read past `offset`.
+    async fn sync(&self, offset: i64) -> Result<(), WorkerError> {
+        let mut applied = self.applied.subscribe();
+        let read_back =
+            tokio::time::timeout(SYNC_TIMEOUT, applied.wait_for(|a| *a > offset)).await.is_ok_and(|r| r.is_ok());
+        match read_back {
+            true => Ok(()),
+            false => Err(WorkerError {
+                status: 500,
+                message: format!(
+                    "the write to config.storage.topic `{}` was not read back in {} s",
+                    self.settings.config_topic,
+                    SYNC_TIMEOUT.as_secs()
+                ),
+            }),
+        }
+    }
+
+    /// Reads the config and status topics from their beginnings, for as long as the worker runs.
+    fn read_stores(self: Arc<Self>, consumer: BaseConsumer, config_end: i64) {
+        let mut loaded = config_end == 0;
+        while !self.stop.load(Ordering::Relaxed) {
+            match consumer.poll(POLL) {
+                Some(Ok(m)) => {
+                    let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned()).unwrap_or_default();
+                    let value = m.payload().and_then(|p| serde_json::from_slice::<Value>(p).ok());
+                    if m.topic() == self.settings.config_topic {
+                        self.apply_config(&key, value, loaded);
+                        if !loaded && m.offset() + 1 >= config_end {
+                            loaded = true;
+                            self.view().loaded = true;
+                        }
+                        self.applied.send_replace(m.offset() + 1);
+                        self.changed.notify_one();
+                    } else {
+                        self.apply_status(&key, value);
+                    }
+                }
+                Some(Err(e)) => tracing::debug!(error = %e, "reading the cluster's topics"),
+                None => {
+                    // Compaction can leave the end past the last record still there.
+                    if !loaded {
+                        if let Ok(Offset::Offset(p)) = position(&consumer, &self.settings.config_topic) {
+                            if p >= config_end {
+                                loaded = true;
+                                self.view().loaded = true;
+                                self.applied.send_replace(p);
+                                self.changed.notify_one();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_config(&self, key: &str, value: Option<Value>, loaded: bool) {
+        let mut v = self.view();
+        if let Some(name) = key.strip_prefix("connector-") {
+            match value.as_ref().and_then(|v| v.get("properties")).and_then(Value::as_object) {
+                Some(props) => {
+                    let config: BTreeMap<String, String> = props
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+                        .collect();
+                    v.configs.insert(name.to_string(), config);
+                }
+                None => {
+                    v.configs.remove(name);
+                    v.targets.remove(name);
+                }
+            }
+        } else if let Some(name) = key.strip_prefix("target-state-") {
+            let state =
+                value.as_ref().and_then(|v| v.get("state.v2").or_else(|| v.get("state"))).and_then(Value::as_str);
+            match state {
+                Some("PAUSED") => v.targets.insert(name.to_string(), Target::Paused),
+                Some("STOPPED") => v.targets.insert(name.to_string(), Target::Stopped),
+                Some(_) => v.targets.insert(name.to_string(), Target::Running),
+                None => v.targets.remove(name),
+            };
+        } else if let Some(name) = key.strip_prefix("restart-connector-") {
+            if loaded {
+                let only_failed = value.as_ref().and_then(|v| v.get("only-failed")).and_then(Value::as_bool);
+                v.restarts.push((name.to_string(), only_failed.unwrap_or(false)));
+            }
+        }
+    }
+
+    fn apply_status(&self, key: &str, value: Option<Value>) {
+        let mut v = self.view();
+        let field = |f: &str| value.as_ref().and_then(|v| v.get(f)).and_then(Value::as_str).map(str::to_string);
+        if let Some(name) = key.strip_prefix("status-connector-") {
+            match field("state") {
+                Some(state) => v.connector_status.insert(name.to_string(), (state, field("worker_id"))),
+                None => v.connector_status.remove(name),
+            };
+        } else if let Some(rest) = key.strip_prefix("status-task-") {
+            let Some(name) = rest.strip_suffix("-0") else { return };
+            match field("state") {
+                Some(state) => v.task_status.insert(name.to_string(), (state, field("trace"), field("worker_id"))),
+                None => v.task_status.remove(name),
+            };
+        }
+    }
+
+    /// Keeps this worker in the group (heartbeats, rebalances) until the worker stops, then
+    /// leaves it, so the others take its connectors at once rather than after a session timeout.
+    fn stay_member(self: Arc<Self>, consumer: BaseConsumer<Member>) {
+        let mut rejoined: Option<std::time::Instant> = None;
+        while !self.stop.load(Ordering::Relaxed) {
+            // Offset records are not what this member is for.
+            let _ = consumer.poll(POLL);
+            if self.rejoin.swap(false, Ordering::Relaxed) && rejoined.map_or(true, |t| t.elapsed() > REJOIN_EVERY) {
+                // A rebalance that changed nothing for this member: with round-robin that means no
+                // member came or went, or a coordinator kept an assignment from before it evicted
+                // a member (tansu 0.6 does). Joining again makes it deal the partitions afresh.
+                tracing::info!(worker_id = %self.worker_id, "a group rebalance left this worker's share unchanged; joining again so the coordinator deals the partitions afresh");
+                rejoined = Some(std::time::Instant::now());
+                consumer.unsubscribe();
+                if let Err(e) = consumer.subscribe(&[&self.settings.offset_topic]) {
+                    tracing::warn!(error = %e, "cannot join the worker group again");
+                }
+            }
+        }
+        consumer.unsubscribe();
+        drop(consumer);
+    }
+
+    fn assigned(&self, partitions: BTreeSet<i32>) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(worker_id = %self.worker_id, partitions = ?partitions, "the group assigned this worker its share");
+        let mut assignment = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
+        if assignment.as_ref() == Some(&partitions) {
+            self.rejoin.store(true, Ordering::Relaxed);
+        }
+        *assignment = Some(partitions);
+        drop(assignment);
+        self.changed.notify_one();
+    }
+
+    /// Leaves the group and stops reading; the worker's connectors must be stopped first.
+    pub fn leave(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn target_value(target: Target) -> Value {
+    match target {
+        Target::Running => json!({"state": "STARTED", "state.v2": "STARTED"}),
+        Target::Paused => json!({"state": "PAUSED", "state.v2": "PAUSED"}),
+        // Connect writes PAUSED for workers that do not know STOPPED.
+        Target::Stopped => json!({"state": "PAUSED", "state.v2": "STOPPED"}),
+    }
+}
+
+fn position(consumer: &BaseConsumer, topic: &str) -> Result<Offset, rdkafka::error::KafkaError> {
+    let positions = consumer.position()?;
+    Ok(positions.find_partition(topic, 0).map_or(Offset::Invalid, |p| p.offset()))
+}
+
+/// Creates the cluster's three topics when missing, compacted, as Connect does.
+async fn create_topics(s: &Settings, kafka: &KafkaConfig) -> Result<(), RelayError> {
+    for (topic, partitions, rf, key) in [
+        (&s.config_topic, 1, s.config_replication, "config.storage.topic"),
+        (&s.status_topic, s.status_partitions, s.status_replication, "status.storage.topic"),
+        (&s.offset_topic, s.offset_partitions, s.offset_replication, "offset.storage.topic"),
+    ] {
+        crate::kafka::create_compacted(kafka, topic, partitions, rf).await.map_err(|e| {
+            RelayError::Config(ConfigError::invalid(key, format!("cannot create topic `{topic}`: {e}")))
+        })?;
+    }
+    Ok(())
+}
+
+/// The config topic's end offset (it must have one partition, as Connect requires) and the
+/// offsets topic's partition count.
+fn layout(kafka: &KafkaConfig, s: &Settings) -> Result<(i64, i32), RelayError> {
+    let consumer: BaseConsumer = crate::kafka::client_config(kafka)
+        .set("group.id", format!("{}-layout", s.group_id))
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(kafka_error("reading the cluster topics' layout"))?;
+    let timeout = Duration::from_secs(20);
+    let count = |topic: &str| -> Result<i32, RelayError> {
+        let md = consumer.fetch_metadata(Some(topic), timeout).map_err(kafka_error("reading topic metadata"))?;
+        Ok(md.topics().first().map_or(0, |t| t.partitions().len() as i32))
+    };
+    let config_partitions = count(&s.config_topic)?;
+    if config_partitions != 1 {
+        return Err(RelayError::Config(ConfigError::invalid(
+            "config.storage.topic",
+            format!("topic `{}` has {config_partitions} partitions; the config topic must have exactly one, as Connect requires (create another, or point config.storage.topic at one)", s.config_topic),
+        )));
+    }
+    let (_, end) = consumer
+        .fetch_watermarks(&s.config_topic, 0, timeout)
+        .map_err(kafka_error("reading config.storage.topic's end"))?;
+    Ok((end, count(&s.offset_topic)?.max(1)))
+}
+
+/// A consumer of the whole config topic and status topic, from their beginnings.
+fn stores_consumer(kafka: &KafkaConfig, s: &Settings) -> Result<BaseConsumer, RelayError> {
+    let consumer: BaseConsumer = crate::kafka::client_config(kafka)
+        .set("group.id", format!("{}-stores", s.group_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .map_err(kafka_error("the worker's config reader"))?;
+    let timeout = Duration::from_secs(20);
+    let md = consumer.fetch_metadata(Some(&s.status_topic), timeout).map_err(kafka_error("reading topic metadata"))?;
+    let mut tpl = TopicPartitionList::new();
+    let err = kafka_error("assigning the cluster's topics");
+    tpl.add_partition_offset(&s.config_topic, 0, Offset::Beginning).map_err(&err)?;
+    for t in md.topics() {
+        for p in t.partitions() {
+            tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning).map_err(&err)?;
+        }
+    }
+    consumer.assign(&tpl).map_err(err)?;
+    Ok(consumer)
+}
+
+/// The worker's membership: its assigned partitions say which connectors it runs.
+pub struct Member {
+    cluster: std::sync::Weak<Cluster>,
+}
+
+impl ClientContext for Member {}
+
+impl ConsumerContext for Member {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                if let Some(c) = self.cluster.upgrade() {
+                    c.assigned(tpl.elements().iter().map(|e| e.partition()).collect());
+                }
+            }
+            // Eager rebalancing revokes everything before assigning again: connectors keep
+            // running until the new assignment says otherwise, so one that stays does not restart.
+            Rebalance::Revoke(_) => {}
+            Rebalance::Error(e) => tracing::warn!(error = %e, "the worker's group rebalance failed"),
+        }
+    }
+}
+
+/// A consumer in group `group.id` on `offset.storage.topic`, with the round-robin assignor.
+fn membership_consumer(kafka: &KafkaConfig, cluster: &Arc<Cluster>) -> Result<BaseConsumer<Member>, RelayError> {
+    let s = &cluster.settings;
+    let max_poll = s.rebalance_timeout_ms.max(s.session_timeout_ms);
+    let consumer: BaseConsumer<Member> = crate::kafka::client_config(kafka)
+        .set("group.id", &s.group_id)
+        .set("partition.assignment.strategy", "roundrobin")
+        .set("session.timeout.ms", s.session_timeout_ms.to_string())
+        .set("heartbeat.interval.ms", s.heartbeat_interval_ms.to_string())
+        .set("max.poll.interval.ms", max_poll.to_string())
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "latest")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", "500")
+        .create_with_context(Member { cluster: Arc::downgrade(cluster) })
+        .map_err(kafka_error("the worker's group member"))?;
+    consumer.subscribe(&[&s.offset_topic]).map_err(kafka_error("joining the worker group"))?;
+    Ok(consumer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn distributed_mode_needs_the_three_topics_and_takes_connects_defaults() {
+        assert!(Settings::from_props(&props(&[("bootstrap.servers", "b:9092")])).unwrap().is_none());
+        let err = Settings::from_props(&props(&[("group.id", "g"), ("config.storage.topic", "c")])).unwrap_err();
+        assert!(err.to_string().contains("status.storage.topic"), "{err}");
+        let s = Settings::from_props(&props(&[
+            ("group.id", "g"),
+            ("config.storage.topic", "c"),
+            ("status.storage.topic", "s"),
+            ("offset.storage.topic", "o"),
+            ("config.storage.replication.factor", "1"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((s.config_replication, s.status_replication, s.offset_partitions), (1, 3, 25));
+        assert_eq!((s.session_timeout_ms, s.heartbeat_interval_ms), (10_000, 3_000));
+        let same = Settings::from_props(&props(&[
+            ("group.id", "g"),
+            ("config.storage.topic", "c"),
+            ("status.storage.topic", "c"),
+            ("offset.storage.topic", "o"),
+        ]));
+        assert!(same.unwrap_err().to_string().contains("three different topics"));
+    }
+
+    #[test]
+    fn worker_keys_never_reach_connectors() {
+        for k in ["group.id", "heartbeat.interval.ms", "config.storage.topic", "status.storage.partitions"] {
+            assert!(is_worker_key(k), "{k}");
+        }
+        for k in ["offset.storage.topic", "bootstrap.servers", "topic.prefix", "heartbeat.action.query"] {
+            assert!(!is_worker_key(k), "{k}");
+        }
+    }
+}
