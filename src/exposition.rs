@@ -157,6 +157,7 @@ struct Own {
     latency: FloatGauges<Quantile>,
     latency_histogram: Family<Connector, Counted>,
     lag_bytes: IntGauges<Connector>,
+    lag_seconds: FloatGauges<Connector>,
     reconnects: Family<Connector, Counter>,
     topic_records: Family<Topic, Counter>,
     topic_bytes: Family<Topic, Counter>,
@@ -170,6 +171,12 @@ impl Own {
             "pgoutbox_unacknowledged_wait_seconds",
             "How long the oldest unacknowledged event has waited",
             wait.clone(),
+        );
+        let lag_seconds = FloatGauges::<Connector>::default();
+        r.register(
+            "pgoutbox_slot_lag_seconds",
+            "How long ago the oldest transaction read but not yet confirmed to the slot committed (0 when all are confirmed)",
+            lag_seconds.clone(),
         );
         let latency = FloatGauges::<Quantile>::default();
         r.register(
@@ -201,6 +208,7 @@ impl Own {
                 "pgoutbox_slot_lag_bytes",
                 "WAL bytes between the server's position as last heard and the confirmed position",
             ),
+            lag_seconds,
             reconnects: counter(r, "pgoutbox_reconnects", "Replication sessions started after the first"),
             topic_records: per_topic(r, "pgoutbox_topic_records_sent", "Records handed to the producer, per topic"),
             topic_bytes: per_topic(
@@ -245,6 +253,7 @@ impl Own {
         *self.latency_histogram.get_or_create(&c).0.lock().unwrap_or_else(|e| e.into_inner()) =
             (sum_us as f64 / 1e6, count, buckets);
         self.lag_bytes.get_or_create(&c).set(as_i64(g(&m.received_lsn).saturating_sub(g(&m.confirmed_lsn))));
+        self.lag_seconds.get_or_create(&c).set(g(&m.slot_lag_ms) as f64 / 1e3);
         self.reconnects.get_or_create(&c).inc_by(g(&m.sessions).saturating_sub(1));
         for (topic, records, bytes) in m.sent_by_topic() {
             let labels = Topic { connector: c.connector.clone(), topic: topic.to_string() };
@@ -446,6 +455,7 @@ mod tests {
         }
         m.received_lsn.store(1_000, Ordering::Relaxed);
         m.confirmed_lsn.store(400, Ordering::Relaxed);
+        m.slot_lag_ms.store(2_500, Ordering::Relaxed);
         m.sessions.store(3, Ordering::Relaxed);
         m.record_sent(&std::sync::Arc::from("outbox.event.Order"), 2, 300);
         m.route_errors.store(1, Ordering::Relaxed);
@@ -463,6 +473,7 @@ mod tests {
         assert_eq!(sample(&text, "pgoutbox_commit_to_ack_latency_seconds_count{connector=\"o\"}"), "5");
         assert_eq!(sample(&text, "pgoutbox_commit_to_ack_latency_seconds_sum{connector=\"o\"}"), "2.0468");
         assert_eq!(sample(&text, "pgoutbox_slot_lag_bytes{connector=\"o\"}"), "600");
+        assert_eq!(sample(&text, "pgoutbox_slot_lag_seconds{connector=\"o\"}"), "2.5");
         assert_eq!(sample(&text, "pgoutbox_reconnects_total{connector=\"o\"}"), "2");
         let topic = "{connector=\"o\",topic=\"outbox.event.Order\"}";
         assert_eq!(sample(&text, &format!("pgoutbox_topic_records_sent_total{topic}")), "2");

@@ -55,6 +55,9 @@ pub struct Metrics {
     pub sessions: AtomicU64,
     /// How long the oldest unacknowledged event has waited (0 when none waits).
     pub unacknowledged_wait_ms: AtomicU64,
+    /// The slot's lag in time: how long ago the oldest transaction read but not yet confirmed
+    /// committed, in milliseconds (0 when everything read is confirmed).
+    pub slot_lag_ms: AtomicU64,
     /// Outbox events read from the stream (Debezium's TotalNumberOfEventsSeen).
     pub events_seen: AtomicU64,
     /// Transactions read from the stream (Debezium's NumberOfCommittedTransactions).

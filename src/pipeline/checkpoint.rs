@@ -87,6 +87,12 @@ impl Checkpoint {
     }
 
     /// Commit times of the transactions with events confirmed since the previous call.
+    /// The commit time of the oldest transaction not yet confirmable (`None` when every commit
+    /// seen is confirmed).
+    pub fn oldest_unconfirmed_commit(&self) -> Option<i64> {
+        self.commits.front().map(|c| c.2)
+    }
+
     pub fn take_confirmed(&mut self) -> std::vec::Drain<'_, i64> {
         self.confirmed_commit_times.drain(..)
     }
@@ -181,6 +187,22 @@ mod tests {
         assert_eq!(c.confirmed(), l(0));
         c.acked(a);
         assert_eq!(c.confirmed(), l(20));
+    }
+
+    /// The slot's lag in time is measured from the oldest commit still waiting to be confirmed.
+    #[test]
+    fn checkpoint_names_the_oldest_unconfirmed_commit() {
+        let mut c = Checkpoint::new(l(0));
+        assert_eq!(c.oldest_unconfirmed_commit(), None);
+        let a = c.event_sent();
+        c.commit(l(10), 1_000);
+        let b = c.event_sent();
+        c.commit(l(20), 2_000);
+        assert_eq!(c.oldest_unconfirmed_commit(), Some(1_000));
+        c.acked(a);
+        assert_eq!(c.oldest_unconfirmed_commit(), Some(2_000));
+        c.acked(b);
+        assert_eq!(c.oldest_unconfirmed_commit(), None);
     }
 
     #[test]

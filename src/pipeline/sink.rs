@@ -234,6 +234,11 @@ impl Sink {
             None => {}
         }
         self.metrics.unacknowledged_wait_ms.store(self.stall.waited(now).as_millis() as u64, Ordering::Relaxed);
+        let lag_us = self
+            .checkpoint
+            .oldest_unconfirmed_commit()
+            .map_or(0, |commit| pg_epoch_micros(std::time::SystemTime::now()).saturating_sub(commit).max(0) as u64);
+        self.metrics.slot_lag_ms.store(lag_us / 1000, Ordering::Relaxed);
     }
 
     fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {
