@@ -227,6 +227,14 @@ impl Worker {
     fn put_local(&self, name: &str, mut config: BTreeMap<String, String>, replace: bool) -> Result<bool, WorkerError> {
         config.insert("name".to_string(), name.to_string());
         let parsed = self.effective(&config).map_err(Self::invalid)?;
+        // As `pgoutbox run` does: what the connector's own keys ask for and pgoutbox does not do.
+        // (The worker's keys are the worker's; they are not the connector's to act on.)
+        for ignored in parsed.ignored.iter().filter(|i| config.contains_key(&i.key)) {
+            tracing::warn!(connector = %name, key = %ignored.key, "ignored config key: {}", ignored.reason);
+        }
+        for w in &parsed.warnings {
+            tracing::warn!(connector = %name, "{w}");
+        }
         let mut connectors = self.lock();
         let created = !connectors.contains_key(name);
         if !created && !replace {
