@@ -149,9 +149,10 @@ pub struct Status {
 struct View {
     configs: BTreeMap<String, BTreeMap<String, String>>,
     targets: BTreeMap<String, Target>,
-    /// `status-connector-*` and `status-task-*-0` records, by connector.
+    /// `status-connector-*` (state, worker id) and `status-task-*-0` (state, trace) records, by
+    /// connector.
     connector_status: BTreeMap<String, (String, Option<String>)>,
-    task_status: BTreeMap<String, (String, Option<String>, Option<String>)>,
+    task_status: BTreeMap<String, (String, Option<String>)>,
     /// Restart requests read after the initial load, for the owner to carry out.
     restarts: Vec<(String, bool)>,
     loaded: bool,
@@ -263,8 +264,8 @@ impl Cluster {
             ("STOPPED", _) => State::Stopped,
             ("PAUSED", _) => State::Paused,
             ("UNASSIGNED", _) => State::Unassigned,
-            (_, Some((task, trace, _))) if task == "FAILED" => State::Failed(trace.clone().unwrap_or_default()),
-            (_, Some((task, _, _))) if task == "UNASSIGNED" => State::Unassigned,
+            (_, Some((task, trace))) if task == "FAILED" => State::Failed(trace.clone().unwrap_or_default()),
+            (_, Some((task, _))) if task == "UNASSIGNED" => State::Unassigned,
             ("FAILED", _) => State::Failed(String::new()),
             _ => State::Running,
         };
@@ -474,7 +475,7 @@ impl Cluster {
         } else if let Some(rest) = key.strip_prefix("status-task-") {
             let Some(name) = rest.strip_suffix("-0") else { return };
             match field("state") {
-                Some(state) => v.task_status.insert(name.to_string(), (state, field("trace"), field("worker_id"))),
+                Some(state) => v.task_status.insert(name.to_string(), (state, field("trace"))),
                 None => v.task_status.remove(name),
             };
         }
