@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _, ProducerContext};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::json;
 
@@ -55,7 +55,7 @@ pub enum OffsetError {
         #[source]
         source: rdkafka::error::KafkaError,
     },
-    #[error("offsets topic `{topic}`: the read did not finish in time")]
+    #[error("offsets topic `{topic}`: Kafka did not answer in time")]
     Timeout { topic: String },
 }
 
@@ -162,18 +162,61 @@ impl OffsetStore {
     async fn write(&self, value: Option<Vec<u8>>) -> Result<(), OffsetError> {
         let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
         create_topics(&self.kafka, &[&self.topic], 1, 1).await.map_err(err)?;
-        let producer: FutureProducer = client_config(&self.kafka)
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.write_blocking(value.as_deref()))
+            .await
+            .unwrap_or_else(|_| Err(OffsetError::Timeout { topic: self.topic.clone() }))
+    }
+
+    /// Sends the record and serves the producer on this thread until its delivery report. Not a
+    /// FutureProducer: dropping one joins its polling thread, which sleeps in 100 ms polls, and that
+    /// delayed every session's first event by 0.1 s.
+    fn write_blocking(&self, value: Option<&[u8]>) -> Result<(), OffsetError> {
+        let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
+        let producer: BaseProducer<Delivered> = client_config(&self.kafka)
             .set("acks", "all")
-            .set("enable.idempotence", "true")
+            // One record at a time, each waited for, so nothing can be reordered, and a retried
+            // duplicate is the same key and value on a compacted topic. An idempotent producer here
+            // first waited for its producer id (librdkafka's 500 ms PID timer, when the broker it
+            // learned from the bootstrap one was not up yet), which delayed every session's first
+            // event by ~0.5 s.
+            .set("enable.idempotence", "false")
             .set("partitioner", "murmur2_random")
-            .create()
+            .set("linger.ms", "0")
+            .set("message.timeout.ms", &WRITE_TIMEOUT.as_millis().to_string())
+            .create_with_context(Delivered::default())
             .map_err(err)?;
-        let mut record = FutureRecord::<[u8], [u8]>::to(&self.topic).key(&self.key);
-        if let Some(v) = &value {
-            record = record.payload(v.as_slice());
+        let mut record = BaseRecord::<[u8], [u8]>::to(&self.topic).key(&self.key);
+        if let Some(v) = value {
+            record = record.payload(v);
         }
-        producer.send(record, WRITE_TIMEOUT).await.map_err(|(e, _)| err(e))?;
-        Ok(())
+        producer.send(record).map_err(|(e, _)| err(e))?;
+        // librdkafka reports the record failed at `message.timeout.ms`; this is only a backstop.
+        let deadline = std::time::Instant::now() + WRITE_TIMEOUT + Duration::from_secs(5);
+        loop {
+            producer.poll(Duration::from_millis(10));
+            if let Some(result) = producer.context().0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return result.map_err(err);
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(OffsetError::Timeout { topic: self.topic.clone() });
+            }
+        }
+    }
+}
+
+/// The delivery report of the one record [`OffsetStore::write_blocking`] sends.
+#[derive(Default)]
+struct Delivered(std::sync::Mutex<Option<Result<(), rdkafka::error::KafkaError>>>);
+
+impl rdkafka::ClientContext for Delivered {}
+
+impl ProducerContext for Delivered {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        let outcome = result.as_ref().map(|_| ()).map_err(|(e, _)| e.clone());
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
     }
 }
 
