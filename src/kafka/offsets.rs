@@ -183,7 +183,7 @@ impl OffsetStore {
             .set("enable.idempotence", "false")
             .set("partitioner", "murmur2_random")
             .set("linger.ms", "0")
-            .set("message.timeout.ms", &WRITE_TIMEOUT.as_millis().to_string())
+            .set("message.timeout.ms", WRITE_TIMEOUT.as_millis().to_string())
             .create_with_context(Delivered::default())
             .map_err(err)?;
         let mut record = BaseRecord::<[u8], [u8]>::to(&self.topic).key(&self.key);
