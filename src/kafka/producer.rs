@@ -335,13 +335,22 @@ pub async fn create_compacted(
     let replication = if replication < 0 { TopicReplication::Fixed(-1) } else { TopicReplication::Fixed(replication) };
     let new = NewTopic::new(topic, partitions, replication).set("cleanup.policy", "compact");
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for result in admin.create_topics([&new], &opts).await? {
+    let results = admin.create_topics([&new], &opts).await;
+    drop_in_background(admin);
+    for result in results? {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((_, code)) => return Err(KafkaError::AdminOp(code)),
         }
     }
     Ok(())
+}
+
+/// Drops an admin client on a thread of its own: the drop joins rdkafka's polling thread, which
+/// sleeps in 100 ms polls, and waiting for it delayed each session's start (the offsets topic) and
+/// the first event to each topic pgoutbox creates by 0.1 s.
+fn drop_in_background(admin: AdminClient<DefaultClientContext>) {
+    let _ = std::thread::Builder::new().name("pgoutbox-admin-drop".into()).spawn(move || drop(admin));
 }
 
 /// Creates topics that do not exist yet (an existing topic is fine), as Connect does with
@@ -356,7 +365,9 @@ pub async fn create_topics(
     let new: Vec<NewTopic<'_>> =
         topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(replication))).collect();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for result in admin.create_topics(&new, &opts).await? {
+    let results = admin.create_topics(&new, &opts).await;
+    drop_in_background(admin);
+    for result in results? {
         match result {
             Ok(_) => {}
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
