@@ -191,17 +191,12 @@ impl OffsetStore {
             record = record.payload(v);
         }
         producer.send(record).map_err(|(e, _)| err(e))?;
-        // librdkafka reports the record failed at `message.timeout.ms`; this is only a backstop.
-        let deadline = std::time::Instant::now() + WRITE_TIMEOUT + Duration::from_secs(5);
-        loop {
-            producer.poll(Duration::from_millis(10));
-            if let Some(result) = producer.context().0.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                return result.map_err(err);
-            }
-            if std::time::Instant::now() > deadline {
-                return Err(OffsetError::Timeout { topic: self.topic.clone() });
-            }
-        }
+        // Flushing serves the delivery report on this thread. librdkafka fails the record at
+        // `message.timeout.ms`; the flush's own bound is only a backstop.
+        let timeout = || OffsetError::Timeout { topic: self.topic.clone() };
+        producer.flush(WRITE_TIMEOUT + Duration::from_secs(5)).map_err(|_| timeout())?;
+        let report = producer.context().0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        report.ok_or_else(timeout)?.map_err(err)
     }
 }
 
