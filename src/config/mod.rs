@@ -8,7 +8,7 @@
 
 pub mod env;
 mod keys;
-mod producer;
+pub mod producer;
 mod properties;
 pub mod providers;
 pub mod security;
@@ -323,17 +323,20 @@ fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
         if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
             return Err(invalid(
                 "connector.class",
-                format!("pgoutbox replaces {POSTGRES_CONNECTOR_CLASS}, not `{class}`"),
+                format!("pgoutbox replaces {POSTGRES_CONNECTOR_CLASS}, not the class given"),
             ));
         }
     }
     let plugin = r.string_or("plugin.name", "pgoutput");
     if plugin != "pgoutput" {
-        return Err(invalid("plugin.name", format!("`{plugin}` is not supported; pgoutbox decodes only `pgoutput` (set plugin.name=pgoutput and use a pgoutput slot)")));
+        return Err(invalid(
+            "plugin.name",
+            "is not supported; pgoutbox decodes only `pgoutput` (set plugin.name=pgoutput and use a pgoutput slot)",
+        ));
     }
     match r.str("lsn.flush.mode") {
         None | Some("connector") | Some("connector_and_driver") => {}
-        Some(other) => return Err(invalid("lsn.flush.mode", format!("`{other}` is not supported: pgoutbox always confirms the acknowledged position (connector); it never leaves the slot to be advanced by hand"))),
+        Some(_) => return Err(invalid("lsn.flush.mode", "is not supported: pgoutbox always confirms the acknowledged position (connector); it never leaves the slot to be advanced by hand")),
     }
     if r.str("flush.lsn.source").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
         return Err(invalid(
@@ -457,10 +460,10 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
 fn parse_slot_name(r: &mut Reader<'_>) -> Result<String, ConfigError> {
     let slot_name = r.string_or("slot.name", "debezium");
     if !slot_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') || slot_name.len() > 63 {
-        let why = format!(
-            "`{slot_name}` is not a valid slot name: use at most 63 lower-case letters, digits and underscores"
-        );
-        return Err(invalid("slot.name", why));
+        return Err(invalid(
+            "slot.name",
+            "is not a valid slot name: use at most 63 lower-case letters, digits and underscores",
+        ));
     }
     Ok(slot_name)
 }
@@ -482,7 +485,7 @@ fn parse_skipped(v: Option<&str>) -> Result<SkippedOps, ConfigError> {
             "c" => s.insert = true,
             "u" => s.update = true,
             "d" | "t" | "none" => {}
-            other => return Err(invalid("skipped.operations", format!("`{other}` is not one of c, u, d, t, none"))),
+            _ => return Err(invalid("skipped.operations", "lists an operation that is not one of c, u, d, t, none")),
         }
     }
     Ok(s)
@@ -536,7 +539,7 @@ fn parse_topic_creation(r: &mut Reader<'_>) -> Result<Option<TopicCreation>, Con
         Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
             invalid(
                 "topic.creation.default.partitions",
-                format!("`{v}` is not a positive number of partitions (or -1 for the broker default)"),
+                "is not a positive number of partitions (or -1 for the broker default)",
             )
         })?),
     };
@@ -545,7 +548,7 @@ fn parse_topic_creation(r: &mut Reader<'_>) -> Result<Option<TopicCreation>, Con
         Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
             invalid(
                 "topic.creation.default.replication.factor",
-                format!("`{v}` is not a positive replication factor (or -1 for the broker default)"),
+                "is not a positive replication factor (or -1 for the broker default)",
             )
         })?),
     };

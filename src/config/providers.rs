@@ -56,6 +56,13 @@ pub fn is_provider_key(key: &str) -> bool {
     key == "config.providers" || key.starts_with("config.providers.")
 }
 
+/// Whether `value` is nothing but config-provider references (`${file:/s/db.properties:password}`):
+/// it names where a secret is, not the secret, so an API may show it as it is.
+pub fn is_reference_only(value: &str) -> bool {
+    let rest = reference_pattern().replace_all(value.trim(), "");
+    !value.trim().is_empty() && rest.is_empty()
+}
+
 fn reference_pattern() -> Regex {
     // Connect's ConfigTransformer.DEFAULT_PATTERN.
     Regex::new(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}").expect("a valid pattern")
@@ -110,7 +117,7 @@ fn declared(raw: &RawConfig) -> Result<HashMap<String, Provider>, ConfigError> {
                 .filter(|v| !v.is_empty())
         };
         let class = raw.entries.get(&class_key).map(|c| c.trim()).ok_or_else(|| {
-            invalid(&class_key, format!("provider `{alias}` is listed in config.providers but has no class"))
+            invalid(&class_key, "is missing: every provider listed in config.providers needs a class")
         })?;
         let allowed = |name: &str| -> Result<Option<Vec<PathBuf>>, ConfigError> {
             let Some(v) = param(name) else { return Ok(None) };
@@ -123,7 +130,7 @@ fn declared(raw: &RawConfig) -> Result<HashMap<String, Provider>, ConfigError> {
                     if path.is_absolute() {
                         Ok(normalize(&path))
                     } else {
-                        Err(invalid(&key, format!("`{p}` is not an absolute path")))
+                        Err(invalid(&key, "lists a path that is not absolute"))
                     }
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -137,14 +144,15 @@ fn declared(raw: &RawConfig) -> Result<HashMap<String, Provider>, ConfigError> {
             let key = format!("config.providers.{alias}.param.allowlist.pattern");
             let pattern = param("allowlist.pattern").unwrap_or(".*");
             // Java's Pattern.matcher(name).matches(): the whole name.
-            let allowlist = Regex::new(&format!("^(?:{pattern})$"))
-                .map_err(|e| invalid(&key, format!("`{pattern}` is not a valid regex: {e}")))?;
+            let allowlist = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                invalid(&key, format!("is not a valid regex: {}", crate::connect::config::regex_problem(&e)))
+            })?;
             Provider::Env { allowlist }
         } else {
             return Err(invalid(
                 &class_key,
                 format!(
-                    "`{class}` is not supported; use {}, {} or {} (secrets managers: mount the secret as a file or an environment variable)",
+                    "is not a supported provider class; use {}, {} or {} (secrets managers: mount the secret as a file or an environment variable)",
                     FILE[0], ENV[0], DIR[0]
                 ),
             ));
@@ -176,7 +184,7 @@ fn check_allowed(key: &str, reference: &str, allowed: &Option<Vec<PathBuf>>, pat
     if allowed.iter().any(|a| normal.starts_with(a)) {
         return Ok(());
     }
-    Err(invalid(key, format!("{reference}: `{}` is outside the provider's allowed.paths", path.display())))
+    Err(invalid(key, format!("{reference}: the path is outside the provider's allowed.paths")))
 }
 
 /// One `${alias:path:name}` in the value of `key`.

@@ -41,15 +41,28 @@ impl std::fmt::Debug for ClientSettings {
     }
 }
 
-/// Whether a client setting (Java or librdkafka name) holds a secret.
+/// Whether a setting holds a secret (a password, a private key, a token, a JAAS login with its
+/// credentials), decided by what the key holds, under any prefix (`producer.override.`,
+/// `admin.`, `listeners.https.`, `transforms.x.` ...): its last names say that. Keys that hold a
+/// path, a URL, a type or a number (`ssl.keystore.location`, `...token.endpoint.url`) are not
+/// secrets, whatever words they contain.
 pub fn is_secret(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    k.contains("password")
-        || k.contains("secret")
-        || k.contains("jaas")
+    let last = k.rsplit('.').next().unwrap_or(&k);
+    const NOT_SECRET: &[&str] =
+        &["location", "url", "uri", "type", "algorithm", "mechanism", "ms", "class", "path", "file", "filename"];
+    if NOT_SECRET.contains(&last) {
+        return false;
+    }
+    const SECRET_WORDS: &[&str] = &["password", "passwd", "secret", "passphrase", "apikey", "jaas"];
+    SECRET_WORDS.iter().any(|w| last.contains(w))
+        || k.ends_with("jaas.config")
+        // PEM private keys: Java's ssl.keystore.key, librdkafka's ssl.key.pem.
+        || k.ends_with("keystore.key")
         || k.ends_with("key.pem")
-        || k == "ssl.keystore.key"
-        || k == "sasl.oauthbearer.config"
+        || k.ends_with("sasl.oauthbearer.config")
+        || last == "token"
+        || k.ends_with("access.token")
 }
 
 /// Whether a Java client key is a security setting (one that every client of the cluster needs).
@@ -157,7 +170,7 @@ pub fn translate(keys: &Keys) -> Result<Translated, ConfigError> {
             _ => {
                 return Err(invalid(
                     &key_of("security.protocol"),
-                    format!("`{p}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+                    "is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
                 ))
             }
         },
@@ -243,7 +256,7 @@ fn login_module(mechanism: &str) -> Result<&'static str, String> {
         "OAUTHBEARER" => Ok(OAUTH_MODULE),
         "GSSAPI" => Err("GSSAPI (Kerberos) is not supported by this build; use SCRAM-SHA-512, PLAIN over SASL_SSL, or OAUTHBEARER".into()),
         "AWS_MSK_IAM" => Err("AWS_MSK_IAM needs the AWS Java library, which librdkafka cannot load; enable SASL/SCRAM on the MSK cluster and use SCRAM-SHA-512, or OAUTHBEARER".into()),
-        other => Err(format!("`{other}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")),
+        _ => Err("is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER".into()),
     }
 }
 
@@ -326,7 +339,7 @@ enum StoreFormat {
 
 /// The format of a store file, from `type` and its bytes. Java's default type (JKS) also reads
 /// PKCS12 files (`keystore.type.compat`), so an absent or JKS type is decided by the content.
-fn store_format(path_key: &str, path: &str, declared: Option<&str>, bytes: &[u8]) -> Result<StoreFormat, ConfigError> {
+fn store_format(path_key: &str, declared: Option<&str>, bytes: &[u8]) -> Result<StoreFormat, ConfigError> {
     const JKS_MAGIC: [u8; 4] = [0xFE, 0xED, 0xFE, 0xED];
     const JCEKS_MAGIC: [u8; 4] = [0xCE, 0xCE, 0xCE, 0xCE];
     if bytes.starts_with(&JKS_MAGIC) || bytes.starts_with(&JCEKS_MAGIC) {
@@ -336,31 +349,29 @@ fn store_format(path_key: &str, path: &str, declared: Option<&str>, bytes: &[u8]
         return Err(invalid(
             path_key,
             format!(
-                "`{path}` is a {kind} store, which only Java reads; convert it to PKCS12 with \
-                 `keytool -importkeystore -srckeystore {path} -srcstoretype {kind} -destkeystore {path}.p12 -deststoretype PKCS12` \
-                 and set {path_key}={path}.p12, {type_key}=PKCS12 (the password stays {password_key})"
+                "the file is a {kind} store, which only Java reads; convert it to PKCS12 with \
+                 `keytool -importkeystore -srckeystore STORE -srcstoretype {kind} -destkeystore STORE.p12 -deststoretype PKCS12` \
+                 and set {path_key} to STORE.p12, {type_key}=PKCS12 (the password stays {password_key})"
             ),
         ));
     }
     let looks_pem = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).contains("-----BEGIN");
     match declared.map(str::to_ascii_uppercase).as_deref() {
         Some("PEM") if looks_pem => Ok(StoreFormat::Pem),
-        Some("PEM") => {
-            Err(invalid(path_key, format!("`{path}` is not PEM (no -----BEGIN line), as the store type says")))
-        }
+        Some("PEM") => Err(invalid(path_key, "the file is not PEM (no -----BEGIN line), as the store type says")),
         Some("PKCS12") if !looks_pem => Ok(StoreFormat::Pkcs12),
-        Some("PKCS12") => Err(invalid(path_key, format!("`{path}` is PEM, not PKCS12; set the store type to PEM"))),
+        Some("PKCS12") => Err(invalid(path_key, "the file is PEM, not PKCS12; set the store type to PEM")),
         None | Some("JKS") if looks_pem => Ok(StoreFormat::Pem),
         None | Some("JKS") => Ok(StoreFormat::Pkcs12),
-        Some(other) => Err(invalid(
+        Some(_) => Err(invalid(
             &path_key.replace(".location", ".type"),
-            format!("`{other}` is not supported; use PKCS12 or PEM (convert a JKS store with keytool -importkeystore)"),
+            "is not supported; use PKCS12 or PEM (convert a JKS store with keytool -importkeystore)",
         )),
     }
 }
 
 fn read_store(key: &str, path: &str) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|e| invalid(key, format!("cannot read `{path}`: {e}")))
+    std::fs::read(path).map_err(|e| invalid(key, format!("cannot read the file it names: {e}")))
 }
 
 fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Result<(), ConfigError> {
@@ -392,10 +403,10 @@ fn tls<'k>(keys: &'k Keys, t: &mut Translated, handled: &mut Vec<&'k str>) -> Re
         None => "https",
         Some("") => "none",
         Some(v) if v.eq_ignore_ascii_case("https") => "https",
-        Some(v) => {
+        Some(_) => {
             return Err(invalid(
                 &full("ssl.endpoint.identification.algorithm"),
-                format!("`{v}` is not supported; use https (check the broker's host name) or an empty value (do not)"),
+                "is not supported; use https (check the broker's host name) or an empty value (do not)",
             ))
         }
     };
@@ -419,12 +430,12 @@ fn truststore(keys: &Keys, t: &mut Translated) -> Result<(), ConfigError> {
     } else if let Some(path) = value("ssl.truststore.location") {
         let key = full_key(keys, "ssl.truststore.location");
         let bytes = read_store(&key, path)?;
-        match store_format(&key, path, value("ssl.truststore.type"), &bytes)? {
+        match store_format(&key, value("ssl.truststore.type"), &bytes)? {
             StoreFormat::Pem => t.settings.set("ssl.ca.location", path),
             StoreFormat::Pkcs12 => {
                 let password = value("ssl.truststore.password").unwrap_or("");
                 let pem = pkcs12_certificates(&bytes, password).map_err(|why| {
-                    invalid(&key, format!("cannot read `{path}` as PKCS12: {why} (check ssl.truststore.password)"))
+                    invalid(&key, format!("cannot read the file as PKCS12: {why} (check ssl.truststore.password)"))
                 })?;
                 t.settings.set("ssl.ca.pem", pem);
             }
@@ -460,7 +471,7 @@ fn keystore(keys: &Keys, t: &mut Translated) -> Result<(), ConfigError> {
     } else if let Some(path) = value("ssl.keystore.location") {
         let key = full_key(keys, "ssl.keystore.location");
         let bytes = read_store(&key, path)?;
-        match store_format(&key, path, value("ssl.keystore.type"), &bytes)? {
+        match store_format(&key, value("ssl.keystore.type"), &bytes)? {
             StoreFormat::Pem => {
                 t.settings.set("ssl.certificate.location", path);
                 t.settings.set("ssl.key.location", path);

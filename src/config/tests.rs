@@ -411,3 +411,78 @@ fn config_time_precision_mode_is_read_like_debezium() {
     assert_eq!(with(&[]).unwrap().router.type_modes.intervals, crate::debezium::IntervalHandling::Numeric);
     assert_eq!(intervals("STRING"), crate::debezium::IntervalHandling::String);
 }
+
+/// Every key pgoutbox documents, set to a value that may be a secret (or a file's contents read
+/// through a provider): whatever the parser says of it, the value never comes back, in the error,
+/// a warning or an ignored key's reason.
+#[test]
+fn config_errors_never_repeat_a_value() {
+    const MARK: &str = "Zq9Mark";
+    let docs = include_str!("../../docs/compatibility.md");
+    let key = regex::Regex::new(r"`([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)`").unwrap();
+    // `config.providers` lists aliases, which name keys (`config.providers.<alias>.class`): an
+    // error about an alias names its key, so the alias is left out here.
+    let mut keys: std::collections::BTreeSet<String> = key
+        .captures_iter(docs)
+        .map(|c| c[1].to_string())
+        .filter(|k| !["config.providers", "transforms", "predicates"].contains(&k.as_str()))
+        .collect();
+    let options: Vec<String> = keys.iter().map(|k| format!("transforms.outbox.{k}")).collect();
+    keys.extend(options);
+    // A chain with one transform of each family, so their options are read too.
+    let chain = [
+        "transforms=outbox,route,cast,mask,ts,flat,hoist,filter",
+        "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex=x",
+        "transforms.route.replacement=y",
+        "transforms.cast.type=org.apache.kafka.connect.transforms.Cast$Value",
+        "transforms.cast.spec=int32",
+        "transforms.mask.type=org.apache.kafka.connect.transforms.MaskField$Value",
+        "transforms.mask.fields=a",
+        "transforms.ts.type=org.apache.kafka.connect.transforms.TimestampConverter$Value",
+        "transforms.ts.target.type=string",
+        "transforms.ts.format=yyyy",
+        "transforms.flat.type=org.apache.kafka.connect.transforms.Flatten$Value",
+        "transforms.hoist.type=org.apache.kafka.connect.transforms.HoistField$Value",
+        "transforms.hoist.field=f",
+        "transforms.filter.type=org.apache.kafka.connect.transforms.Filter",
+        "transforms.filter.predicate=p",
+        "predicates=p",
+        "predicates.p.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        "predicates.p.pattern=x",
+    ];
+    for alias in ["route", "cast", "mask", "ts", "flat", "hoist", "filter"] {
+        for o in ["regex", "replacement", "spec", "fields", "replacement", "target.type", "format", "field", "type"] {
+            keys.insert(format!("transforms.{alias}.{o}"));
+        }
+    }
+    keys.extend(["predicates.p.pattern", "predicates.p.type"].map(String::from));
+    let values = [
+        MARK.to_string(),
+        format!("{MARK}:{MARK}:{MARK},{MARK}"),
+        format!("({MARK}"),
+        format!("io.{MARK}.Class"),
+        format!("/{MARK}/x"),
+    ];
+    let mut tried = 0;
+    let mut echoed = std::collections::BTreeMap::new();
+    for k in &keys {
+        for v in &values {
+            let mut raw = base();
+            for c in chain {
+                raw.set(c).unwrap();
+            }
+            raw.entries.insert(k.clone(), v.clone());
+            tried += 1;
+            let said: Vec<String> = match Config::from_raw(&raw) {
+                Err(e) => vec![e.to_string()],
+                Ok(c) => c.warnings.iter().cloned().chain(c.ignored.iter().map(|i| i.reason.clone())).collect(),
+            };
+            if let Some(s) = said.into_iter().find(|s| s.contains(MARK)) {
+                echoed.insert(k.clone(), format!("{v}: {s}"));
+            }
+        }
+    }
+    assert!(echoed.is_empty(), "values repeated:\n{echoed:#?}");
+    assert!(tried > 1000, "only {tried} values tried: did the docs' key list move?");
+}

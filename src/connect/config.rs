@@ -20,6 +20,20 @@ pub enum ConfigError {
     Missing { key: String, hint: String },
 }
 
+/// What is wrong with a regular expression, without the expression itself: the regex crate's
+/// message quotes the pattern, and a configured value is never repeated in an error (it may be a
+/// secret, or a file's contents read through a config provider).
+pub fn regex_problem(e: &regex::Error) -> String {
+    match e {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("error:"))
+            .map_or_else(|| "a syntax error".to_string(), |why| why.trim().to_string()),
+        regex::Error::CompiledTooBig(limit) => format!("it compiles to more than {limit} bytes"),
+        _ => "it cannot be compiled".to_string(),
+    }
+}
+
 impl ConfigError {
     pub fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid { key: key.to_string(), message: message.into() }
@@ -106,14 +120,14 @@ impl<'a> Reader<'a> {
             None => Ok(default),
             Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
             Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-            Some(v) => Err(ConfigError::invalid(key, format!("`{v}` is not a boolean; use true or false"))),
+            Some(_) => Err(ConfigError::invalid(key, "is not a boolean; use true or false")),
         }
     }
 
     pub fn int_or<T: std::str::FromStr>(&mut self, key: &str, default: T, what: &str) -> Result<T, ConfigError> {
         match self.str(key) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| ConfigError::invalid(key, format!("`{v}` is not {what}"))),
+            Some(v) => v.parse().map_err(|_| ConfigError::invalid(key, format!("is not {what}"))),
         }
     }
 
@@ -126,7 +140,7 @@ impl<'a> Reader<'a> {
         let Some(v) = self.str(key) else { return Ok(default) };
         options.iter().find(|(name, _)| name.eq_ignore_ascii_case(v)).map(|(_, t)| *t).ok_or_else(|| {
             let names: Vec<_> = options.iter().map(|(n, _)| *n).collect();
-            ConfigError::invalid(key, format!("`{v}` is not one of {}", names.join(", ")))
+            ConfigError::invalid(key, format!("is not one of {}", names.join(", ")))
         })
     }
 
@@ -150,8 +164,9 @@ impl<'a> Reader<'a> {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|p| {
-                Regex::new(&format!("(?i)^(?:{p})$"))
-                    .map_err(|e| ConfigError::invalid(key, format!("`{p}` is not a valid regex: {e}")))
+                Regex::new(&format!("(?i)^(?:{p})$")).map_err(|e| {
+                    ConfigError::invalid(key, format!("holds an invalid regular expression: {}", regex_problem(&e)))
+                })
             })
             .collect()
     }

@@ -58,8 +58,8 @@ impl Converter {
             "io.debezium.converters.ByteArrayConverter" | "org.apache.kafka.connect.converters.ByteArrayConverter" => {
                 Ok(Converter::Binary)
             }
-            other if REGISTRY_CONVERTERS.iter().any(|p| other.starts_with(p)) => Err(ConfigError::invalid(&key, format!("`{other}` is a schema-registry converter, which pgoutbox does not implement: its bytes carry a registry's schema ids. For payloads the application already serialised (Avro or Protobuf in the registry's wire format, in a bytea column) use {BINARY_DATA_CONVERTER} (or org.apache.kafka.connect.converters.ByteArrayConverter), which publishes the bytes as they are"))),
-            other => Err(ConfigError::invalid(&key, format!("`{other}` is not supported; use {STRING_CONVERTER}, {JSON_CONVERTER}, {BINARY_DATA_CONVERTER} or org.apache.kafka.connect.converters.ByteArrayConverter"))),
+            other if REGISTRY_CONVERTERS.iter().any(|p| other.starts_with(p)) => Err(ConfigError::invalid(&key, format!("names a schema-registry converter, which pgoutbox does not implement: its bytes carry a registry's schema ids. For payloads the application already serialised (Avro or Protobuf in the registry's wire format, in a bytea column) use {BINARY_DATA_CONVERTER} (or org.apache.kafka.connect.converters.ByteArrayConverter), which publishes the bytes as they are"))),
+            _ => Err(ConfigError::invalid(&key, format!("is not a supported converter; use {STRING_CONVERTER}, {JSON_CONVERTER}, {BINARY_DATA_CONVERTER} or org.apache.kafka.connect.converters.ByteArrayConverter"))),
         }
     }
 
@@ -74,7 +74,7 @@ impl Converter {
             SIMPLE_HEADER_CONVERTER => Ok(None),
             JSON_CONVERTER => Ok(Some(Converter::Json { schemas: r.bool_or("header.converter.schemas.enable", true)? })),
             STRING_CONVERTER => Ok(Some(Converter::String)),
-            h => Err(ConfigError::invalid("header.converter", format!("`{h}` is not supported; use {SIMPLE_HEADER_CONVERTER} (Connect's default), {JSON_CONVERTER} or {STRING_CONVERTER}"))),
+            _ => Err(ConfigError::invalid("header.converter", format!("is not a supported header converter; use {SIMPLE_HEADER_CONVERTER} (Connect's default), {JSON_CONVERTER} or {STRING_CONVERTER}"))),
         }
     }
 
@@ -123,10 +123,10 @@ fn binary(r: &mut Reader<'_>, key: &str) -> Result<Converter, ConfigError> {
     let delegate = match class {
         STRING_CONVERTER => Delegate::String,
         JSON_CONVERTER => Delegate::Json { schemas: r.bool_or(&format!("{delegate_key}.schemas.enable"), true)? },
-        other => {
+        _ => {
             return Err(ConfigError::invalid(
                 &delegate_key,
-                format!("`{other}` is not supported as a delegate; use {JSON_CONVERTER} or {STRING_CONVERTER}"),
+                format!("is not supported as a delegate; use {JSON_CONVERTER} or {STRING_CONVERTER}"),
             ))
         }
     };

@@ -96,13 +96,14 @@ impl Chain {
                 [one] => {
                     let key = format!("transforms.{one}.type");
                     match r.str(&key) {
-                        Some(class) => {
-                            ConfigError::invalid(&key, format!("`{class}` is not the Outbox Event Router; {hint}"))
-                        }
+                        Some(_) => ConfigError::invalid(&key, format!("is not the Outbox Event Router; {hint}")),
                         None => ConfigError::Missing { key, hint },
                     }
                 }
-                _ => ConfigError::invalid("transforms", format!("none of `{list}` is the Outbox Event Router; {hint}")),
+                _ => ConfigError::invalid(
+                    "transforms",
+                    format!("none of the transforms it lists is the Outbox Event Router; {hint}"),
+                ),
             });
         }
         let predicates = parse_predicates(r)?;
@@ -134,7 +135,7 @@ impl Chain {
                     Kind::HeaderToValue(_) => false,
                 };
                 if !headers_only {
-                    return Err(ConfigError::invalid(&type_key, format!("`{class}` runs before the Event Router, on Debezium's change event of the outbox table, which pgoutbox does not build: only header transforms (InsertHeader, DropHeaders), Filter and the tracing transform can run there; move `{alias}` after the router in `transforms`")));
+                    return Err(ConfigError::invalid(&type_key, format!("this transform runs before the Event Router, on Debezium's change event of the outbox table, which pgoutbox does not build: only header transforms (InsertHeader, DropHeaders), Filter and the tracing transform can run there; move `{alias}` after the router in `transforms`")));
                 }
                 chain.before.push(step);
             } else {
@@ -169,7 +170,7 @@ fn parse_step(
         match Transform::parse(class, r, &prefix)? {
             Some(t) => Kind::Kafka(t),
             None if transforms::is_known(class) => unreachable!("a known transform parses"),
-            None => return Err(ConfigError::invalid(&type_key, format!("`{class}` is a transform pgoutbox does not implement (a custom class, or a scripting transform); pgoutbox implements Kafka's built-in transforms and the Outbox Event Router: remove `{alias}` from transforms or replace it"))),
+            None => return Err(ConfigError::invalid(&type_key, format!("is a transform class pgoutbox does not implement (a custom class, or a scripting transform); pgoutbox implements Kafka's built-in transforms and the Outbox Event Router: remove `{alias}` from transforms or replace it"))),
         }
     };
     let predicate = match r.str(&format!("transforms.{alias}.predicate")) {
@@ -195,7 +196,7 @@ fn parse_predicates(r: &mut Reader<'_>) -> Result<BTreeMap<String, Predicate>, C
         let type_key = format!("predicates.{name}.type");
         let class = r.required(&type_key, "the predicate's class")?;
         let p = Predicate::parse(&class, r, &format!("predicates.{name}."))?.ok_or_else(|| {
-            ConfigError::invalid(&type_key, format!("`{class}` is a predicate pgoutbox does not implement; use TopicNameMatches, HasHeaderKey or RecordIsTombstone (org.apache.kafka.connect.transforms.predicates)"))
+            ConfigError::invalid(&type_key, "is a predicate class pgoutbox does not implement; use TopicNameMatches, HasHeaderKey or RecordIsTombstone (org.apache.kafka.connect.transforms.predicates)")
         })?;
         out.insert(name.to_string(), p);
     }

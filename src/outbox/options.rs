@@ -101,8 +101,12 @@ impl RouterConfig {
         let regex_key = p("route.topic.regex");
         let regex_src = r.string_or(&regex_key, "(?<routedByValue>.*)");
         // Java's Matcher.matches() is a full match: anchor the pattern.
-        let route_topic_regex = Regex::new(&format!("^(?:{regex_src})$"))
-            .map_err(|e| ConfigError::invalid(&regex_key, format!("`{regex_src}` is not a valid regex: {e}")))?;
+        let route_topic_regex = Regex::new(&format!("^(?:{regex_src})$")).map_err(|e| {
+            ConfigError::invalid(
+                &regex_key,
+                format!("is not a valid regex: {}", crate::connect::config::regex_problem(&e)),
+            )
+        })?;
         let placement_key = p("table.fields.additional.placement");
         Ok(RouterConfig {
             route_by_field: r.string_or(&p("route.by.field"), "aggregatetype"),
@@ -153,7 +157,7 @@ fn event_key(r: &mut Reader<'_>, alias: &str) -> String {
     if !r.has(&key) && r.has(&legacy) {
         let column = r.str(&legacy).unwrap_or_default().to_string();
         r.warn(format!(
-            "`{legacy}` is Debezium 1.x's key column (removed in 2.0): `{column}` is used as {key}, rename the key"
+            "`{legacy}` is Debezium 1.x's key column (removed in 2.0): its column is used as {key}, rename the key"
         ));
         return column;
     }
@@ -167,7 +171,7 @@ fn expand_json_payload(r: &mut Reader<'_>, alias: &str) -> Result<bool, ConfigEr
         None => Ok(false),
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
         Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-        Some(v) => Err(ConfigError::invalid(&key, format!("`{v}` is not a boolean; use true or false"))),
+        Some(_) => Err(ConfigError::invalid(&key, "is not a boolean; use true or false")),
     }
 }
 
@@ -184,7 +188,7 @@ fn legacy_choice<T: Copy>(
         return options.iter().find(|(n, _)| n.eq_ignore_ascii_case(v)).map(|(_, t)| *t).ok_or_else(|| {
             ConfigError::invalid(
                 legacy,
-                format!("`{v}` is not one of {}", options.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")),
+                format!("is not one of {}", options.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")),
             )
         });
     }
@@ -198,16 +202,16 @@ fn parse_placements(v: Option<&str>, key: &str) -> Result<Vec<AdditionalField>, 
     for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
         if !(2..=3).contains(&parts.len()) || parts.iter().any(|p| p.is_empty()) {
-            return Err(ConfigError::invalid(key, format!("`{entry}` is not of the form column:placement[:alias]")));
+            return Err(ConfigError::invalid(key, "has an entry that is not of the form column:placement[:alias]"));
         }
         let placement = match parts[1].to_ascii_lowercase().as_str() {
             "header" => Placement::Header,
             "envelope" => Placement::Envelope,
             "partition" => Placement::Partition,
-            other => {
+            _ => {
                 return Err(ConfigError::invalid(
                     key,
-                    format!("placement `{other}` in `{entry}` is not one of header, envelope, partition"),
+                    "has an entry whose placement is not one of header, envelope, partition",
                 ))
             }
         };

@@ -61,7 +61,7 @@ pub fn server_config(props: &BTreeMap<String, String>) -> Result<ServerConfig, C
     let kind = setting(props, "ssl.keystore.type").map(|(_, v)| v);
     let bytes = read(&location_key, location)?;
     let (key, chain) = keystore(&bytes, kind, password, key_password)
-        .map_err(|why| invalid(&location_key, format!("cannot read `{location}`: {why}")))?;
+        .map_err(|why| invalid(&location_key, format!("cannot read the file it names: {why}")))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -85,14 +85,14 @@ pub fn server_config(props: &BTreeMap<String, String>) -> Result<ServerConfig, C
         }
     };
     let mut config = builder.with_single_cert(chain, key).map_err(|e| {
-        invalid(&location_key, format!("the key and certificate in `{location}` do not make a TLS identity: {e}"))
+        invalid(&location_key, format!("the key and certificate in the file do not make a TLS identity: {e}"))
     })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
 
 fn read(key: &str, path: &str) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|e| invalid(key, format!("cannot read `{path}`: {e}")))
+    std::fs::read(path).map_err(|e| invalid(key, format!("cannot read the file it names: {e}")))
 }
 
 /// The private key and certificate chain of a keystore, PKCS12 or PEM (decided by its content when
@@ -149,21 +149,21 @@ fn client_roots(props: &BTreeMap<String, String>) -> Result<rustls::RootCertStor
     };
     let bytes = read(&key, location)?;
     if bytes.starts_with(&[0xFE, 0xED, 0xFE, 0xED]) || bytes.starts_with(&[0xCE, 0xCE, 0xCE, 0xCE]) {
-        return Err(invalid(&key, format!("`{location}` is a JKS store, which only Java reads; convert it with `keytool -importkeystore -srckeystore {location} -destkeystore {location}.p12 -deststoretype PKCS12`")));
+        return Err(invalid(&key, "the file is a JKS store, which only Java reads; convert it with `keytool -importkeystore -srckeystore STORE -destkeystore STORE.p12 -deststoretype PKCS12`"));
     }
     let password = setting(props, "ssl.truststore.password").map_or("", |(_, v)| v);
     let certs = if String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
-        X509::stack_from_pem(&bytes).map_err(|e| invalid(&key, format!("cannot read `{location}`: {e}")))?
+        X509::stack_from_pem(&bytes).map_err(|e| invalid(&key, format!("cannot read the file's certificates: {e}")))?
     } else {
         let p12 = openssl::pkcs12::Pkcs12::from_der(&bytes)
             .and_then(|p| p.parse2(password))
-            .map_err(|_| invalid(&key, format!("cannot read `{location}` as PKCS12 or PEM (check its password)")))?;
+            .map_err(|_| invalid(&key, "cannot read the file as PKCS12 or PEM (check its password)"))?;
         p12.cert.into_iter().chain(p12.ca.into_iter().flatten()).collect()
     };
     let mut roots = rustls::RootCertStore::empty();
     for c in certs {
         let der = c.to_der().map_err(|e| invalid(&key, e.to_string()))?;
-        roots.add(CertificateDer::from(der)).map_err(|e| invalid(&key, format!("`{location}`: {e}")))?;
+        roots.add(CertificateDer::from(der)).map_err(|e| invalid(&key, format!("a certificate in the file: {e}")))?;
     }
     Ok(roots)
 }

@@ -258,7 +258,8 @@ fn jks_stores_are_refused_with_the_keytool_command() {
     ]))
     .unwrap_err()
     .to_string();
-    assert!(e.contains("keytool -importkeystore") && e.contains(&path) && e.contains("-deststoretype PKCS12"), "{e}");
+    assert!(e.contains("keytool -importkeystore") && e.contains("-deststoretype PKCS12"), "{e}");
+    assert!(!e.contains(&path), "the key is named, its value (the path) is not repeated: {e}");
     let e =
         translate(&keys(&[("security.protocol", "SSL"), ("ssl.keystore.location", &path)])).unwrap_err().to_string();
     assert!(e.contains("keytool") && e.contains("ssl.keystore.type=PKCS12"), "{e}");
@@ -296,4 +297,39 @@ fn without_a_truststore_the_system_cas_are_trusted_as_the_jvm_s_would_be() {
     ]))
     .unwrap();
     assert!(setting(&t, "ssl.ca.location").is_none(), "no TLS, no CAs");
+}
+
+#[test]
+fn secrets_are_known_by_what_the_key_holds_under_any_prefix() {
+    for k in [
+        "database.password",
+        "database.sslpassword",
+        "ssl.key.password",
+        "producer.override.ssl.keystore.key",
+        "admin.override.ssl.keystore.key",
+        "listeners.https.ssl.keystore.key",
+        "producer.override.ssl.key.pem",
+        "producer.override.sasl.jaas.config",
+        "consumer.sasl.jaas.config",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "producer.sasl.oauthbearer.config",
+        "ssl.truststore.password",
+        "transforms.x.apikey",
+    ] {
+        assert!(is_secret(k), "{k} holds a secret");
+    }
+    for k in [
+        "database.user",
+        "database.sslkey",
+        "ssl.keystore.location",
+        "ssl.truststore.certificates",
+        "ssl.keystore.certificate.chain",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.mechanism",
+        "transforms.outbox.table.field.event.key",
+        "password.encryption.type",
+        "topic.prefix",
+    ] {
+        assert!(!is_secret(k), "{k} holds no secret");
+    }
 }

@@ -62,7 +62,9 @@ impl Cast {
                     fields.retain(|(g, _)| g != f.trim());
                     fields.push((f.trim().to_string(), t));
                 }
-                _ => return Err(o.invalid("spec", format!("Invalid rename mapping: {mapping}"))),
+                _ => {
+                    return Err(o.invalid("spec", "has an entry that is not of the form field:type (or a single type)"))
+                }
             }
         }
         if whole.is_some() && spec.len() > 1 {

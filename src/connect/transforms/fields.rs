@@ -127,7 +127,7 @@ impl ReplaceField {
             let Some((from, to)) =
                 pair.split_once(':').filter(|(a, b)| !a.is_empty() && !b.is_empty() && !b.contains(':'))
             else {
-                return Err(o.invalid("renames", format!("Invalid rename mapping: {pair}")));
+                return Err(o.invalid("renames", "has an entry that is not of the form old:new"));
             };
             renames.push((from.to_string(), to.to_string()));
         }
@@ -270,7 +270,7 @@ impl SetSchemaMetadata {
         let name = o.str("schema.name");
         let version = match o.str("schema.version") {
             None => None,
-            Some(v) => Some(v.parse().map_err(|_| o.invalid("schema.version", format!("`{v}` is not an integer")))?),
+            Some(v) => Some(v.parse().map_err(|_| o.invalid("schema.version", "is not an integer"))?),
         };
         if name.is_none() && version.is_none() {
             return Err(o.invalid("schema.name", "Neither schema name nor version configured"));

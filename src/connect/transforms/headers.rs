@@ -98,7 +98,7 @@ impl HeaderFrom {
         let remove = match o.required("operation", "move or copy")?.as_str() {
             "move" => true,
             "copy" => false,
-            other => return Err(o.invalid("operation", format!("`{other}` is not one of move, copy"))),
+            _ => return Err(o.invalid("operation", "is not one of move, copy")),
         };
         Ok(HeaderFrom { part, fields, headers, remove })
     }

@@ -28,8 +28,9 @@ impl Predicate {
         Ok(Some(match class.strip_prefix(PACKAGE) {
             Some("TopicNameMatches") => {
                 let p = o.required("pattern", "a regular expression the whole topic name must match")?;
-                let regex = Regex::new(&format!("^(?:{p})$"))
-                    .map_err(|e| o.invalid("pattern", format!("`{p}` is not a valid regex: {e}")))?;
+                let regex = Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                    o.invalid("pattern", format!("is not a valid regex: {}", crate::connect::config::regex_problem(&e)))
+                })?;
                 Predicate::TopicNameMatches(regex)
             }
             Some("HasHeaderKey") => Predicate::HasHeaderKey(o.required("name", "the header name to look for")?),

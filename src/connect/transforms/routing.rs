@@ -21,8 +21,9 @@ impl RegexRouter {
     pub(super) fn parse(mut o: Options<'_, '_>) -> Result<Self, ConfigError> {
         let source = o.required("regex", "the regular expression the topic must match")?;
         let replacement = o.required("replacement", "the new topic name, with $1 or ${name} for groups")?;
-        let regex = Regex::new(&format!("^(?:{source})$"))
-            .map_err(|e| o.invalid("regex", format!("`{source}` is not a valid regex: {e}")))?;
+        let regex = Regex::new(&format!("^(?:{source})$")).map_err(|e| {
+            o.invalid("regex", format!("is not a valid regex: {}", crate::connect::config::regex_problem(&e)))
+        })?;
         Ok(RegexRouter { regex, replacement })
     }
 
@@ -49,8 +50,9 @@ impl TimestampRouter {
     pub(super) fn parse(mut o: Options<'_, '_>) -> Result<Self, ConfigError> {
         let topic_format = o.str("topic.format").unwrap_or_else(|| "${topic}-${timestamp}".to_string());
         let pattern = o.str("timestamp.format").unwrap_or_else(|| "yyyyMMdd".to_string());
-        let timestamp_format = simple_date_format(&pattern)
-            .map_err(|why| o.invalid("timestamp.format", format!("`{pattern}` has {why}")))?;
+        let timestamp_format = simple_date_format(&pattern).map_err(|why| {
+            o.invalid("timestamp.format", format!("is not a date pattern Java accepts: it has {why}"))
+        })?;
         Ok(TimestampRouter { topic_format, timestamp_format })
     }
 

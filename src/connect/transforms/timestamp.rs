@@ -74,7 +74,8 @@ impl TimestampConverter {
             }
             None => None,
             Some(p) => {
-                let parts = simple_date_format(&p).map_err(|why| o.invalid("format", format!("`{p}` has {why}")))?;
+                let parts = simple_date_format(&p)
+                    .map_err(|why| o.invalid("format", format!("is not a date pattern Java accepts: it has {why}")))?;
                 Some((p, parts))
             }
         };
