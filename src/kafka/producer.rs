@@ -165,11 +165,8 @@ pub struct Producer {
 /// The longest the sink goes without serving librdkafka's event queue.
 const SERVE_AT_LEAST_EVERY: Duration = Duration::from_millis(100);
 
-/// Bytes of records librdkafka may hold before `send` says QueueFull (the memory bound of the sink).
-const QUEUE_MAX_KBYTES: &str = "16384";
+use crate::config::producer::{JAVA_MAX_REQUEST_SIZE, QUEUE_MAX_KBYTES};
 const QUEUE_MAX_MESSAGES: &str = "100000";
-/// The Java producer's `max.request.size` default.
-const JAVA_MAX_REQUEST_SIZE: &str = "1048576";
 
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
@@ -249,6 +246,11 @@ impl Producer {
     #[allow(clippy::result_large_err)]
     pub fn send<'a>(&self, record: Record<'a>) -> Result<(), (KafkaError, Record<'a>)> {
         self.inner.send(record)
+    }
+
+    /// Records queued or in flight, not yet reported.
+    pub fn in_flight(&self) -> i32 {
+        self.inner.in_flight_count()
     }
 
     /// Resolves when librdkafka has events to serve, and at least every `SERVE_AT_LEAST_EVERY` in

@@ -338,6 +338,13 @@ impl Sink {
                     debug_assert_eq!(registered, seq);
                     return Ok(Queued::Yes);
                 }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _))
+                    if self.producer.in_flight() == 0 =>
+                {
+                    // Full with nothing in it: the record alone is larger than the queue, and
+                    // waiting would never make room.
+                    return Ok(Queued::Refused(KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)));
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     // The producer's queue is full (a slow or absent broker): wait for deliveries to
                     // make room, or for a stop. Serving only collects dead letters, never sends, so
