@@ -13,7 +13,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
-use crate::lsn::Lsn;
 use crate::metrics::{Metrics, RelayState};
 
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -92,12 +91,6 @@ const LATENCY_BOUNDS_S: [f64; 15] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Lsns {
-    connector: String,
-    lsn: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Quantile {
     connector: String,
     quantile: String,
@@ -128,6 +121,15 @@ fn as_i64(v: u64) -> i64 {
 
 /// The metrics of every relay, in OpenMetrics text.
 pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
+    // prometheus-client writes label values as they are: a connector name, server name or topic
+    // with a quote, backslash or newline would end the label and break the whole scrape.
+    let escaped: Vec<(String, String)> = sources.iter().map(|s| (escape(s.connector), escape(s.server))).collect();
+    let sources: Vec<Source<'_>> = sources
+        .iter()
+        .zip(&escaped)
+        .map(|(s, (connector, server))| Source { connector, server, metrics: s.metrics, state: s.state })
+        .collect();
+    let sources = &sources[..];
     let mut r = Registry::default();
     let own = Own::register(&mut r);
     let debezium = DebeziumMetrics::register(&mut r);
@@ -144,13 +146,26 @@ pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
     out
 }
 
+/// A label value as the exposition formats require it: backslash, double quote and line feed escaped.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// pgoutbox's own metrics, labelled by connector.
 struct Own {
     acked: Family<Connector, Counter>,
     confirmed: Family<Connector, Counter>,
     sessions: Family<Connector, Counter>,
     confirmed_lsn: IntGauges<Connector>,
-    lsn_text: IntGauges<Lsns>,
     received_lsn: IntGauges<Connector>,
     streaming: IntGauges<Connector>,
     wait: FloatGauges<Connector>,
@@ -221,7 +236,6 @@ impl Own {
             confirmed: counter(r, "pgoutbox_transactions_confirmed", "Transactions whose position was confirmed"),
             sessions: counter(r, "pgoutbox_sessions", "Replication sessions started"),
             confirmed_lsn: int_gauge(r, "pgoutbox_confirmed_lsn", "The confirmed LSN, as a number"),
-            lsn_text: int_gauge(r, "pgoutbox_confirmed_lsn_text", "The confirmed LSN as PostgreSQL prints it"),
             received_lsn: int_gauge(r, "pgoutbox_received_lsn", "The LSN received from the server"),
             streaming: int_gauge(r, "pgoutbox_streaming", "1 while streaming"),
             wait,
@@ -237,8 +251,6 @@ impl Own {
         self.confirmed.get_or_create(&c).inc_by(g(&m.transactions_confirmed));
         self.sessions.get_or_create(&c).inc_by(g(&m.sessions));
         self.confirmed_lsn.get_or_create(&c).set(as_i64(g(&m.confirmed_lsn)));
-        let lsn = Lsn(g(&m.confirmed_lsn)).to_string();
-        self.lsn_text.get_or_create(&Lsns { connector: c.connector.clone(), lsn }).set(1);
         self.received_lsn.get_or_create(&c).set(as_i64(g(&m.received_lsn)));
         self.streaming.get_or_create(&c).set(i64::from(m.state() == RelayState::Streaming));
         self.wait.get_or_create(&c).set(g(&m.unacknowledged_wait_ms) as f64 / 1e3);
@@ -256,7 +268,7 @@ impl Own {
         self.lag_seconds.get_or_create(&c).set(g(&m.slot_lag_ms) as f64 / 1e3);
         self.reconnects.get_or_create(&c).inc_by(g(&m.sessions).saturating_sub(1));
         for (topic, records, bytes) in m.sent_by_topic() {
-            let labels = Topic { connector: c.connector.clone(), topic: topic.to_string() };
+            let labels = Topic { connector: c.connector.clone(), topic: escape(&topic) };
             self.topic_records.get_or_create(&labels).inc_by(records);
             self.topic_bytes.get_or_create(&labels).inc_by(bytes);
         }
@@ -432,7 +444,7 @@ mod tests {
         m.set_state(RelayState::Streaming);
         let text = render(&[Source { connector: "orders", server: "dbserver1", metrics: &m, state: "RUNNING" }], 3_500);
         assert_eq!(sample(&text, "pgoutbox_events_acked_total{connector=\"orders\"}"), "42");
-        assert_eq!(sample(&text, "pgoutbox_confirmed_lsn_text{connector=\"orders\",lsn=\"1/10\"}"), "1");
+        assert!(!text.contains("lsn=\""), "no series whose label changes with every position:\n{text}");
         assert_eq!(sample(&text, "pgoutbox_streaming{connector=\"orders\"}"), "1");
         assert_eq!(sample(&text, "pgoutbox_unacknowledged_wait_seconds{connector=\"orders\"}"), "31.5");
         let dbz = |attr: &str| {
@@ -516,5 +528,22 @@ mod tests {
         );
         assert_eq!((count("running", "b"), count("paused", "b")), ("0".into(), "1".into()));
         assert_eq!((count("running", "c"), count("total", "c")), ("0".into(), "0".into()));
+    }
+
+    /// A name with a quote, a backslash and a line feed (a standalone worker's connector from a
+    /// file, a topic from an aggregatetype) stays one label value: every sample line parses.
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::default();
+        m.record_sent(&std::sync::Arc::from("t\"x"), 1, 10);
+        let name = "a\"b\\c\nd";
+        let text = render(&[Source { connector: name, server: "s\"", metrics: &m, state: "RUNNING" }], 0);
+        assert!(text.contains("connector=\"a\\\"b\\\\c\\nd\""), "{text}");
+        assert!(text.contains("topic=\"t\\\"x\""), "{text}");
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let unescaped = line.replace("\\\\", "").replace("\\\"", "");
+            assert_eq!(unescaped.matches('"').count() % 2, 0, "a label value ends early: {line}");
+            assert!(line.contains(' '), "a sample line was cut: {line}");
+        }
     }
 }
