@@ -88,16 +88,16 @@ pub fn worker_listener(
     let (https, hostport) = match first.split_once("://") {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => (false, rest),
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (true, rest),
-        _ => return Err(invalid(format!("`{first}` is not http://HOST:PORT or https://HOST:PORT"))),
+        _ => return Err(invalid("its first listener is not http://HOST:PORT or https://HOST:PORT".into())),
     };
-    let (host, port) = hostport.rsplit_once(':').ok_or_else(|| invalid(format!("`{first}` has no port")))?;
+    let (host, port) = hostport.rsplit_once(':').ok_or_else(|| invalid("its first listener has no port".into()))?;
     let host = if host.is_empty() { "0.0.0.0" } else { host.trim_start_matches('[').trim_end_matches(']') };
-    let port: u16 = port.parse().map_err(|_| invalid(format!("`{port}` is not a port")))?;
+    let port: u16 = port.parse().map_err(|_| invalid("its first listener's port is not a port number".into()))?;
     let ip: std::net::IpAddr = match host {
         "localhost" => std::net::Ipv4Addr::LOCALHOST.into(),
-        h => h
-            .parse()
-            .map_err(|_| invalid(format!("`{h}` is not an IP address (use an address or leave the host empty)")))?,
+        h => h.parse().map_err(|_| {
+            invalid("its first listener's host is not an IP address (use an address or leave the host empty)".into())
+        })?,
     };
     Ok(RestListener { addr: SocketAddr::new(ip, port), https })
 }
@@ -146,6 +146,9 @@ pub async fn connect(
     shutdown: CancellationToken,
 ) -> Result<(), RelayError> {
     let distributed = worker::cluster::Settings::from_props(&worker_props)?;
+    // Checked before anything starts; the worker keeps its own copy.
+    worker::policy::OverridePolicy::from_props(&worker_props)?;
+    let auth = worker::auth::BasicAuth::from_props(&worker_props, std::env::var("KAFKA_OPTS").ok().as_deref())?;
     let rest = worker_listener(&worker_props)?;
     let tls = match rest.https {
         true => Some(rest_tls(&worker_props)?),
@@ -167,12 +170,15 @@ pub async fn connect(
         }
         None => None,
     };
-    let worker = Arc::new(worker::Worker::new(worker_props, worker_id, shutdown.clone(), cluster.clone()));
+    let worker = Arc::new(worker::Worker::new(worker_props, worker_id, shutdown.clone(), cluster.clone())?);
     load_connectors(&worker, connectors).await?;
     let follower = cluster.is_some().then(|| tokio::spawn(worker.clone().follow_cluster()));
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(listen = %bound, scheme, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
-    let app = worker::rest::router(worker.clone());
+    if auth.is_none() {
+        tracing::warn!("the REST API asks for no credentials: anyone who reaches {bound} can create, change and delete connectors; set rest.extension.classes={} with a JAAS users file, or listeners.https.ssl.client.auth=required", worker::auth::BASIC_AUTH_EXTENSION);
+    }
+    let app = worker::rest::router(worker.clone(), auth);
     let served = match tls {
         Some(config) => {
             let listener = worker::tls::TlsListener::new(listener, config, shutdown.clone())

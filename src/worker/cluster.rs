@@ -15,6 +15,15 @@
 //!   out one by one, so with up to P connectors no worker has more than its share. A worker that
 //!   dies stops heartbeating; after `session.timeout.ms` the coordinator rebalances and the
 //!   survivors take its partitions, hence its connectors.
+//! - Writes are linearizable through the config topic's order, without a leader: every worker
+//!   applies the same records in the same order, so a record's outcome (was the connector there
+//!   before it? did its condition hold?) is the same on every worker, and its writer learns it by
+//!   reading its own record back. A create is a conditional record ("only if absent"), a PATCH one
+//!   conditioned on the config it edited: of two concurrent creates of one name through two
+//!   workers, the first in the topic wins (201) and the other is answered 409. A losing
+//!   conditional record would, once compaction removed the older records of its key, be the one
+//!   left; its writer therefore writes the current config again after it (conditioned on it still
+//!   being current), and a condition on a record that compaction removed holds.
 //! - The replication slot stays the lock: while an assignment moves, the old owner stops its
 //!   pipeline gracefully (acknowledgements awaited, position confirmed) and the new one stands by
 //!   until the slot is free, so a connector never streams twice.
@@ -96,7 +105,7 @@ impl Settings {
             let Some(v) = get(k) else { return Ok(default) };
             match v.parse::<i64>() {
                 Ok(n) if n >= min && n <= i64::from(i32::MAX) => Ok(n),
-                _ => Err(ConfigError::invalid(k, format!("`{v}` is not an integer of at least {min}"))),
+                _ => Err(ConfigError::invalid(k, format!("is not an integer of at least {min}"))),
             }
         };
         // Connect's defaults; -1 asks the broker for its own replication factor.
@@ -145,9 +154,32 @@ pub struct Status {
     pub worker_id: Option<String>,
 }
 
+/// What a config-topic record did, as every worker applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Outcome {
+    /// The connector existed just before the record.
+    existed: bool,
+    /// The record's condition held (always, for unconditional records).
+    applied: bool,
+}
+
+/// How many outcomes are kept for writers to read back (they read theirs within a second).
+const OUTCOMES_KEPT: usize = 10_000;
+
+/// A conditional connector-config record: pgoutbox's field beside Connect's `properties`, which
+/// Connect's readers ignore.
+const CONDITION: &str = "pgoutbox.condition";
+
 #[derive(Default)]
 struct View {
     configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The offset of the record each connector's config came from, and every offset at which a
+    /// config record of the connector was read (a condition on an offset never read refers to a
+    /// record compaction removed).
+    config_offsets: BTreeMap<String, i64>,
+    seen_offsets: BTreeSet<i64>,
+    /// Outcomes of the records read since the initial load, by offset, for their writers.
+    outcomes: BTreeMap<i64, Outcome>,
     targets: BTreeMap<String, Target>,
     /// `status-connector-*` (state, worker id) and `status-task-*-0` (state, trace) records, by
     /// connector.
@@ -299,35 +331,91 @@ impl Cluster {
         self.generation.load(Ordering::Relaxed)
     }
 
-    /// Writes a connector's configuration and waits until this worker has read it back.
-    pub async fn put(&self, name: &str, config: &BTreeMap<String, String>, created: bool) -> Result<(), WorkerError> {
-        if created {
-            self.write(&format!("target-state-{name}"), Some(target_value(Target::Running))).await?;
+    /// The config of `name` and the offset of the record it came from.
+    pub fn versioned_config(&self, name: &str) -> Option<(BTreeMap<String, String>, i64)> {
+        let v = self.view();
+        Some((v.configs.get(name)?.clone(), *v.config_offsets.get(name)?))
+    }
+
+    /// Creates a connector unless one of that name exists by the time the record is in the
+    /// topic: `Ok(false)` when another create or PUT came first (409 for the caller).
+    pub async fn create(&self, name: &str, config: &BTreeMap<String, String>) -> Result<bool, WorkerError> {
+        let record = json!({ "properties": config, CONDITION: {"absent": true} });
+        self.write_conditional(name, record).await
+    }
+
+    /// Replaces a connector's config if it is still the one read at `version` (a PATCH's base):
+    /// `Ok(false)` when another write came between.
+    pub async fn replace_if(
+        &self,
+        name: &str,
+        config: &BTreeMap<String, String>,
+        version: i64,
+    ) -> Result<bool, WorkerError> {
+        let record = json!({ "properties": config, CONDITION: {"offset": version} });
+        self.write_conditional(name, record).await
+    }
+
+    async fn write_conditional(&self, name: &str, record: Value) -> Result<bool, WorkerError> {
+        let key = format!("connector-{name}");
+        let outcome = self.write_and_read_back(&key, Some(record)).await?;
+        if !outcome.applied {
+            self.restore(name).await?;
         }
-        let offset = self.write(&format!("connector-{name}"), Some(json!({ "properties": config }))).await?;
-        self.sync(offset).await
+        Ok(outcome.applied)
     }
 
-    pub async fn delete(&self, name: &str) -> Result<(), WorkerError> {
+    /// After a losing conditional record: the connector's current config again, so that the
+    /// losing record is never the last of its key (see the module doc). Conditioned on the config
+    /// still being current: if it is not, a newer record is already last.
+    async fn restore(&self, name: &str) -> Result<(), WorkerError> {
+        let key = format!("connector-{name}");
+        match self.versioned_config(name) {
+            Some((config, version)) => {
+                let record = json!({ "properties": config, CONDITION: {"offset": version} });
+                self.write_and_read_back(&key, Some(record)).await.map(|_| ())
+            }
+            None => self.write_and_read_back(&key, None).await.map(|_| ()),
+        }
+    }
+
+    /// Writes a connector's configuration (a PUT): `Ok(true)` when it did not exist before.
+    pub async fn put(&self, name: &str, config: &BTreeMap<String, String>) -> Result<bool, WorkerError> {
+        let outcome =
+            self.write_and_read_back(&format!("connector-{name}"), Some(json!({ "properties": config }))).await?;
+        Ok(!outcome.existed)
+    }
+
+    /// `Ok(false)` when the connector did not exist (404 for the caller).
+    pub async fn delete(&self, name: &str) -> Result<bool, WorkerError> {
         self.write(&format!("target-state-{name}"), None).await?;
-        let offset = self.write(&format!("connector-{name}"), None).await?;
-        self.sync(offset).await
+        Ok(self.write_and_read_back(&format!("connector-{name}"), None).await?.existed)
     }
 
-    pub async fn set_target(&self, name: &str, target: Target) -> Result<(), WorkerError> {
-        let offset = self.write(&format!("target-state-{name}"), Some(target_value(target))).await?;
-        self.sync(offset).await
+    /// `Ok(false)` when the connector did not exist.
+    pub async fn set_target(&self, name: &str, target: Target) -> Result<bool, WorkerError> {
+        Ok(self.write_and_read_back(&format!("target-state-{name}"), Some(target_value(target))).await?.existed)
     }
 
-    /// Asks the connector's owner, wherever it runs, to restart it.
-    pub async fn request_restart(&self, name: &str, only_failed: bool) -> Result<(), WorkerError> {
+    /// Asks the connector's owner, wherever it runs, to restart it. `Ok(false)` when the
+    /// connector did not exist.
+    pub async fn request_restart(&self, name: &str, only_failed: bool) -> Result<bool, WorkerError> {
         let value = json!({"include-tasks": true, "only-failed": only_failed});
-        let offset = self.write(&format!("restart-connector-{name}"), Some(value)).await?;
-        self.sync(offset).await
+        Ok(self.write_and_read_back(&format!("restart-connector-{name}"), Some(value)).await?.existed)
+    }
+
+    /// Writes a config-topic record and waits until this worker has applied it: what it did.
+    async fn write_and_read_back(&self, key: &str, value: Option<Value>) -> Result<Outcome, WorkerError> {
+        let offset = self.write(key, value).await?;
+        self.sync(offset).await?;
+        // Every record read after the initial load leaves its outcome; one missing was pruned,
+        // which a writer that waited for it cannot see happen.
+        Ok(self.view().outcomes.remove(&offset).unwrap_or(Outcome { existed: true, applied: true }))
     }
 
     /// Publishes the status of a connector this worker runs (`None`: it is gone from the cluster).
-    pub async fn publish_status(&self, name: &str, state: Option<&State>) {
+    /// `false` when the status topic did not take it (the caller tries again).
+    pub async fn publish_status(&self, name: &str, state: Option<&State>) -> bool {
         let (connector, task) = match state {
             None => (None, None),
             Some(s) => {
@@ -355,9 +443,11 @@ impl Cluster {
                 record = record.payload(p);
             }
             if let Err((e, _)) = self.producer.send(record, Duration::from_secs(30)).await {
-                tracing::warn!(connector = name, topic = %self.settings.status_topic, error = %e, "cannot write the connector's status");
+                tracing::warn!(connector = name, topic = %self.settings.status_topic, error = %e, "cannot write the connector's status; trying again");
+                return false;
             }
         }
+        true
     }
 
     async fn write(&self, key: &str, value: Option<Value>) -> Result<i64, WorkerError> {
@@ -400,16 +490,27 @@ impl Cluster {
             match consumer.poll(POLL) {
                 Some(Ok(m)) => {
                     let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned()).unwrap_or_default();
-                    let value = m.payload().and_then(|p| serde_json::from_slice::<Value>(p).ok());
+                    let value = match m.payload().map(serde_json::from_slice::<Value>) {
+                        None => Ok(None),
+                        Some(Ok(v)) => Ok(Some(v)),
+                        Some(Err(e)) => {
+                            // Not a deletion: what was last read stays (a slot is never dropped,
+                            // a stopped connector never started, on data that could not be read).
+                            tracing::error!(topic = %m.topic(), offset = m.offset(), key = %key, error = %e, "a record of the worker's cluster topics is not JSON; it is skipped and the last good state of its key kept (fix or remove the record)");
+                            Err(())
+                        }
+                    };
                     if m.topic() == self.settings.config_topic {
-                        self.apply_config(&key, value, loaded);
+                        if let Ok(value) = value {
+                            self.apply_config(&key, value, loaded, m.offset());
+                        }
                         if !loaded && m.offset() + 1 >= config_end {
                             loaded = true;
                             self.view().loaded = true;
                         }
                         self.applied.send_replace(m.offset() + 1);
                         self.changed.notify_one();
-                    } else {
+                    } else if let Ok(value) = value {
                         self.apply_status(&key, value);
                     }
                 }
@@ -431,35 +532,68 @@ impl Cluster {
         }
     }
 
-    fn apply_config(&self, key: &str, value: Option<Value>, loaded: bool) {
+    fn apply_config(&self, key: &str, value: Option<Value>, loaded: bool, offset: i64) {
         let mut v = self.view();
+        let name = ["connector-", "target-state-", "restart-connector-"].iter().find_map(|p| key.strip_prefix(p));
+        let existed = name.is_some_and(|n| v.configs.contains_key(n));
+        let mut applied = true;
         if let Some(name) = key.strip_prefix("connector-") {
-            match value.as_ref().and_then(|v| v.get("properties")).and_then(Value::as_object) {
-                Some(props) => {
-                    let config: BTreeMap<String, String> = props
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
-                        .collect();
-                    v.configs.insert(name.to_string(), config);
+            v.seen_offsets.insert(offset);
+            let properties = value.as_ref().map(|v| v.get("properties").and_then(Value::as_object));
+            match properties {
+                Some(None) => {
+                    tracing::error!(key, offset, "a connector record of config.storage.topic has no `properties` object; it is skipped and the last good config kept");
+                    applied = false;
+                }
+                Some(Some(props)) => {
+                    let condition = value.as_ref().and_then(|r| r.get(CONDITION));
+                    let create = condition.and_then(|c| c.get("absent")).is_some();
+                    applied = condition_holds(&v, name, condition);
+                    if applied {
+                        let config: BTreeMap<String, String> = props
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+                            .collect();
+                        v.configs.insert(name.to_string(), config);
+                        v.config_offsets.insert(name.to_string(), offset);
+                        if create {
+                            // A target state written for the name before pgoutbox's create (a
+                            // pause that raced a delete) is not the new connector's. (Connect
+                            // writes a create's initial state before its config: kept.)
+                            v.targets.remove(name);
+                        }
+                    }
                 }
                 None => {
                     v.configs.remove(name);
+                    v.config_offsets.remove(name);
                     v.targets.remove(name);
                 }
             }
         } else if let Some(name) = key.strip_prefix("target-state-") {
             let state =
                 value.as_ref().and_then(|v| v.get("state.v2").or_else(|| v.get("state"))).and_then(Value::as_str);
-            match state {
-                Some("PAUSED") => v.targets.insert(name.to_string(), Target::Paused),
-                Some("STOPPED") => v.targets.insert(name.to_string(), Target::Stopped),
-                Some(_) => v.targets.insert(name.to_string(), Target::Running),
-                None => v.targets.remove(name),
+            match (state, &value) {
+                (Some("PAUSED"), _) => v.targets.insert(name.to_string(), Target::Paused),
+                (Some("STOPPED"), _) => v.targets.insert(name.to_string(), Target::Stopped),
+                (Some("STARTED"), _) => v.targets.insert(name.to_string(), Target::Running),
+                (_, None) => v.targets.remove(name),
+                (_, Some(_)) => {
+                    tracing::error!(key, offset, "a target-state record of config.storage.topic names no state pgoutbox knows (STARTED, PAUSED, STOPPED); it is skipped and the last good target kept");
+                    applied = false;
+                    None
+                }
             };
         } else if let Some(name) = key.strip_prefix("restart-connector-") {
             if loaded {
                 let only_failed = value.as_ref().and_then(|v| v.get("only-failed")).and_then(Value::as_bool);
                 v.restarts.push((name.to_string(), only_failed.unwrap_or(false)));
+            }
+        }
+        if loaded && name.is_some() {
+            v.outcomes.insert(offset, Outcome { existed, applied });
+            while v.outcomes.len() > OUTCOMES_KEPT {
+                v.outcomes.pop_first();
             }
         }
     }
@@ -523,6 +657,20 @@ impl Cluster {
         for t in threads {
             let _ = t.join();
         }
+    }
+}
+
+/// Whether a connector-config record's condition holds where it stands in the topic: "absent"
+/// (a create), or "offset" (the config is still the one read at that offset; a PATCH, a restore).
+/// A condition on a record compaction removed holds: a newer record of the key exists.
+fn condition_holds(v: &View, name: &str, condition: Option<&Value>) -> bool {
+    let Some(condition) = condition else { return true };
+    if condition.get("absent").and_then(Value::as_bool) == Some(true) {
+        return !v.configs.contains_key(name);
+    }
+    match condition.get("offset").and_then(Value::as_i64) {
+        Some(version) => v.config_offsets.get(name) == Some(&version) || !v.seen_offsets.contains(&version),
+        None => true,
     }
 }
 

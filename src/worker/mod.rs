@@ -13,7 +13,9 @@
 //! A connector's effective configuration is the worker's properties overlaid with its own, as a
 //! Connect worker passes its converters, `bootstrap.servers` and client settings to its connectors.
 
+pub mod auth;
 pub mod cluster;
+pub mod policy;
 pub mod rest;
 pub mod tls;
 
@@ -81,8 +83,12 @@ impl WorkerError {
     }
 }
 
+/// What the API shows in place of a secret; sent back by a PUT or PATCH, it keeps the stored one.
+pub const HIDDEN: &str = "[hidden]";
+
 pub struct Worker {
     props: BTreeMap<String, String>,
+    policy: policy::OverridePolicy,
     pub worker_id: String,
     state_file: Option<PathBuf>,
     connectors: Mutex<BTreeMap<String, Connector>>,
@@ -97,25 +103,65 @@ impl Worker {
         worker_id: String,
         shutdown: CancellationToken,
         cluster: Option<Arc<cluster::Cluster>>,
-    ) -> Worker {
+    ) -> Result<Worker, ConfigError> {
+        let policy = policy::OverridePolicy::from_props(&props)?;
         // A distributed worker's connectors live in the config topic, not in a file.
         let state_file = props
             .get("offset.storage.file.filename")
             .filter(|f| !f.trim().is_empty() && cluster.is_none())
             .map(|f| PathBuf::from(format!("{}.connectors.json", f.trim())));
-        Worker { props, worker_id, state_file, connectors: Mutex::new(BTreeMap::new()), shutdown, cluster }
+        Ok(Worker { props, policy, worker_id, state_file, connectors: Mutex::new(BTreeMap::new()), shutdown, cluster })
     }
 
-    /// The worker's and the connector's keys merged (the connector's win), parsed and checked.
+    /// The worker's properties with the connector's own keys laid over them, parsed and checked.
+    /// The worker's Kafka clients, credentials and providers stay the worker's (see `policy`): a
+    /// connector that sets one is told the key is ignored, as Connect ignores it.
     pub fn effective(&self, config: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        policy::check(&self.policy, config)?;
         // The REST server's and the cluster's own keys are the worker's, not its connectors'.
         let worker_key = |k: &str| {
             k == "listeners" || k.starts_with("listeners.") || k.starts_with("rest.") || cluster::is_worker_key(k)
         };
         let mut entries: BTreeMap<String, String> =
             self.props.iter().filter(|(k, _)| !worker_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        entries.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Config::from_raw(&RawConfig { entries, source_name: None })
+        let mut kept_from_worker = Vec::new();
+        for (k, v) in config {
+            if policy::is_worker_client_key(k) {
+                if entries.get(k) != Some(v) {
+                    kept_from_worker.push(k.clone());
+                }
+                continue;
+            }
+            entries.insert(k.clone(), v.clone());
+        }
+        let mut parsed = Config::from_raw(&RawConfig { entries, source_name: None })?;
+        parsed.ignored.extend(kept_from_worker.into_iter().map(|key| crate::config::IgnoredKey {
+            key,
+            reason: format!("a worker key: the worker's value applies, as in Connect; a connector overrides its producer with producer.override.* keys, as far as the worker's {} allows", policy::POLICY_KEY),
+        }));
+        Ok(parsed)
+    }
+
+    /// A PUT or PATCH that sends back `[hidden]`, as GET showed a secret, keeps the stored secret,
+    /// so GET-edit-PUT automation works.
+    fn keep_hidden(&self, name: &str, config: &mut BTreeMap<String, String>) -> Result<(), WorkerError> {
+        let hidden: Vec<String> = config.iter().filter(|(_, v)| v.as_str() == HIDDEN).map(|(k, _)| k.clone()).collect();
+        if hidden.is_empty() {
+            return Ok(());
+        }
+        let stored = self.config(name).unwrap_or_default();
+        for k in hidden {
+            match stored.get(&k) {
+                Some(v) => config.insert(k, v.clone()),
+                None => {
+                    return Err(WorkerError {
+                        status: 400,
+                        message: format!("`{k}` is `{HIDDEN}`, the mask the API shows for a secret, and the connector has no stored value for it: send the value itself"),
+                    })
+                }
+            };
+        }
+        Ok(())
     }
 
     /// The connectors of the worker, or of the cluster in distributed mode.
@@ -159,16 +205,16 @@ impl Worker {
         Ok(cluster.status(name).map_or((State::Unassigned, None), |s| (s.state, s.worker_id)))
     }
 
-    /// The state of a connector this worker runs. In distributed mode a connector whose slot is
-    /// still held elsewhere (a hand-over in progress) is UNASSIGNED, not RUNNING: RUNNING is the
-    /// one worker that has the slot.
+    /// The state of a connector this worker runs. A connector whose slot is still held elsewhere
+    /// (a hand-over in progress, another instance streaming from it) is UNASSIGNED, not RUNNING:
+    /// RUNNING is the one process that has the slot.
     fn local_state(&self, name: &str) -> Option<State> {
         let c = self.lock();
         let c = c.get(name)?;
         let state = c.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let waiting =
             matches!(c.metrics.state(), crate::metrics::RelayState::Starting | crate::metrics::RelayState::StandingBy);
-        if self.cluster.is_some() && state == State::Running && waiting {
+        if state == State::Running && waiting {
             return Some(State::Unassigned);
         }
         Some(state)
@@ -190,27 +236,77 @@ impl Worker {
         mut config: BTreeMap<String, String>,
         replace: bool,
     ) -> Result<bool, WorkerError> {
+        validate_name(name)?;
+        if replace {
+            self.keep_hidden(name, &mut config)?;
+        }
         let Some(cluster) = &self.cluster else { return self.put_local(name, config, replace) };
         config.insert("name".to_string(), name.to_string());
         self.effective(&config).map_err(Self::invalid)?;
-        let created = cluster.config(name).is_none();
-        if !created && !replace {
-            return Err(WorkerError { status: 409, message: format!("Connector {name} already exists") });
+        if replace {
+            return cluster.put(name, &config).await;
         }
-        cluster.put(name, &config, created).await?;
-        Ok(created)
+        // Another worker may have created it a moment ago: the config topic's order decides.
+        if cluster.config(name).is_some() || !cluster.create(name, &config).await? {
+            return Err(Self::exists(name));
+        }
+        Ok(true)
+    }
+
+    fn exists(name: &str) -> WorkerError {
+        WorkerError { status: 409, message: format!("Connector {name} already exists") }
+    }
+
+    /// PATCH: the given keys replace the current ones, `None` removes one. In distributed mode
+    /// the new config replaces the one the patch was applied to only if no other write came
+    /// between (then the patch is applied again to the newer config).
+    pub async fn patch(&self, name: &str, changes: &[(String, Option<String>)]) -> Result<(), WorkerError> {
+        let apply = |mut config: BTreeMap<String, String>| {
+            for (k, v) in changes {
+                match v {
+                    Some(v) => config.insert(k.clone(), v.clone()),
+                    None => config.remove(k),
+                };
+            }
+            config
+        };
+        let Some(cluster) = &self.cluster else {
+            let config = apply(self.config(name)?);
+            return self.put(name, config, true).await.map(|_| ());
+        };
+        for _ in 0..10 {
+            let (current, version) = cluster.versioned_config(name).ok_or_else(|| WorkerError::not_found(name))?;
+            let mut config = apply(current);
+            validate_name(name)?;
+            self.keep_hidden(name, &mut config)?;
+            config.insert("name".to_string(), name.to_string());
+            self.effective(&config).map_err(Self::invalid)?;
+            if cluster.replace_if(name, &config, version).await? {
+                return Ok(());
+            }
+        }
+        Err(WorkerError {
+            status: 409,
+            message: format!("Connector {name} is being changed by other requests; try the PATCH again"),
+        })
     }
 
     pub async fn delete(&self, name: &str) -> Result<(), WorkerError> {
         let Some(cluster) = &self.cluster else { return self.delete_local(name) };
         self.config(name)?;
-        cluster.delete(name).await
+        match cluster.delete(name).await? {
+            true => Ok(()),
+            false => Err(WorkerError::not_found(name)),
+        }
     }
 
     pub async fn set_target(&self, name: &str, target: Target) -> Result<(), WorkerError> {
         let Some(cluster) = &self.cluster else { return self.set_target_local(name, target) };
         self.config(name)?;
-        cluster.set_target(name, target).await
+        match cluster.set_target(name, target).await? {
+            true => Ok(()),
+            false => Err(WorkerError::not_found(name)),
+        }
     }
 
     /// Restarts the connector (only when it failed, with `only_failed`), wherever it runs.
@@ -218,7 +314,10 @@ impl Worker {
         match &self.cluster {
             Some(cluster) if !self.lock().contains_key(name) => {
                 self.config(name)?;
-                cluster.request_restart(name, only_failed).await
+                match cluster.request_restart(name, only_failed).await? {
+                    true => Ok(()),
+                    false => Err(WorkerError::not_found(name)),
+                }
             }
             _ => self.restart_local(name, only_failed),
         }
@@ -238,26 +337,19 @@ impl Worker {
         let mut connectors = self.lock();
         let created = !connectors.contains_key(name);
         if !created && !replace {
-            return Err(WorkerError { status: 409, message: format!("Connector {name} already exists") });
+            return Err(Self::exists(name));
         }
-        let target = match connectors.remove(name) {
-            Some(mut old) => {
-                stop(&mut old);
-                old.target
-            }
-            None => Target::Running,
+        // A config update keeps the target state and the counters (Prometheus counters never go
+        // back), and the new pipeline starts once the old one has stopped.
+        let (target, metrics, previous) = match connectors.remove(name) {
+            Some(mut old) => (old.target, old.metrics.clone(), stop(&mut old)),
+            None => (Target::Running, Arc::new(Metrics::default()), None),
         };
         let server = parsed.topic_prefix.clone();
-        let mut c = Connector {
-            config,
-            target,
-            state: Arc::new(Mutex::new(State::Unassigned)),
-            run: None,
-            metrics: Arc::new(Metrics::default()),
-            server,
-        };
+        let mut c =
+            Connector { config, target, state: Arc::new(Mutex::new(State::Unassigned)), run: None, metrics, server };
         if target == Target::Running {
-            self.start(&mut c, parsed);
+            self.start(&mut c, parsed, previous);
         } else {
             set(&c.state, if target == Target::Paused { State::Paused } else { State::Stopped });
         }
@@ -268,8 +360,10 @@ impl Worker {
     }
 
     fn delete_local(&self, name: &str) -> Result<(), WorkerError> {
-        let mut c = self.lock().remove(name).ok_or_else(|| WorkerError::not_found(name))?;
-        stop(&mut c);
+        if !self.lock().contains_key(name) {
+            return Err(WorkerError::not_found(name));
+        }
+        self.give_up(name, true);
         self.save();
         Ok(())
     }
@@ -281,14 +375,18 @@ impl Worker {
         c.target = target;
         match target {
             Target::Running => {
-                if c.run.is_none() {
+                if c.run.as_ref().map_or(true, |r| r.0.is_cancelled()) {
                     let parsed =
                         self.effective(&c.config).map_err(|e| WorkerError { status: 400, message: e.to_string() })?;
-                    self.start(c, parsed);
+                    let previous = stop(c);
+                    self.start(c, parsed, previous);
                 }
             }
             Target::Paused | Target::Stopped => {
-                stop(c);
+                // The pipeline keeps its handle until a resume, which waits for its end.
+                if let Some((token, _)) = &c.run {
+                    token.cancel();
+                }
                 set(&c.state, if target == Target::Paused { State::Paused } else { State::Stopped });
             }
         }
@@ -304,26 +402,32 @@ impl Worker {
         if (only_failed && !failed) || c.target != Target::Running {
             return Ok(());
         }
-        stop(c);
         let parsed = self.effective(&c.config).map_err(|e| WorkerError { status: 400, message: e.to_string() })?;
-        self.start(c, parsed);
+        let previous = stop(c);
+        self.start(c, parsed, previous);
         Ok(())
     }
 
-    fn start(&self, c: &mut Connector, mut config: Config) {
-        // A distributed worker's stop is a hand-over (a rebalance, a worker leaving): the slot must
-        // stay. A delete drops it after the stop (see `give_up`).
-        if self.cluster.is_some() {
-            config.slot_drop_on_stop = false;
-        }
+    /// Starts the connector's pipeline, once `previous` (the pipeline it replaces) has ended, so
+    /// the two never run at once and the old one's end cannot be reported as the new one's.
+    fn start(&self, c: &mut Connector, mut config: Config, previous: Option<tokio::task::JoinHandle<()>>) {
+        // In a worker a pipeline stops for a pause, a restart, a config update or a hand-over to
+        // another worker: the slot must stay for all of them. Only DELETE drops it, after the
+        // stop (see `give_up`).
+        config.slot_drop_on_stop = false;
         let token = self.shutdown.child_token();
-        let state = c.state.clone();
-        set(&state, State::Running);
+        // Each run reports into a state of its own: a cancelled run that ends with an error
+        // must not mark its successor FAILED.
+        let state = Arc::new(Mutex::new(State::Running));
+        c.state = state.clone();
         // The same counters across restarts, resumes and config updates: Prometheus counters must
         // never go back (a reset between two scrapes would hide what happened in between).
         let metrics = c.metrics.clone();
         let run_token = token.clone();
         let handle = tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
             let name = config.connector_name.clone();
             match crate::pipeline::run(config, run_token, metrics).await {
                 Ok(()) => {}
@@ -373,7 +477,7 @@ impl Worker {
             .collect();
         let text = serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
         let tmp = path.with_extension("json.tmp");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+        if let Err(e) = write_private(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, path)) {
             tracing::warn!(file = %path.display(), error = %e, "cannot write the worker's connector state file");
         }
     }
@@ -478,8 +582,8 @@ impl Worker {
         }
         for name in self.local_names() {
             let Some(state) = self.local_state(&name) else { continue };
-            if followed.published.get(&name) != Some(&state) {
-                cluster.publish_status(&name, Some(&state)).await;
+            // Written until the status topic takes it: other workers answer from it.
+            if followed.published.get(&name) != Some(&state) && cluster.publish_status(&name, Some(&state)).await {
                 followed.published.insert(name, state);
             }
         }
@@ -517,9 +621,39 @@ fn set(state: &Mutex<State>, s: State) {
 }
 
 /// Cancels the connector's pipeline; it stops gracefully in its task (outstanding
-/// acknowledgements awaited, final position confirmed).
-fn stop(c: &mut Connector) {
-    if let Some((token, _handle)) = c.run.take() {
-        token.cancel();
+/// acknowledgements awaited, final position confirmed). Returns its task, for whatever must
+/// wait for its end.
+fn stop(c: &mut Connector) -> Option<tokio::task::JoinHandle<()>> {
+    let (token, handle) = c.run.take()?;
+    token.cancel();
+    Some(handle)
+}
+
+/// Connect's rules for a connector name (`ConnectorConfig`'s name validator): not empty, no ISO
+/// control characters. (`/` is allowed, as in Connect since KAFKA-4930: URLs carry it as `%2F`.)
+/// The value is not repeated, unlike Connect's message: names reach logs and metric labels.
+pub fn validate_name(name: &str) -> Result<(), WorkerError> {
+    let bad = |message: String| Err(WorkerError { status: 400, message });
+    if name.trim().is_empty() {
+        return bad("Connector name is required".into());
     }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return bad(format!(
+            "Connector configuration is invalid and contains the following 1 error(s):\nInvalid value for configuration name: String may not contain control sequences but had the following ASCII chars: {}\nYou can also find the above list of errors at the endpoint `/connector-plugins/{{connectorType}}/config/validate`",
+            c as u32
+        ));
+    }
+    Ok(())
+}
+
+/// Writes a file only its owner can read: the state file holds connectors' secrets.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    // The mode given at creation is masked by the umask; set it outright.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }

@@ -13,6 +13,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::{State as ConnectorState, Target, Worker, WorkerError};
+use crate::config::providers::is_reference_only;
 use crate::config::security::is_secret;
 use crate::config::POSTGRES_CONNECTOR_CLASS;
 
@@ -33,7 +34,16 @@ fn error(status: u16, message: impl Into<String>) -> WorkerError {
     WorkerError { status, message: message.into() }
 }
 
-pub fn router(worker: Shared) -> axum::Router {
+/// The API; with `auth`, every route needs a listed user (Connect's basic auth extension).
+pub fn router(worker: Shared, auth: Option<super::auth::BasicAuth>) -> axum::Router {
+    let routes = routes(worker);
+    match auth {
+        Some(auth) => routes.layer(axum::middleware::from_fn_with_state(auth, super::auth::require)),
+        None => routes,
+    }
+}
+
+fn routes(worker: Shared) -> axum::Router {
     axum::Router::new()
         .route("/", get(root))
         .route("/connectors", get(list).post(create))
@@ -59,14 +69,18 @@ async fn root() -> Json<Value> {
     Json(json!({"version": CONNECT_VERSION, "commit": env!("CARGO_PKG_VERSION"), "kafka_cluster_id": Value::Null}))
 }
 
-/// A configuration as the API shows it: password-type values hidden.
+/// A configuration as the API shows it: secrets hidden (Connect shows them in clear, KAFKA-5117),
+/// provider references shown as written (they say where a secret is, not what it is).
 fn shown(config: &BTreeMap<String, String>) -> Value {
-    Value::Object(
-        config
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(if is_secret(k) { "[hidden]".into() } else { v.clone() })))
-            .collect(),
-    )
+    Value::Object(config.iter().map(|(k, v)| (k.clone(), Value::String(masked(k, v)))).collect())
+}
+
+fn masked(key: &str, value: &str) -> String {
+    if is_secret(key) && !is_reference_only(value) {
+        super::HIDDEN.to_string()
+    } else {
+        value.to_string()
+    }
 }
 
 fn info_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
@@ -178,18 +192,14 @@ async fn patch_config(
     Json(body): Json<Value>,
 ) -> Result<Json<Value>, WorkerError> {
     let obj = body.as_object().ok_or_else(|| error(400, "the patch must be a JSON object"))?;
-    let mut config = w.config(&name)?;
+    let mut changes = Vec::new();
     for (k, v) in obj {
         match v {
-            Value::Null => {
-                config.remove(k);
-            }
-            other => {
-                config.extend(config_map(&json!({ k: other }))?);
-            }
+            Value::Null => changes.push((k.clone(), None)),
+            other => changes.extend(config_map(&json!({ k: other }))?.into_iter().map(|(k, v)| (k, Some(v)))),
         }
     }
-    w.put(&name, config, true).await?;
+    w.patch(&name, &changes).await?;
     Ok(Json(info_of(&w, &name)?))
 }
 
@@ -346,7 +356,7 @@ async fn validate(
             Some((Some(pk), msg)) if pk == k => vec![msg.as_str()],
             _ => Vec::new(),
         };
-        let value = config.get(k).map(|v| if is_secret(k) { "[hidden]".to_string() } else { v.clone() });
+        let value = config.get(k).map(|v| masked(k, v));
         configs.push(json!({
             "definition": {"name": k, "type": if is_secret(k) { "PASSWORD" } else { "STRING" }, "required": false, "default_value": Value::Null, "importance": "MEDIUM", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": k, "dependents": [], "order": -1},
             "value": {"name": k, "value": value, "recommended_values": [], "errors": errors, "visible": true}
@@ -367,3 +377,6 @@ fn error_key(e: &crate::config::ConfigError) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -31,6 +31,8 @@ pub enum JaasError {
     NoSemicolon,
     #[error("the JAAS config holds {0} login modules; Kafka clients take exactly one")]
     Several(usize),
+    #[error("the JAAS file is not a list of `Name {{ <LoginModule> <flag> options; }};` sections")]
+    NoSection,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -138,9 +140,37 @@ pub fn parse(text: &str) -> Result<Login, JaasError> {
     if tokens.is_empty() {
         return Err(JaasError::Empty);
     }
-    let mut logins = Vec::new();
     let mut it = tokens.into_iter().peekable();
-    while it.peek().is_some() {
+    let mut logins = entries(&mut it)?;
+    if it.peek().is_some() {
+        return Err(JaasError::NoModule);
+    }
+    if logins.len() > 1 {
+        return Err(JaasError::Several(logins.len()));
+    }
+    Ok(logins.remove(0))
+}
+
+/// A JAAS login configuration file (`-Djava.security.auth.login.config=FILE`), as Java's
+/// `ConfigFile` reads it: sections `Name { <LoginModule> <flag> options; ... };`, by name.
+pub fn parse_file(text: &str) -> Result<BTreeMap<String, Vec<Login>>, JaasError> {
+    let mut it = tokens(text)?.into_iter().peekable();
+    let mut sections = BTreeMap::new();
+    while let Some(t) = it.next() {
+        let (Token::Word(name), Some(Token::Char('{'))) = (t, it.next()) else { return Err(JaasError::NoSection) };
+        let logins = entries(&mut it)?;
+        if it.next() != Some(Token::Char('}')) || it.next() != Some(Token::Char(';')) {
+            return Err(JaasError::NoSection);
+        }
+        sections.insert(name, logins);
+    }
+    Ok(sections)
+}
+
+/// Login module entries up to the end of the text or a section's closing `}`.
+fn entries(it: &mut std::iter::Peekable<std::vec::IntoIter<Token>>) -> Result<Vec<Login>, JaasError> {
+    let mut logins = Vec::new();
+    while it.peek().is_some_and(|t| *t != Token::Char('}')) {
         let Some(Token::Word(module)) = it.next() else { return Err(JaasError::NoModule) };
         let flag = match it.next() {
             Some(Token::Word(f))
@@ -171,10 +201,10 @@ pub fn parse(text: &str) -> Result<Login, JaasError> {
         }
         logins.push(Login { module, flag, options });
     }
-    if logins.len() > 1 {
-        return Err(JaasError::Several(logins.len()));
+    if logins.is_empty() {
+        return Err(JaasError::Empty);
     }
-    Ok(logins.remove(0))
+    Ok(logins)
 }
 
 #[cfg(test)]
@@ -233,5 +263,24 @@ mod tests {
             assert_eq!(e, expected, "{text}");
             assert!(!e.to_string().contains(secret));
         }
+    }
+
+    #[test]
+    fn jaas_file_sections_as_connect_operators_write_them() {
+        let text = r#"
+            // Connect's REST basic auth
+            KafkaConnect {
+                org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required
+                file="/etc/kafka/connect.password";
+            };
+            KafkaClient { org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p"; };
+        "#;
+        let s = parse_file(text).unwrap();
+        let connect = &s["KafkaConnect"][0];
+        assert_eq!(connect.module, "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule");
+        assert_eq!(connect.options["file"], "/etc/kafka/connect.password");
+        assert_eq!(s["KafkaClient"][0].options["username"], "u");
+        assert_eq!(parse_file("KafkaConnect { x required; }"), Err(JaasError::NoSection));
+        assert_eq!(parse_file("KafkaConnect x required; };"), Err(JaasError::NoSection));
     }
 }

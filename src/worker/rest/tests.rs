@@ -1,0 +1,254 @@
+//! The REST boundary, called as an outside caller would (no broker or database is reached: the
+//! connectors these tests create are stopped, or fail to connect in the background).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::super::{auth, Worker};
+
+const MARK: &str = "Zq9SecretMark";
+
+fn dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("pgoutbox-rest-{}-{}", std::process::id(), uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn worker_with(extra: &[(&str, &str)]) -> Arc<Worker> {
+    let mut props: BTreeMap<String, String> = [
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("key.converter", "org.apache.kafka.connect.storage.StringConverter"),
+        ("value.converter", "org.apache.kafka.connect.storage.StringConverter"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    props.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Arc::new(Worker::new(props, "w:8083".into(), CancellationToken::new(), None).unwrap())
+}
+
+fn connector(extra: &[(&str, &str)]) -> serde_json::Value {
+    let mut c = serde_json::json!({
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "127.0.0.1", "database.port": "1", "database.user": "u",
+        "database.password": "pw", "database.dbname": "app", "topic.prefix": "t",
+        "table.include.list": "public.outbox",
+        "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+    });
+    for (k, v) in extra {
+        c[*k] = serde_json::Value::String(v.to_string());
+    }
+    c
+}
+
+async fn call(
+    app: &axum::Router,
+    method: Method,
+    uri: &str,
+    body: Option<serde_json::Value>,
+    user: Option<&str>,
+) -> (StatusCode, String) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if body.is_some() {
+        req = req.header("content-type", "application/json");
+    }
+    if let Some(u) = user {
+        use base64::Engine;
+        req = req.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(u)));
+    }
+    let req = req.body(body.map_or_else(Body::empty, |b| Body::from(b.to_string()))).unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The reproduction of the review: a caller declares its own directory provider and reads the
+/// worker's environment through a rejected value. Providers are the worker's alone now, and no
+/// error repeats a value, so nothing of the environment comes back.
+#[tokio::test]
+async fn rest_callers_cannot_declare_providers_or_read_values_back() {
+    std::env::set_var("PGOUTBOX_TEST_ENV_SECRET", MARK);
+    let d = dir();
+    std::fs::write(d.join("db.properties"), format!("secret={MARK}\n")).unwrap();
+    let w = worker_with(&[
+        ("config.providers", "file"),
+        ("config.providers.file.class", "org.apache.kafka.common.config.provider.FileConfigProvider"),
+    ]);
+    let app = super::router(w, None);
+    let declared = connector(&[
+        ("config.providers", "d"),
+        ("config.providers.d.class", "org.apache.kafka.common.config.provider.DirectoryConfigProvider"),
+        ("database.port", "${d:/proc/self:environ}"),
+    ]);
+    let (status, body) =
+        call(&app, Method::PUT, "/connector-plugins/PostgresConnector/config/validate", Some(declared.clone()), None)
+            .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("config.providers") && body.contains("declared by the worker"), "{body}");
+    assert!(!body.contains(MARK) && !body.contains("PATH="), "{body}");
+    let (status, body) =
+        call(&app, Method::POST, "/connectors", Some(serde_json::json!({"name": "c", "config": declared})), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(!body.contains(MARK), "{body}");
+    // The worker's own provider resolves, and a value that fails to parse is not repeated.
+    let path = d.join("db.properties");
+    let reference = format!("${{file:{}:secret}}", path.display());
+    for key in [
+        "database.port",
+        "snapshot.mode",
+        "transforms.outbox.route.topic.regex",
+        "value.converter",
+        "status.update.interval.ms",
+    ] {
+        let config = connector(&[(key, &reference)]);
+        let (_, body) =
+            call(&app, Method::PUT, "/connector-plugins/PostgresConnector/config/validate", Some(config.clone()), None)
+                .await;
+        assert!(!body.contains(MARK), "{key}: {body}");
+        let (_, body) = call(
+            &app,
+            Method::POST,
+            "/connectors",
+            Some(serde_json::json!({"name": format!("c-{key}"), "config": config})),
+            None,
+        )
+        .await;
+        assert!(!body.contains(MARK), "{key}: {body}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Secrets are hidden by what the key holds, under any prefix, in every answer; references are
+/// shown as written; `[hidden]` sent back keeps the stored secret.
+#[tokio::test]
+async fn rest_hides_secrets_everywhere_and_keeps_them_on_get_edit_put() {
+    let d = dir();
+    let w = worker_with(&[("offset.storage.file.filename", &d.join("offsets").display().to_string())]);
+    let app = super::router(w.clone(), None);
+    let pem = format!("-----BEGIN PRIVATE KEY-----{MARK}-----END PRIVATE KEY-----");
+    let config = connector(&[
+        ("producer.override.ssl.keystore.key", &pem),
+        ("database.password", "${env:PGOUTBOX_TEST_DB_PASSWORD}"),
+        (
+            "producer.override.sasl.jaas.config",
+            &format!(
+                "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"{MARK}\";"
+            ),
+        ),
+        ("transforms.outbox.route.by.field", "${file:/s/x.properties:field}"),
+    ]);
+    let (status, body) = call(&app, Method::PUT, "/connectors/c/config", Some(config), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    call(&app, Method::PUT, "/connectors/c/stop", None, None).await;
+    for uri in [
+        "/connectors/c",
+        "/connectors/c/config",
+        "/connectors/c/tasks",
+        "/connectors?expand=info&expand=status",
+        "/connectors/c/status",
+    ] {
+        let (status, body) = call(&app, Method::GET, uri, None, None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+        assert!(!body.contains(MARK), "{uri}: {body}");
+    }
+    let (_, body) = call(&app, Method::GET, "/connectors/c/config", None, None).await;
+    let shown: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["producer.override.sasl.jaas.config"], "[hidden]");
+    assert_eq!(shown["producer.override.ssl.keystore.key"], "[hidden]");
+    assert_eq!(shown["database.password"], "${env:PGOUTBOX_TEST_DB_PASSWORD}", "a reference is not a secret");
+    // GET, edit one key, PUT it all back: the hidden secrets stay what they were.
+    let mut edited = shown.clone();
+    edited["topic.prefix"] = "t2".into();
+    let (status, body) = call(&app, Method::PUT, "/connectors/c/config", Some(edited), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let stored = w.config("c").unwrap();
+    assert!(stored["producer.override.sasl.jaas.config"].contains(MARK));
+    assert_eq!(stored["producer.override.ssl.keystore.key"], pem);
+    assert_eq!(stored["topic.prefix"], "t2");
+    let patch = serde_json::json!({"producer.override.ssl.keystore.key": "[hidden]", "topic.prefix": "t3"});
+    let (status, _) = call(&app, Method::PATCH, "/connectors/c/config", Some(patch), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(w.config("c").unwrap()["producer.override.ssl.keystore.key"], pem);
+    // A mask with nothing stored behind it is refused, not stored as the password.
+    let (status, body) = call(
+        &app,
+        Method::PATCH,
+        "/connectors/c/config",
+        Some(serde_json::json!({"ssl.key.password": "[hidden]"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // The standalone state file holds the secrets: its owner alone reads it.
+    let state = d.join("offsets.connectors.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o600);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[tokio::test]
+async fn rest_refuses_connector_names_connect_refuses() {
+    let app = super::router(worker_with(&[]), None);
+    for name in ["a\"b\nc", "tab\u{7}", "   "] {
+        let body = serde_json::json!({"name": name, "config": connector(&[])});
+        let (status, body) = call(&app, Method::POST, "/connectors", Some(body), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name:?}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn rest_enforces_the_client_override_policy() {
+    let app = super::router(worker_with(&[("connector.client.config.override.policy", "Principal")]), None);
+    let config = connector(&[("producer.override.bootstrap.servers", "elsewhere:9092")]);
+    let (status, body) =
+        call(&app, Method::POST, "/connectors", Some(serde_json::json!({"name": "c", "config": config})), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("The 'Principal' policy does not allow 'bootstrap.servers' to be overridden"), "{body}");
+    let config = connector(&[
+        ("producer.override.sasl.mechanism", "PLAIN"),
+        ("producer.override.security.protocol", "SASL_PLAINTEXT"),
+        (
+            "producer.override.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";",
+        ),
+    ]);
+    let (status, body) = call(&app, Method::PUT, "/connectors/c/config", Some(config), None).await;
+    assert_eq!(status, StatusCode::CREATED, "the principal keys are allowed: {body}");
+}
+
+#[tokio::test]
+async fn rest_with_basic_auth_answers_401_without_a_listed_user() {
+    let d = dir();
+    std::fs::write(d.join("users.properties"), "admin=s3cret\n").unwrap();
+    std::fs::write(
+        d.join("jaas.conf"),
+        format!("KafkaConnect {{ org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required file=\"{}\"; }};", d.join("users.properties").display()),
+    )
+    .unwrap();
+    let props = BTreeMap::from([(auth::EXTENSIONS_KEY.to_string(), auth::BASIC_AUTH_EXTENSION.to_string())]);
+    let opts = format!("-Djava.security.auth.login.config={}", d.join("jaas.conf").display());
+    let basic = auth::BasicAuth::from_props(&props, Some(&opts)).unwrap();
+    let app = super::router(worker_with(&[]), basic);
+    for (uri, method) in [
+        ("/", Method::GET),
+        ("/connectors", Method::GET),
+        ("/connectors", Method::POST),
+        ("/metrics", Method::GET),
+        ("/nowhere", Method::GET),
+    ] {
+        let (status, body) = call(&app, method.clone(), uri, None, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri}");
+        assert_eq!(body, "User cannot access the resource.");
+        let (status, _) = call(&app, method.clone(), uri, None, Some("admin:wrong")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri} with a wrong password");
+    }
+    let (status, body) = call(&app, Method::GET, "/connectors", None, Some("admin:s3cret")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "[]"));
+    let _ = std::fs::remove_dir_all(d);
+}
