@@ -309,18 +309,45 @@ async fn offsets(action: &str, cfg: &Config) -> ExitCode {
     }
 }
 
+/// SIGTERM, SIGINT and SIGHUP (a closed terminal, a supervisor's reload) all stop gracefully:
+/// outstanding deliveries are awaited and the final position confirmed. A second signal while
+/// that runs exits at once (exit 130); what was not confirmed is published again on the next start.
 async fn stop_on_signal(shutdown: CancellationToken) {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM");
-            return;
+    use tokio::signal::unix::{signal, SignalKind};
+    let kinds =
+        [(SignalKind::terminate(), "SIGTERM"), (SignalKind::interrupt(), "SIGINT"), (SignalKind::hangup(), "SIGHUP")];
+    let mut streams = Vec::new();
+    for (kind, name) in kinds {
+        match signal(kind) {
+            Ok(s) => streams.push((s, name)),
+            Err(e) => tracing::warn!(error = %e, signal = name, "cannot listen for the signal"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
-    tracing::info!("stop requested: finishing outstanding deliveries");
+    if streams.is_empty() {
+        return;
+    }
+    let first = next_signal(&mut streams).await;
+    tracing::info!(signal = first, "stop requested: finishing outstanding deliveries (a second signal exits at once)");
     shutdown.cancel();
+    let second = next_signal(&mut streams).await;
+    tracing::warn!(
+        signal = second,
+        "second stop signal: exiting without waiting; what was not confirmed is published again on the next start"
+    );
+    std::process::exit(130);
+}
+
+/// The name of the next signal to arrive.
+async fn next_signal(streams: &mut [(tokio::signal::unix::Signal, &'static str)]) -> &'static str {
+    let waits: Vec<_> = streams
+        .iter_mut()
+        .map(|(s, name)| {
+            let name = *name;
+            Box::pin(async move {
+                s.recv().await;
+                name
+            })
+        })
+        .collect();
+    futures_util::future::select_all(waits).await.0
 }
