@@ -31,9 +31,9 @@ use crate::lsn::Lsn;
 /// unless told otherwise, so that a Connect cluster still running beside it is never disturbed.
 pub use crate::config::DEFAULT_OFFSET_TOPIC as DEFAULT_TOPIC;
 
-/// How long a read of the offsets topic waits without new records before it is taken as complete.
-const READ_IDLE: Duration = Duration::from_millis(400);
-const READ_DEADLINE: Duration = Duration::from_secs(20);
+/// How long a read of the offsets topic to its end may take; past it the read is an error (never
+/// "nothing recorded": that would recreate a lost slot past committed events without a word).
+const READ_DEADLINE: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the relay remembers of its slot.
@@ -57,6 +57,8 @@ pub enum OffsetError {
     },
     #[error("offsets topic `{topic}`: Kafka did not answer in time")]
     Timeout { topic: String },
+    #[error("offsets topic `{topic}`: its metadata says {code}; check the topic and that the principal may describe and read it")]
+    Metadata { topic: String, code: rdkafka::types::RDKafkaErrorCode },
 }
 
 #[derive(Clone)]
@@ -100,29 +102,36 @@ impl OffsetStore {
             .map_err(err)?;
         let md = consumer.fetch_metadata(Some(&self.topic), Duration::from_secs(10)).map_err(err)?;
         let mut tpl = TopicPartitionList::new();
+        // Each partition's end when the read began: the read is complete when it got there.
+        let mut ends = Vec::new();
         for t in md.topics() {
-            if t.error().is_some() {
+            match t.error().map(rdkafka::types::RDKafkaErrorCode::from) {
+                None => {}
                 // The topic does not exist yet: nothing was ever recorded.
-                return Ok(None);
+                Some(rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition) => return Ok(None),
+                // Anything else is an error, never "nothing recorded".
+                Some(code) => return Err(OffsetError::Metadata { topic: self.topic.clone(), code }),
             }
             for p in t.partitions() {
-                tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning).map_err(err)?;
+                let (_, high) = consumer.fetch_watermarks(t.name(), p.id(), Duration::from_secs(10)).map_err(err)?;
+                if high > 0 {
+                    tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning).map_err(err)?;
+                    ends.push((p.id(), high));
+                }
             }
         }
-        if tpl.count() == 0 {
+        if ends.is_empty() {
             return Ok(None);
         }
         consumer.assign(&tpl).map_err(err)?;
         let start = std::time::Instant::now();
-        let mut last = std::time::Instant::now();
         let mut found = None;
-        while last.elapsed() < READ_IDLE {
+        loop {
             if start.elapsed() > READ_DEADLINE {
                 return Err(OffsetError::Timeout { topic: self.topic.clone() });
             }
             match consumer.poll(Duration::from_millis(100)) {
                 Some(Ok(m)) => {
-                    last = std::time::Instant::now();
                     if m.key() == Some(self.key.as_slice()) {
                         found = m.payload().and_then(parse_value);
                     }
@@ -130,8 +139,16 @@ impl OffsetStore {
                 Some(Err(e)) => tracing::debug!(error = %e, topic = %self.topic, "reading the offsets topic"),
                 None => {}
             }
+            // Compaction and transaction markers leave offsets no record stands at: the position,
+            // not the last record read, says how far the read got.
+            let positions = consumer.position().map_err(err)?;
+            let done = ends.iter().all(|(p, high)| {
+                matches!(positions.find_partition(&self.topic, *p).map(|e| e.offset()), Some(Offset::Offset(o)) if o >= *high)
+            });
+            if done {
+                return Ok(found);
+            }
         }
-        Ok(found)
     }
 
     /// The newest record, when it speaks for `slot`: one naming another slot was written for a slot

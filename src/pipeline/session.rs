@@ -329,6 +329,7 @@ fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) ->
     use rdkafka::error::RDKafkaErrorCode as C;
     let code = match &e {
         crate::kafka::offsets::OffsetError::Kafka { source, .. } => source.rdkafka_error_code(),
+        crate::kafka::offsets::OffsetError::Metadata { code, .. } => Some(*code),
         _ => None,
     };
     match code {
