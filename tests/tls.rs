@@ -102,3 +102,35 @@ async fn tls_disabled_is_rejected_by_a_tls_only_user() {
     )
     .await;
 }
+
+/// SCRAM-SHA-256-PLUS bound to the server's certificate, on both connections, against the real
+/// server: channelBinding=require succeeds over TLS (so the binding really happened: a plain
+/// SCRAM exchange would be refused), and requireAuth=scram-sha-256 accepts the SCRAM user.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_channel_binding_required_binds_to_the_server_certificate() {
+    let ca = format!("{}/ca.crt", tls_dir());
+    let o = Outbox::new("tls_binding").await;
+    relays_one_event(
+        &o,
+        &[
+            "database.user=ssl_user",
+            "database.password=ssl-secret",
+            "database.sslmode=verify-full",
+            &format!("database.sslrootcert={ca}"),
+            "database.channelBinding=require",
+            "database.requireAuth=scram-sha-256",
+        ],
+    )
+    .await;
+}
+
+/// A trust-authenticated user is let in without authentication: with requireAuth listing only
+/// SCRAM the relay refuses the connection (exit 3) instead of streaming.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_require_auth_refuses_a_server_that_skips_authentication() {
+    fails_with(
+        &["database.user=postgres", "database.sslmode=require", "database.requireAuth=scram-sha-256"],
+        "without authentication",
+    )
+    .await;
+}

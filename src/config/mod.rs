@@ -74,6 +74,69 @@ pub struct DatabaseConfig {
     pub connect_timeout: Duration,
     /// `database.tcpKeepAlive` (Debezium's default: true).
     pub tcp_keepalive: bool,
+    /// `database.channelBinding` (pgjdbc's key; libpq's `channel_binding`).
+    pub channel_binding: ChannelBinding,
+    /// `database.requireAuth` (pgjdbc's key; libpq's `require_auth`): `None` answers any request.
+    pub require_auth: Option<RequireAuth>,
+}
+
+/// Whether SCRAM binds to the TLS channel (SCRAM-SHA-256-PLUS, `tls-server-end-point`), as pgjdbc's
+/// `channelBinding` and libpq's `channel_binding` say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelBinding {
+    Disable,
+    /// Bind when the connection is TLS and the server offers it (the default).
+    Prefer,
+    /// Refuse any authentication that is not SCRAM-SHA-256-PLUS completed over TLS.
+    Require,
+}
+
+/// The authentication requests the client answers (libpq's `require_auth`, pgjdbc's
+/// `requireAuth`): a request of another kind is refused before it is answered, so a password is
+/// never sent in clear or as md5 to a server that should have asked for SCRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequireAuth {
+    pub password: bool,
+    pub md5: bool,
+    pub scram: bool,
+    /// The server may let the client in without authenticating it (trust, cert).
+    pub none: bool,
+}
+
+impl RequireAuth {
+    /// libpq's list: `password`, `md5`, `gss`, `sspi`, `scram-sha-256`, `none`, all plain or all
+    /// negated with `!`, each at most once.
+    pub fn parse(list: &str) -> Result<RequireAuth, String> {
+        let methods: Vec<&str> = list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+        let negated = methods.first().is_some_and(|m| m.starts_with('!'));
+        if methods.iter().any(|m| m.starts_with('!') != negated) {
+            return Err("mixes negated (!) and plain methods; use one kind".into());
+        }
+        let mut r = RequireAuth { password: negated, md5: negated, scram: negated, none: negated };
+        let mut seen = std::collections::BTreeSet::new();
+        for m in &methods {
+            let name = m.trim_start_matches('!');
+            if !seen.insert(name.to_ascii_lowercase()) {
+                return Err("names a method more than once".into());
+            }
+            let slot = match name.to_ascii_lowercase().as_str() {
+                "password" => &mut r.password,
+                "md5" => &mut r.md5,
+                "scram-sha-256" => &mut r.scram,
+                "none" => &mut r.none,
+                // pgoutbox speaks neither GSSAPI nor SSPI: allowing them allows nothing more.
+                "gss" | "sspi" => continue,
+                _ => {
+                    return Err("names a method that is not one of password, md5, gss, sspi, scram-sha-256, none".into())
+                }
+            };
+            *slot = !negated;
+        }
+        if methods.is_empty() {
+            return Err("is empty; list the methods to allow, e.g. scram-sha-256".into());
+        }
+        Ok(r)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,7 +434,26 @@ fn parse_database(r: &mut Reader<'_>) -> Result<DatabaseConfig, ConfigError> {
         sslkey: r.str("database.sslkey").map(str::to_string),
         connect_timeout: r.millis_or("database.connect.timeout.ms", 30_000)?,
         tcp_keepalive: r.bool_or("database.tcpKeepAlive", true)?,
+        channel_binding: r.choice(
+            "database.channelBinding",
+            ChannelBinding::Prefer,
+            &[
+                ("disable", ChannelBinding::Disable),
+                ("prefer", ChannelBinding::Prefer),
+                ("require", ChannelBinding::Require),
+            ],
+        )?,
+        require_auth: match r.str("database.requireAuth") {
+            None => None,
+            Some(v) => Some(RequireAuth::parse(v).map_err(|why| invalid("database.requireAuth", why))?),
+        },
     };
+    if database.channel_binding == ChannelBinding::Require && database.sslmode == SslMode::Disable {
+        return Err(invalid(
+            "database.channelBinding",
+            "require needs TLS: set database.sslmode to require, verify-ca or verify-full",
+        ));
+    }
     if matches!(database.sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && database.sslrootcert.is_none() {
         return Err(ConfigError::Missing {
             key: "database.sslrootcert".into(),

@@ -24,6 +24,8 @@ pub struct ConnectParams {
     pub connect_timeout: Duration,
     pub sslmode: SslMode,
     pub tcp_keepalive: bool,
+    pub channel_binding: crate::config::ChannelBinding,
+    pub require_auth: Option<crate::config::RequireAuth>,
     /// Built once from `database.ssl*`; `None` when TLS is off.
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
@@ -44,6 +46,8 @@ impl ConnectParams {
         ConnectParams {
             sslmode: db.sslmode,
             tcp_keepalive: db.tcp_keepalive,
+            channel_binding: db.channel_binding,
+            require_auth: db.require_auth,
             tls,
             host: db.hostname.clone(),
             port: db.port,
@@ -80,6 +84,9 @@ pub enum PgError {
     UnsupportedAuth { method: String },
     #[error("SCRAM authentication failed: {0}")]
     Scram(#[source] std::io::Error),
+    /// The server asked for, or settled on, authentication the configuration does not allow.
+    #[error("{0}")]
+    AuthRefused(String),
     #[error("protocol error on the replication connection: {0}")]
     Protocol(#[source] WireError),
     #[error("PostgreSQL: {0}")]
@@ -138,6 +145,7 @@ impl PgError {
             PgError::PasswordRequired { .. }
             | PgError::UnsupportedAuth { .. }
             | PgError::Scram(_)
+            | PgError::AuthRefused(_)
             | PgError::Tls(_)
             | PgError::TlsRefused(_) => false,
             PgError::Server(_) | PgError::Sql(_) => !self.sqlstate().is_some_and(definite_sqlstate),

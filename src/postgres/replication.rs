@@ -9,14 +9,32 @@
 //! outgoing channel without losing data.
 
 use bytes::{Bytes, BytesMut};
-use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256, SCRAM_SHA_256_PLUS};
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::wire::{self, tag, Frame, ReplicationMessage, ServerError, WireError};
 use super::{ConnectParams, PgError};
+use crate::config::ChannelBinding as Binding;
 use crate::lsn::Lsn;
+
+/// Where authentication stands. An AuthenticationOk is taken only where the exchange allows it:
+/// never in the middle of SCRAM, before the server proved it knows the password (its signature in
+/// AuthenticationSASLFinal), which a server in the middle could otherwise skip.
+enum AuthState {
+    Start,
+    /// A cleartext or md5 password was sent.
+    PasswordSent,
+    Scram {
+        scram: ScramSha256,
+        bound: bool,
+    },
+    /// SCRAM finished and the server's signature checked; `bound`: over SCRAM-SHA-256-PLUS.
+    Verified {
+        bound: bool,
+    },
+}
 
 /// How much to ask the kernel for per read. Large enough to carry many small XLogData messages per
 /// syscall during catch-up.
@@ -55,6 +73,9 @@ impl ReplicationConnection {
             let _ = socket2::SockRef::from(&stream).set_keepalive(true);
         }
         let stream = negotiate_tls(stream, params, &addr).await?;
+        if params.channel_binding == Binding::Require && matches!(stream, Stream::Left(_)) {
+            return Err(PgError::AuthRefused("database.channelBinding=require, but the connection is not TLS; set database.sslmode to require, verify-ca or verify-full".into()));
+        }
         let mut conn =
             ReplicationConnection { stream, read_buf: BytesMut::with_capacity(READ_CHUNK), write_buf: BytesMut::new() };
         conn.startup(params).await?;
@@ -72,12 +93,12 @@ impl ReplicationConnection {
         params.retain(|(_, v)| !v.is_empty());
         frontend::startup_message(params, &mut self.write_buf).map_err(PgError::Io)?;
         self.flush().await?;
-        let mut scram: Option<ScramSha256> = None;
+        let mut auth = AuthState::Start;
         loop {
             let frame = self.read_frame().await?;
             match frame.tag {
                 tag::AUTHENTICATION => {
-                    if let Some(next) = self.authenticate(p, &frame.body, &mut scram)? {
+                    if let Some(next) = self.authenticate(p, &frame.body, &mut auth)? {
                         self.write_buf.extend_from_slice(&next);
                         self.flush().await?;
                     }
@@ -95,13 +116,10 @@ impl ReplicationConnection {
         }
     }
 
-    /// Answers one Authentication request; returns the bytes to send, if any.
-    fn authenticate(
-        &self,
-        p: &ConnectParams,
-        body: &Bytes,
-        scram: &mut Option<ScramSha256>,
-    ) -> Result<Option<BytesMut>, PgError> {
+    /// Answers one Authentication request; returns the bytes to send, if any. What the
+    /// configuration does not allow (`database.requireAuth`, `database.channelBinding`) is refused
+    /// before anything is answered, as libpq does.
+    fn authenticate(&self, p: &ConnectParams, body: &Bytes, auth: &mut AuthState) -> Result<Option<BytesMut>, PgError> {
         if body.len() < 4 {
             return Err(PgError::Protocol(WireError::Malformed { what: "Authentication" }));
         }
@@ -113,43 +131,128 @@ impl ReplicationConnection {
                 .map(|s| s.expose().as_bytes())
                 .ok_or_else(|| PgError::PasswordRequired { user: p.user.clone() })
         };
+        fn refuse<T>(why: &str) -> Result<T, PgError> {
+            Err(PgError::AuthRefused(format!(
+                "{why}; refusing to authenticate (database.requireAuth / database.channelBinding)"
+            )))
+        }
+        let allowed = |method: fn(&crate::config::RequireAuth) -> bool| p.require_auth.as_ref().map_or(true, method);
+        let password_request = |what: &str| {
+            if p.channel_binding == Binding::Require {
+                return refuse(&format!("database.channelBinding=require, but the server asks for a {what} password, which cannot bind to the TLS channel"));
+            }
+            Ok(())
+        };
         let mut out = BytesMut::new();
         match code {
-            0 => return Ok(None),
-            3 => frontend::password_message(password()?, &mut out).map_err(PgError::Io)?,
+            0 => {
+                match auth {
+                    AuthState::Scram { .. } => {
+                        return refuse("the server said authentication succeeded before proving it knows the password (no SCRAM server signature): a server in the middle would be taken for the real one")
+                    }
+                    AuthState::Start if !allowed(|r| r.none) => {
+                        return refuse("the server let the client in without authentication, which database.requireAuth does not allow")
+                    }
+                    AuthState::Verified { bound: true } => {}
+                    _ if p.channel_binding == Binding::Require => {
+                        return refuse("database.channelBinding=require, but the server authenticated the client without channel binding")
+                    }
+                    _ => {}
+                }
+                return Ok(None);
+            }
+            3 => {
+                if !allowed(|r| r.password) {
+                    return refuse(
+                        "the server asks for a cleartext password, which database.requireAuth does not allow",
+                    );
+                }
+                password_request("cleartext")?;
+                frontend::password_message(password()?, &mut out).map_err(PgError::Io)?;
+                *auth = AuthState::PasswordSent;
+            }
             5 => {
+                if !allowed(|r| r.md5) {
+                    return refuse(
+                        "the server asks for an md5-hashed password, which database.requireAuth does not allow",
+                    );
+                }
+                password_request("md5-hashed")?;
                 let salt: [u8; 4] = data
                     .get(..4)
                     .and_then(|s| s.try_into().ok())
                     .ok_or(PgError::Protocol(WireError::Malformed { what: "AuthenticationMD5Password" }))?;
                 let hash = postgres_protocol::authentication::md5_hash(p.user.as_bytes(), password()?, salt);
                 frontend::password_message(hash.as_bytes(), &mut out).map_err(PgError::Io)?;
+                *auth = AuthState::PasswordSent;
             }
             10 => {
-                let offered: Vec<&[u8]> = data.split(|&b| b == 0).filter(|m| !m.is_empty()).collect();
-                if !offered.contains(&SCRAM_SHA_256.as_bytes()) {
-                    return Err(PgError::UnsupportedAuth {
-                        method: offered.iter().map(|m| String::from_utf8_lossy(m)).collect::<Vec<_>>().join(","),
-                    });
+                if !allowed(|r| r.scram) {
+                    return refuse("the server asks for SCRAM, which database.requireAuth does not allow");
                 }
-                // No channel binding, over TLS or not: the client says "n,," (libpq with channel_binding=disable).
-                let s = ScramSha256::new(password()?, ChannelBinding::unsupported());
-                frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut out).map_err(PgError::Io)?;
-                *scram = Some(s);
+                if !matches!(auth, AuthState::Start) {
+                    return Err(PgError::Protocol(WireError::Malformed { what: "duplicate AuthenticationSASL" }));
+                }
+                let offered: Vec<&[u8]> = data.split(|&b| b == 0).filter(|m| !m.is_empty()).collect();
+                let (scram, mechanism, bound) = self.choose_scram(p, &offered, password()?)?;
+                frontend::sasl_initial_response(mechanism, scram.message(), &mut out).map_err(PgError::Io)?;
+                *auth = AuthState::Scram { scram, bound };
             }
             11 => {
-                let s = scram.as_mut().ok_or(PgError::Protocol(WireError::Malformed { what: "SASLContinue" }))?;
-                s.update(data).map_err(PgError::Scram)?;
-                frontend::sasl_response(s.message(), &mut out).map_err(PgError::Io)?;
+                let AuthState::Scram { scram, .. } = auth else {
+                    return Err(PgError::Protocol(WireError::Malformed { what: "SASLContinue" }));
+                };
+                scram.update(data).map_err(PgError::Scram)?;
+                frontend::sasl_response(scram.message(), &mut out).map_err(PgError::Io)?;
             }
             12 => {
-                let s = scram.as_mut().ok_or(PgError::Protocol(WireError::Malformed { what: "SASLFinal" }))?;
-                s.finish(data).map_err(PgError::Scram)?;
+                let AuthState::Scram { scram, bound } = auth else {
+                    return Err(PgError::Protocol(WireError::Malformed { what: "SASLFinal" }));
+                };
+                scram.finish(data).map_err(PgError::Scram)?;
+                *auth = AuthState::Verified { bound: *bound };
                 return Ok(None);
             }
             other => return Err(PgError::UnsupportedAuth { method: format!("authentication request {other}") }),
         }
         Ok(Some(out))
+    }
+
+    /// SCRAM-SHA-256-PLUS bound to the server's certificate when the connection is TLS, the server
+    /// offers it and `database.channelBinding` is not `disable`; else SCRAM-SHA-256, saying `y,,`
+    /// over TLS (so a server that does bind refuses a downgrade in transit) and `n,,` without.
+    fn choose_scram(
+        &self,
+        p: &ConnectParams,
+        offered: &[&[u8]],
+        password: &[u8],
+    ) -> Result<(ScramSha256, &'static str, bool), PgError> {
+        let tls = match &self.stream {
+            Stream::Right(tls) => Some(tls),
+            Stream::Left(_) => None,
+        };
+        let plus_offered = offered.contains(&SCRAM_SHA_256_PLUS.as_bytes());
+        if tls.is_some() && plus_offered && p.channel_binding != Binding::Disable {
+            let end_point = tls.and_then(|t| t.get_ref().1.peer_certificates()?.first().map(|c| c.as_ref().to_vec()));
+            if let Some(hash) = end_point.as_deref().and_then(super::tls::end_point_hash) {
+                let scram = ScramSha256::new(password, ChannelBinding::tls_server_end_point(hash));
+                return Ok((scram, SCRAM_SHA_256_PLUS, true));
+            }
+        }
+        if p.channel_binding == Binding::Require {
+            return Err(PgError::AuthRefused("database.channelBinding=require, but the server offers no SCRAM-SHA-256-PLUS this client can bind to its certificate; refusing to authenticate".into()));
+        }
+        if !offered.contains(&SCRAM_SHA_256.as_bytes()) {
+            return Err(PgError::UnsupportedAuth {
+                method: offered.iter().map(|m| String::from_utf8_lossy(m)).collect::<Vec<_>>().join(","),
+            });
+        }
+        let binding = if tls.is_some() && p.channel_binding != Binding::Disable {
+            ChannelBinding::unrequested()
+        } else {
+            ChannelBinding::unsupported()
+        };
+        Ok((ScramSha256::new(password, binding), SCRAM_SHA_256, false))
     }
 
     async fn flush(&mut self) -> Result<(), PgError> {
@@ -377,3 +480,6 @@ pub fn quote_ident(s: &str) -> String {
 pub fn quote_literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
+
+#[cfg(test)]
+mod auth_tests;

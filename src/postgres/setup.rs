@@ -61,6 +61,16 @@ pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
     if let Some(pw) = &p.password {
         c.password(pw.expose());
     }
+    // tokio-postgres refuses an AuthenticationOk before SCRAM's final message on its own, and with
+    // channel binding required it refuses cleartext and md5 requests too. It has no require_auth:
+    // database.requireAuth is enforced on the replication connection only (see replication.rs);
+    // docs/operations.md says so and recommends channelBinding=require where a server in the middle
+    // is feared.
+    c.channel_binding(match p.channel_binding {
+        crate::config::ChannelBinding::Disable => tokio_postgres::config::ChannelBinding::Disable,
+        crate::config::ChannelBinding::Prefer => tokio_postgres::config::ChannelBinding::Prefer,
+        crate::config::ChannelBinding::Require => tokio_postgres::config::ChannelBinding::Require,
+    });
     let map_err = |e: tokio_postgres::Error| {
         if let Some(tls) = tls_failure(&e) {
             PgError::Tls(tls)

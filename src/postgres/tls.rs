@@ -169,3 +169,19 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// The `tls-server-end-point` channel binding data of a server certificate (RFC 5929 4.1): its
+/// DER hashed with its signature's digest, SHA-256 where that is MD5 or SHA-1. `None` for a
+/// signature without a digest of its own (Ed25519, RSA-PSS), where libpq cannot bind either.
+pub fn end_point_hash(der: &[u8]) -> Option<Vec<u8>> {
+    use openssl::hash::{hash, MessageDigest};
+    use openssl::nid::Nid;
+    let cert = openssl::x509::X509::from_der(der).ok()?;
+    let digest = cert.signature_algorithm().object().nid().signature_algorithms()?.digest;
+    let md = match digest {
+        Nid::MD5 | Nid::SHA1 => MessageDigest::sha256(),
+        Nid::UNDEF => return None,
+        d => MessageDigest::from_nid(d)?,
+    };
+    Some(hash(md, der).ok()?.to_vec())
+}
