@@ -173,11 +173,11 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     assert_eq!(call(&addr, "PUT", "/connectors/orders/resume", None).0, 202);
     wait_state(&addr, "orders", "RUNNING");
     assert_eq!(consume(&a.env.broker, &[a.topic("Order")], 2, Duration::from_secs(30)).len(), 2, "resumed");
-    // The event streamed after the resume counts in Debezium's streaming metrics (the first one
-    // came with the initial snapshot). The consumer can see the record a moment before the relay
-    // has counted its acknowledgement.
+    // Both events were streamed (RUNNING means streaming: the first was inserted after it) and
+    // count in Debezium's streaming metrics, across the pause and resume. The consumer can see the
+    // record a moment before the relay has counted its acknowledgement.
     let seen =
-        "debezium_metrics_TotalNumberOfEventsSeen{context=\"streaming\",name=\"testserver\",plugin=\"postgres\"} 1";
+        "debezium_metrics_TotalNumberOfEventsSeen{context=\"streaming\",name=\"testserver\",plugin=\"postgres\"} 2";
     let start = Instant::now();
     loop {
         let metrics = http_get(&addr, "/metrics").expect("metrics").1;
@@ -463,6 +463,41 @@ async fn three_workers_share_six_connectors_through_kills_and_returns() {
         Some(&json!({"name": "dist0", "config": connector_json(&outboxes[0], "dist0")})),
     );
     assert_eq!(code, 409, "a duplicate is refused by any worker: {dup}");
+    // Two creates of one name through two workers at the same moment: the config topic's order
+    // decides, exactly one is created and the other refused, and every worker has the winner's
+    // config (never the loser's written over it). The database port is closed: these connectors
+    // never stream.
+    for round in 0..10 {
+        let name = format!("race{round}");
+        let bodies: Vec<Value> = [1, 2]
+            .iter()
+            .map(|w| {
+                let mut config = connector_json(&outboxes[0], &name);
+                config["database.port"] = json!("1");
+                config["topic.prefix"] = json!(format!("from-worker-{w}"));
+                json!({"name": name, "config": config})
+            })
+            .collect();
+        let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+            let calls: Vec<_> = [1usize, 2]
+                .iter()
+                .zip(&bodies)
+                .map(|(w, body)| s.spawn(move || call(&addr(*w), "POST", "/connectors", Some(body))))
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        let mut codes: Vec<u16> = answers.iter().map(|a| a.0).collect();
+        codes.sort();
+        assert_eq!(codes, [201, 409], "round {round}: {answers:?}");
+        let winner = &answers.iter().find(|a| a.0 == 201).unwrap().1["config"]["topic.prefix"];
+        for w in 0..3 {
+            wait_for("every worker has the winner's config", Duration::from_secs(20), || {
+                call(&addr(w), "GET", &format!("/connectors/{name}/config"), None).1["topic.prefix"] == *winner
+            });
+        }
+        assert_eq!(call(&addr(2), "DELETE", &format!("/connectors/{name}"), None).0, 204);
+        assert_eq!(call(&addr(1), "DELETE", &format!("/connectors/{name}"), None).0, 404, "deleted once");
+    }
     // Another worker has them as soon as it has read the config topic that far.
     wait_for("every worker lists the six connectors", Duration::from_secs(20), || {
         call(&addr(2), "GET", "/connectors", None) == (200, json!(names))
@@ -529,4 +564,60 @@ async fn three_workers_share_six_connectors_through_kills_and_returns() {
         o.drop_slot().await;
     }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// slot.drop.on.stop in a standalone worker: a pause, a restart and a config update stop the
+/// pipeline but keep the slot (events committed meanwhile are not lost); only DELETE drops it.
+#[tokio::test(flavor = "multi_thread")]
+async fn slot_drop_on_stop_drops_the_slot_only_on_delete() {
+    let o = Outbox::new("wrkdrop").await;
+    o.create_topics(&["Order"], 1).await;
+    let dir = std::env::temp_dir().join(format!("pgoutbox-worker-{}-{}", std::process::id(), o.slot));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    std::fs::write(
+        dir.join("worker.properties"),
+        format!(
+            "bootstrap.servers={}\nlisteners=http://127.0.0.1:{port}\noffset.storage.file.filename={}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n",
+            o.env.broker,
+            dir.join("offsets.dat").display()
+        ),
+    )
+    .unwrap();
+    let mut worker = Worker::start(&dir, &[]);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(30), "REST API never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut config = connector_json(&o, "dropper");
+    config["slot.drop.on.stop"] = json!("true");
+    let (code, body) = call(&addr, "PUT", "/connectors/dropper/config", Some(&config));
+    assert_eq!(code, 201, "{body}");
+    wait_state(&addr, "dropper", "RUNNING");
+    let sql = o.env.sql().await;
+    let slot_exists = || async { o.confirmed_flush().await.is_some() };
+    assert!(slot_exists().await);
+
+    assert_eq!(call(&addr, "PUT", "/connectors/dropper/pause", None).0, 202);
+    wait_state(&addr, "dropper", "PAUSED");
+    sql.batch_execute(&o.insert_sql("Order", "while-paused", Some("{}"))).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(slot_exists().await, "a pause keeps the slot");
+    assert_eq!(call(&addr, "PUT", "/connectors/dropper/resume", None).0, 202);
+    wait_state(&addr, "dropper", "RUNNING");
+    let got = consume(&o.env.broker, &[o.topic("Order")], 1, Duration::from_secs(30));
+    assert_eq!(got.len(), 1, "the event committed while paused is published after the resume");
+
+    assert_eq!(call(&addr, "POST", "/connectors/dropper/restart", None).0, 204);
+    config["transforms.outbox.table.expand.json.payload"] = json!("false");
+    assert_eq!(call(&addr, "PUT", "/connectors/dropper/config", Some(&config)).0, 200);
+    wait_state(&addr, "dropper", "RUNNING");
+    assert!(slot_exists().await, "a restart and a config update keep the slot");
+
+    assert_eq!(call(&addr, "DELETE", "/connectors/dropper", None).0, 204);
+    wait_for_async("DELETE drops the slot", Duration::from_secs(30), || async { !slot_exists().await }).await;
+    worker.stop();
+    let _ = std::fs::remove_dir_all(dir);
 }
