@@ -398,3 +398,21 @@ async fn slot_failover_makes_a_failover_slot_on_17_and_later() {
         let _ = sql.execute("SELECT pg_drop_replication_slot($1)", &[&slot]).await;
     }
 }
+
+/// The initial snapshot of rows of a megabyte each keeps memory bounded by bytes, as streaming
+/// does: 150 such rows were one batch of 150 MB (eight batches of 1,024 rows could be 8 GiB, then
+/// an out-of-memory crash loop). The relay's peak RSS stays well under what one such batch needs.
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshot_of_megabyte_rows_stays_bounded_in_memory() {
+    let o = Outbox::new("bigsnap").await;
+    o.create_topics(&["Order"], 1).await;
+    exec(&o, &format!("INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), '{}', 'big-' || n, 'Created', json_build_object('blob', repeat('x', 1000000))::jsonb FROM generate_series(1, 150) n", o.table, o.agg("Order"))).await;
+    let mut relay = Relay::start(&o.config(&["snapshot.mode=initial"]));
+    let records = consume(&o.env.broker, &[o.topic("Order")], 150, Duration::from_secs(180));
+    assert_eq!(records.len(), 150, "{}", relay.log_text());
+    let peak = relay.peak_rss().expect("the relay runs");
+    assert_eq!(relay.stop().code(), Some(0));
+    assert!(peak < 140 << 20, "peak RSS {} MB during a snapshot of 150 one-megabyte rows", peak >> 20);
+    eprintln!("snapshot of 150 one-megabyte rows: peak RSS {} MB", peak >> 20);
+    o.drop_slot().await;
+}

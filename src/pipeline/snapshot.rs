@@ -78,6 +78,9 @@ impl Tables<'_> {
         let rows = self.sql.query_raw(select.as_str(), std::iter::empty::<&str>()).await.map_err(PgError::Sql)?;
         pin_mut!(rows);
         let mut batch = Vec::with_capacity(BATCH);
+        // Bounded by bytes as the streaming batches are (reader::BATCH_MAX_BYTES): rows of a
+        // megabyte would otherwise make batches of a gigabyte, several of them in the channel.
+        let mut batch_bytes = 0;
         while let Some(row) = rows.try_next().await.map_err(PgError::Sql)? {
             let values = (0..columns.len())
                 .map(|i| row.get::<_, Option<String>>(i).map_or(Value::Null, |t| Value::Text(bytes::Bytes::from(t))))
@@ -94,9 +97,11 @@ impl Tables<'_> {
                     letter
                 }
             };
+            batch_bytes += record.as_ref().map_or(0, |r| r.size());
             batch.extend(record.map(Item::Event));
-            if batch.len() == BATCH {
+            if batch.len() == BATCH || batch_bytes >= super::reader::BATCH_MAX_BYTES {
                 send(self.tx, std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).await?;
+                batch_bytes = 0;
             }
             self.count += 1;
             if self.count % 100_000 == 0 {
