@@ -95,7 +95,14 @@ pub struct Worker {
     shutdown: CancellationToken,
     /// Distributed mode: the cluster's store and this worker's membership.
     cluster: Option<Arc<cluster::Cluster>>,
+    /// Requests that build Kafka clients or read a topic (validate, offsets) at once: each holds
+    /// threads and sockets for up to seconds, so their number is bounded, not the callers'.
+    heavy: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many Kafka-reading requests run at once, and how long one waits for its turn.
+const HEAVY_AT_ONCE: usize = 2;
+const HEAVY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Worker {
     pub fn new(
@@ -110,7 +117,28 @@ impl Worker {
             .get("offset.storage.file.filename")
             .filter(|f| !f.trim().is_empty() && cluster.is_none())
             .map(|f| PathBuf::from(format!("{}.connectors.json", f.trim())));
-        Ok(Worker { props, policy, worker_id, state_file, connectors: Mutex::new(BTreeMap::new()), shutdown, cluster })
+        Ok(Worker {
+            props,
+            policy,
+            worker_id,
+            state_file,
+            connectors: Mutex::new(BTreeMap::new()),
+            shutdown,
+            cluster,
+            heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_AT_ONCE)),
+        })
+    }
+
+    /// A turn for a request that builds Kafka clients or reads a topic; 503 when other such
+    /// requests hold every turn for longer than [`HEAVY_WAIT`].
+    pub async fn heavy_turn(&self) -> Result<tokio::sync::OwnedSemaphorePermit, WorkerError> {
+        match tokio::time::timeout(HEAVY_WAIT, self.heavy.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(WorkerError {
+                status: 503,
+                message: "the worker is busy with other requests that read Kafka (validate, offsets); try again".into(),
+            }),
+        }
     }
 
     /// The worker's properties with the connector's own keys laid over them, parsed and checked.

@@ -287,6 +287,7 @@ async fn delete(State(w): State<Shared>, Path(name): Path<String>) -> Result<Sta
 /// Debezium's PostgreSQL offset, from the record the relay keeps of the slot it streams from.
 async fn offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
     let config = w.config(&name)?;
+    let _turn = w.heavy_turn().await?;
     let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
     let store = crate::kafka::offsets::OffsetStore::for_connector(&cfg);
     let recorded = store.load().await.map_err(|e| error(500, e.to_string()))?;
@@ -314,6 +315,7 @@ async fn reset_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Res
         return Err(error(400, format!("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint")));
     }
     let config = w.config(&name)?;
+    let _turn = w.heavy_turn().await?;
     let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
     crate::kafka::offsets::OffsetStore::for_connector(&cfg).clear().await.map_err(|e| error(500, e.to_string()))?;
     Ok(Json(json!({"message": "The offsets for this connector have been reset successfully"})))
@@ -343,7 +345,14 @@ async fn validate(
         ));
     }
     let config = config_map(&body)?;
-    let problem = w.effective(&config).err().map(|e| (error_key(&e), e.to_string()));
+    // Parsing checks the Kafka client settings by building clients: on a blocking thread, and
+    // bounded in number.
+    let _turn = w.heavy_turn().await?;
+    let checked = {
+        let (w, config) = (w.clone(), config.clone());
+        tokio::task::spawn_blocking(move || w.effective(&config).err().map(|e| (error_key(&e), e.to_string())))
+    };
+    let problem = checked.await.map_err(|_| error(500, "the validation stopped unexpectedly"))?;
     let mut configs = Vec::new();
     let mut keys: Vec<&String> = config.keys().collect();
     if let Some((Some(k), _)) = &problem {

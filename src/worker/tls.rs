@@ -118,7 +118,7 @@ fn keystore(
             (pkey, certs)
         }
         (Some("PKCS12") | None | Some("JKS"), false) => pkcs12(bytes, password)?,
-        (Some(other), _) => return Err(format!("the store type `{other}` does not match its content (PKCS12 or PEM)")),
+        (Some(_), _) => return Err("the store type does not match its content (PKCS12 or PEM)".into()),
     };
     if certs.is_empty() {
         return Err("it holds no certificate".into());
@@ -168,8 +168,14 @@ fn client_roots(props: &BTreeMap<String, String>) -> Result<rustls::RootCertStor
     Ok(roots)
 }
 
+/// Handshakes in progress at once: past it, new connections wait in the kernel's backlog, so a
+/// flood of clients that open connections and never finish a handshake costs a bounded number of
+/// tasks and buffers.
+const HANDSHAKES_AT_ONCE: usize = 64;
+
 /// An HTTPS listener for axum: handshakes run on their own tasks (bounded by
-/// [`HANDSHAKE_TIMEOUT`]), so a slow or silent client never holds up the next one.
+/// [`HANDSHAKE_TIMEOUT`] each and [`HANDSHAKES_AT_ONCE`] together), so a slow or silent client
+/// never holds up the next one.
 pub struct TlsListener {
     ready: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
@@ -180,8 +186,16 @@ impl TlsListener {
         let local = tcp.local_addr()?;
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         let (tx, ready) = mpsc::channel(64);
+        let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_AT_ONCE));
         tokio::spawn(async move {
             loop {
+                let permit = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    permit = slots.clone().acquire_owned() => match permit {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                };
                 let (stream, peer) = tokio::select! {
                     _ = shutdown.cancelled() => return,
                     accepted = tcp.accept() => match accepted {
@@ -195,7 +209,9 @@ impl TlsListener {
                 };
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+                    drop(permit);
+                    match handshake {
                         Ok(Ok(tls)) => {
                             let _ = tx.send((tls, peer)).await;
                         }
