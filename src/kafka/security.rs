@@ -17,9 +17,16 @@ use crate::config::KafkaConfig;
 const NOT_TRUSTED: &str = "the broker's TLS certificate is not trusted";
 
 /// What to tell the operator about a client error, `None` when it may pass (a broker restarting,
-/// a network fault).
+/// a network fault). Whether it is a refusal is decided by the error's code (a SASL
+/// authentication failure, a TLS failure); librdkafka's text only chooses which setting to name.
 pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
     let code = error.rdkafka_error_code();
+    if !matches!(
+        code,
+        Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed | RDKafkaErrorCode::SSL)
+    ) {
+        return None;
+    }
     let text = reason.to_ascii_lowercase();
     if matches!(code, Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)) {
         return Some(format!(
@@ -55,13 +62,45 @@ pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
              ssl.keystore.certificate.chain and ssl.keystore.key"
         ));
     }
-    None
+    Some(format!(
+        "the TLS connection to the broker failed ({reason}); check security.protocol, ssl.truststore.* and \
+         ssl.keystore.* (and that the broker's listener speaks TLS)"
+    ))
+}
+
+/// A refusal is confirmed before the relay stops on it: a broker being rolled can fail one
+/// handshake. It stops when the same kind of refusal comes again at least this long after the
+/// first (librdkafka reconnects within a second or two, so a lasting refusal recurs at once).
+pub const CONFIRM_AFTER: Duration = Duration::from_secs(5);
+/// A second refusal this long after the first starts the confirmation over.
+const CONFIRM_WITHIN: Duration = Duration::from_secs(120);
+
+/// Remembers the first refusal until a second confirms it.
+#[derive(Default)]
+pub struct Confirmation(Mutex<Option<std::time::Instant>>);
+
+impl Confirmation {
+    /// Whether a refusal seen now is confirmed (one was seen between CONFIRM_AFTER and
+    /// CONFIRM_WITHIN ago); the first of a series is not.
+    pub fn confirmed(&self) -> bool {
+        let mut first = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        match *first {
+            Some(at) if now.duration_since(at) >= CONFIRM_AFTER && now.duration_since(at) <= CONFIRM_WITHIN => true,
+            Some(at) if now.duration_since(at) < CONFIRM_AFTER => false,
+            _ => {
+                *first = Some(now);
+                false
+            }
+        }
+    }
 }
 
 /// A client context that remembers the first refusal librdkafka reported.
 #[derive(Default)]
 pub struct WatchingContext {
     refused: Mutex<Option<String>>,
+    confirmation: Confirmation,
 }
 
 impl WatchingContext {
@@ -78,8 +117,12 @@ impl ClientContext for WatchingContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         if let Some(r) = refusal(&error, reason) {
-            let mut slot = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            slot.get_or_insert(r);
+            if self.confirmation.confirmed() {
+                let mut slot = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(r);
+            } else {
+                tracing::warn!(target: "librdkafka", "{r}; confirming in {} s (a broker being restarted can refuse one handshake)", CONFIRM_AFTER.as_secs());
+            }
         } else {
             tracing::debug!(target: "librdkafka", %error, "Kafka client error: {reason}");
         }
@@ -175,5 +218,24 @@ mod tests {
         assert!(refusal(&auth, "SASL authentication error: invalid credentials").unwrap().contains("sasl.jaas.config"));
         assert!(refusal(&ssl, "SSL handshake failed: Disconnected").is_none());
         assert!(refusal(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down").is_none());
+    }
+
+    #[test]
+    fn a_refusal_stops_only_once_confirmed() {
+        let c = Confirmation::default();
+        assert!(!c.confirmed(), "the first refusal is not confirmed");
+        assert!(!c.confirmed(), "nor one right after it");
+        *c.0.lock().unwrap() = Some(std::time::Instant::now() - CONFIRM_AFTER);
+        assert!(c.confirmed(), "one that comes again after the backoff is");
+        *c.0.lock().unwrap() = Some(std::time::Instant::now() - CONFIRM_WITHIN - Duration::from_secs(1));
+        assert!(!c.confirmed(), "one long after the first starts over");
+    }
+
+    #[test]
+    fn refusals_are_decided_by_code_not_by_text() {
+        let transport = KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
+        assert!(refusal(&transport, "ssl handshake failed: certificate verify failed").is_none());
+        let ssl = KafkaError::Global(RDKafkaErrorCode::SSL);
+        assert!(refusal(&ssl, "some new wording of a TLS failure").is_some());
     }
 }
