@@ -146,7 +146,8 @@ fn env_overrides_and_json_logs_work_from_the_command_line() {
     let line = stderr.lines().find(|l| l.contains("database.port")).unwrap_or_else(|| panic!("{stderr}"));
     let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
     assert_eq!(v["level"], "ERROR");
-    assert!(v["message"].as_str().unwrap().contains("notaport"), "{v}");
+    // The key is named, the value is not repeated (it could be a secret).
+    assert!(!v["message"].as_str().unwrap().contains("notaport"), "{v}");
     // Without --env-overrides the environment is not read.
     let (code, _, stdout) = run(&[("PGOUTBOX_DATABASE_PORT", "notaport"), ("PGOUTBOX_LOG_FORMAT", "json")], &["check"]);
     assert!(!stdout.contains("notaport"), "{stdout}");
