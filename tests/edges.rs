@@ -416,3 +416,36 @@ async fn snapshot_of_megabyte_rows_stays_bounded_in_memory() {
     eprintln!("snapshot of 150 one-megabyte rows: peak RSS {} MB", peak >> 20);
     o.drop_slot().await;
 }
+
+/// Rows inserted into a partition that is detached (or dropped) before the relay has read them:
+/// pgoutput still sends them (decoding sees the catalog as it was at the change), under the
+/// partition's name, but today's catalog no longer says whose partition it was. They must be
+/// published as the outbox's, not skipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn partition_detached_or_dropped_while_the_relay_is_behind_loses_nothing() {
+    let o = Outbox::new("part_gone").await;
+    let kinds = ["Order", "Customer"];
+    o.create_topics(&kinds, 1).await;
+    exec(&o, &partitioned_ddl(&o, "LIST (aggregatetype)", "aggregatetype")).await;
+    for kind in kinds {
+        let (t, k, a) = (&o.table, kind.to_lowercase(), o.agg(kind));
+        exec(&o, &format!("CREATE TABLE public.{t}_{k} PARTITION OF public.{t} FOR VALUES IN ('{a}')")).await;
+    }
+    let mut relay = Relay::start_streaming(&o.config(&[]));
+    assert_eq!(relay.stop().code(), Some(0));
+    insert_n(&o, "Order", 10).await;
+    insert_n(&o, "Customer", 10).await;
+    let rows = o.rows().await;
+    let t = &o.table;
+    exec(&o, &format!("ALTER TABLE public.{t} DETACH PARTITION public.{t}_order")).await;
+    exec(&o, &format!("DROP TABLE public.{t}_customer")).await;
+    let relay = Relay::start_streaming(&o.config(&[]));
+    let topics: Vec<String> = kinds.iter().map(|k| o.topic(k)).collect();
+    let records = consume(&o.env.broker, &topics, 20, Duration::from_secs(30));
+    let ids = by_id(&records);
+    let missing = rows.iter().filter(|r| !ids.contains_key(&r.id)).count();
+    assert_eq!(missing, 0, "{missing} of 20 missing; relay log:\n{}", relay.log_text());
+    let mut relay = relay;
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}

@@ -449,7 +449,16 @@ impl Reader<'_> {
         if self.cfg.tables.matches(&r.namespace, &r.name) {
             return Ok(Some((r.namespace.clone(), r.name.clone())));
         }
-        Ok(setup::captured_ancestor(&self.sql, r.oid, self.cfg).await?)
+        if let Some(ancestor) = setup::captured_ancestor(&self.sql, r.oid, self.cfg).await? {
+            return Ok(Some(ancestor));
+        }
+        // Today's catalog says nothing; the catalog at the change may have: a partition detached
+        // or dropped after its rows were written.
+        let former = setup::former_partition_owner(&self.sql, r.oid, self.cfg).await?;
+        if let Some((schema, table)) = &former {
+            tracing::warn!(relation = %format!("{}.{}", r.namespace, r.name), outbox = %format!("{schema}.{table}"), "changes of a table that is no longer a partition of the outbox (detached or dropped after they were written) are published as the outbox's, as they were when written");
+        }
+        Ok(former)
     }
 }
 

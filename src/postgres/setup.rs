@@ -146,6 +146,9 @@ pub struct CapturedTable {
     namespace: u32,
     /// The partition's ancestors (empty for a table that is not a partition).
     ancestors: Vec<u32>,
+    /// A partitioned table (its changes arrive under its partitions' names, without
+    /// publish_via_partition_root).
+    pub partitioned: bool,
 }
 
 impl CapturedTable {
@@ -161,7 +164,8 @@ pub async fn captured(sql: &Client, cfg: &Config) -> Result<Vec<CapturedTable>, 
             "SELECT c.oid, c.relnamespace, n.nspname::text, c.relname::text, \
                CASE WHEN c.relispartition THEN ARRAY(SELECT a.relid FROM pg_partition_ancestors(c.oid) a WHERE a.relid <> c.oid) ELSE '{}'::oid[] END, \
                CASE WHEN c.relispartition THEN ARRAY(SELECT an.nspname::text FROM pg_partition_ancestors(c.oid) a JOIN pg_class ac ON ac.oid = a.relid JOIN pg_namespace an ON an.oid = ac.relnamespace WHERE a.relid <> c.oid) ELSE '{}'::text[] END, \
-               CASE WHEN c.relispartition THEN ARRAY(SELECT ac.relname::text FROM pg_partition_ancestors(c.oid) a JOIN pg_class ac ON ac.oid = a.relid WHERE a.relid <> c.oid) ELSE '{}'::text[] END \
+               CASE WHEN c.relispartition THEN ARRAY(SELECT ac.relname::text FROM pg_partition_ancestors(c.oid) a JOIN pg_class ac ON ac.oid = a.relid WHERE a.relid <> c.oid) ELSE '{}'::text[] END, \
+               c.relkind = 'p' \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
              AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%' ORDER BY 3, 4",
@@ -178,7 +182,14 @@ pub async fn captured(sql: &Client, cfg: &Config) -> Result<Vec<CapturedTable>, 
         if ancestor_schemas.iter().zip(&ancestor_names).any(|(s, t)| cfg.tables.matches(s, t)) {
             continue;
         }
-        out.push(CapturedTable { oid: r.get(0), namespace: r.get(1), schema, table, ancestors: r.get(4) });
+        out.push(CapturedTable {
+            oid: r.get(0),
+            namespace: r.get(1),
+            schema,
+            table,
+            ancestors: r.get(4),
+            partitioned: r.get(7),
+        });
     }
     Ok(out)
 }
@@ -201,6 +212,58 @@ pub async fn captured_ancestor(sql: &Client, relation: u32, cfg: &Config) -> Res
     )
     .await?;
     Ok(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))).find(|(s, t)| cfg.tables.matches(s, t)))
+}
+
+/// For a relation that pgoutput sends but that today's catalog neither selects nor places under a
+/// captured table: the captured partitioned table it was a partition of when its changes were
+/// written, detached or dropped since. pgoutput decodes with the catalog as it was at the change,
+/// so a relation it sends was in the publication then; if the publication does not name it today
+/// (directly, through its schema, or as all tables), it was there as a partition of a published
+/// partitioned table. `Ok(None)` when the relation is in the publication on its own (a table the
+/// operator added: not the outbox) or no captured table is partitioned; an error when several are,
+/// since which one it belonged to can no longer be known.
+pub async fn former_partition_owner(
+    sql: &Client,
+    relation: u32,
+    cfg: &Config,
+) -> Result<Option<(String, String)>, SetupFailure> {
+    let Some(publication) = sql
+        .query_opt("SELECT oid, puballtables FROM pg_publication WHERE pubname = $1", &[&cfg.publication_name])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let (oid, all_tables): (u32, bool) = (publication.get(0), publication.get(1));
+    if all_tables {
+        return Ok(None);
+    }
+    let named: bool = sql
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_publication_rel WHERE prpubid = $1 AND prrelid = $2)",
+            &[&oid, &relation],
+        )
+        .await?
+        .get(0);
+    let schema_level: bool =
+        sql.query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[]).await?.get(0);
+    let by_schema: bool = schema_level
+        && sql
+            .query_one("SELECT EXISTS (SELECT 1 FROM pg_publication_namespace WHERE pnpubid = $1)", &[&oid])
+            .await?
+            .get(0);
+    if named || by_schema {
+        return Ok(None);
+    }
+    let partitioned: Vec<(String, String)> =
+        captured(sql, cfg).await?.into_iter().filter(|t| t.partitioned).map(|t| (t.schema, t.table)).collect();
+    match &partitioned[..] {
+        [] => Ok(None),
+        [one] => Ok(Some(one.clone())),
+        _ => Err(SetupFailure::Setup(SetupError::Publication(format!(
+            "changes of relation {relation} arrive through the publication, but the table was detached or dropped since, and {} captured partitioned tables could have been its parent; pgoutbox stops instead of guessing: set publish.via.partition.root=true (changes then carry the parent's name) and restart",
+            partitioned.len()
+        )))),
+    }
 }
 
 /// Whether the operator named the tables to capture. Without an include list every table is selected,
