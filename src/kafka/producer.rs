@@ -58,8 +58,6 @@ pub struct ReportingContext {
     /// When each kind of connection error was last logged, and how many were not logged since:
     /// librdkafka reports a broker that is away every second or so.
     warned: Mutex<std::collections::HashMap<String, (Instant, u64)>>,
-    /// A TLS or SASL refusal waits for a second one before it stops the relay.
-    refusals: super::security::Confirmation,
 }
 
 /// At most one warning per kind of connection error in this long.
@@ -91,7 +89,7 @@ impl ClientContext for ReportingContext {
             return;
         }
         if let Some(r) = super::security::refusal(&error, reason) {
-            if self.refusals.confirmed() {
+            if super::security::confirmed(&r) {
                 self.report(Ack::Refused(r));
             } else {
                 tracing::warn!(target: "librdkafka", "{r}; confirming in {} s before stopping (a broker being restarted can refuse one handshake)", super::security::CONFIRM_AFTER.as_secs());
@@ -228,7 +226,6 @@ impl Producer {
         let inner: BaseProducer<ReportingContext> = base_config(cfg).create_with_context(ReportingContext {
             acks: Mutex::new(Vec::new()),
             warned: Mutex::new(Default::default()),
-            refusals: Default::default(),
         })?;
         let (wake_tx, wake) =
             pipe::pipe().map_err(|e| KafkaError::ClientCreation(format!("cannot create the wake-up pipe: {e}")))?;

@@ -17,17 +17,24 @@ use crate::config::KafkaConfig;
 const NOT_TRUSTED: &str = "the broker's TLS certificate is not trusted";
 
 /// What to tell the operator about a client error, `None` when it may pass (a broker restarting,
-/// a network fault). Whether it is a refusal is decided by the error's code (a SASL
-/// authentication failure, a TLS failure); librdkafka's text only chooses which setting to name.
+/// a network fault). The error's code decides first: a SASL authentication failure is a refusal;
+/// a TLS failure (or a transport failure, which is how a TLS alert the broker sends after the
+/// handshake arrives) is one when OpenSSL's text says the certificate did not verify or the peer
+/// sent an alert; any other code never is, whatever its text.
 pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
     let code = error.rdkafka_error_code();
-    if !matches!(
-        code,
-        Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed | RDKafkaErrorCode::SSL)
-    ) {
+    let text = reason.to_ascii_lowercase();
+    let tls_alert = text.contains("ssl") && (text.contains("alert") || text.contains("certificate verify failed"));
+    let refused = match code {
+        Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed | RDKafkaErrorCode::SSL) => {
+            true
+        }
+        Some(RDKafkaErrorCode::BrokerTransportFailure) => tls_alert,
+        _ => false,
+    };
+    if !refused {
         return None;
     }
-    let text = reason.to_ascii_lowercase();
     if matches!(code, Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)) {
         return Some(format!(
             "Kafka refused the SASL login ({reason}); check the username and password in sasl.jaas.config \
@@ -62,10 +69,9 @@ pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
              ssl.keystore.certificate.chain and ssl.keystore.key"
         ));
     }
-    Some(format!(
-        "the TLS connection to the broker failed ({reason}); check security.protocol, ssl.truststore.* and \
-         ssl.keystore.* (and that the broker's listener speaks TLS)"
-    ))
+    // A TLS failure without a verification failure or an alert (the peer closed the connection
+    // mid-handshake: a broker restarting) may pass.
+    None
 }
 
 /// A refusal is confirmed before the relay stops on it: a broker being rolled can fail one
@@ -75,23 +81,27 @@ pub const CONFIRM_AFTER: Duration = Duration::from_secs(5);
 /// A second refusal this long after the first starts the confirmation over.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(120);
 
-/// Remembers the first refusal until a second confirms it.
-#[derive(Default)]
-pub struct Confirmation(Mutex<Option<std::time::Instant>>);
+/// When each refusal was first seen, process-wide: the client that saw the first one is often
+/// gone (a session ends on it and the next builds new clients) when the second comes.
+static FIRST_SEEN: Mutex<Option<std::collections::HashMap<String, std::time::Instant>>> = Mutex::new(None);
 
-impl Confirmation {
-    /// Whether a refusal seen now is confirmed (one was seen between CONFIRM_AFTER and
-    /// CONFIRM_WITHIN ago); the first of a series is not.
-    pub fn confirmed(&self) -> bool {
-        let mut first = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
-        match *first {
-            Some(at) if now.duration_since(at) >= CONFIRM_AFTER && now.duration_since(at) <= CONFIRM_WITHIN => true,
-            Some(at) if now.duration_since(at) < CONFIRM_AFTER => false,
-            _ => {
-                *first = Some(now);
-                false
-            }
+/// Whether `refusal` (one of [`refusal`]'s texts) is confirmed: the same kind of refusal was seen
+/// between CONFIRM_AFTER and CONFIRM_WITHIN ago. The first of a series is not. The kind is the
+/// text before librdkafka's reason in parentheses, which varies from one attempt to the next.
+pub fn confirmed(refusal: &str) -> bool {
+    confirmed_at(refusal, std::time::Instant::now())
+}
+
+fn confirmed_at(refusal: &str, now: std::time::Instant) -> bool {
+    let refusal = refusal.split(" (").next().unwrap_or(refusal);
+    let mut seen = FIRST_SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = seen.get_or_insert_with(Default::default);
+    seen.retain(|_, at| now.saturating_duration_since(*at) <= CONFIRM_WITHIN);
+    match seen.get(refusal) {
+        Some(at) => now.saturating_duration_since(*at) >= CONFIRM_AFTER,
+        None => {
+            seen.insert(refusal.to_string(), now);
+            false
         }
     }
 }
@@ -100,7 +110,6 @@ impl Confirmation {
 #[derive(Default)]
 pub struct WatchingContext {
     refused: Mutex<Option<String>>,
-    confirmation: Confirmation,
 }
 
 impl WatchingContext {
@@ -117,7 +126,7 @@ impl ClientContext for WatchingContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         if let Some(r) = refusal(&error, reason) {
-            if self.confirmation.confirmed() {
+            if confirmed(&r) {
                 let mut slot = self.refused.lock().unwrap_or_else(|e| e.into_inner());
                 slot.get_or_insert(r);
             } else {
@@ -222,20 +231,24 @@ mod tests {
 
     #[test]
     fn a_refusal_stops_only_once_confirmed() {
-        let c = Confirmation::default();
-        assert!(!c.confirmed(), "the first refusal is not confirmed");
-        assert!(!c.confirmed(), "nor one right after it");
-        *c.0.lock().unwrap() = Some(std::time::Instant::now() - CONFIRM_AFTER);
-        assert!(c.confirmed(), "one that comes again after the backoff is");
-        *c.0.lock().unwrap() = Some(std::time::Instant::now() - CONFIRM_WITHIN - Duration::from_secs(1));
-        assert!(!c.confirmed(), "one long after the first starts over");
+        let t0 = std::time::Instant::now();
+        let r = "test refusal: a_refusal_stops_only_once_confirmed";
+        assert!(!confirmed_at(r, t0), "the first refusal is not confirmed");
+        assert!(!confirmed_at(r, t0 + Duration::from_secs(1)), "nor one right after it");
+        assert!(!confirmed_at("another refusal", t0 + CONFIRM_AFTER), "another kind is not confirmed by it");
+        assert!(confirmed_at(r, t0 + CONFIRM_AFTER), "one that comes again after the backoff is");
+        let late = t0 + CONFIRM_WITHIN + Duration::from_secs(10);
+        assert!(!confirmed_at(r, late), "one long after the first starts over");
     }
 
     #[test]
     fn refusals_are_decided_by_code_not_by_text() {
         let transport = KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
-        assert!(refusal(&transport, "ssl handshake failed: certificate verify failed").is_none());
-        let ssl = KafkaError::Global(RDKafkaErrorCode::SSL);
-        assert!(refusal(&ssl, "some new wording of a TLS failure").is_some());
+        assert!(refusal(&transport, "Connection refused (after 0ms in state CONNECT)").is_none());
+        assert!(refusal(&transport, "SSL transport error: ... sslv3 alert handshake failure").is_some());
+        let timeout = KafkaError::Global(RDKafkaErrorCode::OperationTimedOut);
+        assert!(refusal(&timeout, "SSL certificate verify failed, in a timeout's text").is_none(), "the code decides");
+        let sasl = KafkaError::Global(RDKafkaErrorCode::SaslAuthenticationFailed);
+        assert!(refusal(&sasl, "any wording at all").is_some(), "the code alone decides a SASL refusal");
     }
 }
