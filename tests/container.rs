@@ -153,3 +153,41 @@ fn env_overrides_and_json_logs_work_from_the_command_line() {
     assert!(!stdout.contains("notaport"), "{stdout}");
     assert_ne!(code, Some(2), "{stdout}");
 }
+
+/// The image's Connect worker and the quickstart's `connect` service ship locked down: basic auth
+/// on (the JAAS file KAFKA_OPTS names, the users file compose mounts) and connectors unable to
+/// redirect the worker's Kafka clients (policy None). Read with the code the worker runs.
+#[test]
+fn image_and_quickstart_worker_ship_with_auth_and_a_restrictive_override_policy() {
+    use pgoutbox::worker::{auth::BasicAuth, policy::OverridePolicy};
+    let d = read("docker/Dockerfile");
+    let kafka_opts = d
+        .lines()
+        .find_map(|l| l.strip_prefix("ENV KAFKA_OPTS="))
+        .expect("the image sets KAFKA_OPTS to the JAAS file, as Connect's scripts do");
+    for copied in ["docker/worker.properties", "docker/connect_jaas.conf"] {
+        assert!(d.contains(&format!("COPY {copied} ")), "the image ships {copied}");
+    }
+    let worker = parse_properties(&read("docker/worker.properties")).entries;
+    assert_eq!(OverridePolicy::from_props(&worker).unwrap(), OverridePolicy::None);
+    // The paths as the container has them, mapped onto the repository's files.
+    let dir = std::env::temp_dir().join(format!("pgoutbox-image-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let jaas = read("docker/connect_jaas.conf")
+        .replace("/run/secrets/connect-users.properties", &repo("docker/connect-users.properties").to_string_lossy());
+    std::fs::write(dir.join("connect_jaas.conf"), jaas).unwrap();
+    let opts = kafka_opts.replace("/etc/pgoutbox/connect_jaas.conf", &dir.join("connect_jaas.conf").to_string_lossy());
+    let auth = BasicAuth::from_props(&worker, Some(&opts)).unwrap().expect("basic auth is on");
+    use base64::Engine;
+    let basic = |up: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(up));
+    assert!(auth.allows(Some(&basic("admin:admin-secret"))));
+    assert!(!auth.allows(None));
+    let connect = &compose()["services"]["connect"];
+    assert_eq!(strings(&connect["command"]), ["connect", "--worker", "/etc/pgoutbox/worker.properties"]);
+    let volumes = strings(&connect["volumes"]);
+    assert!(volumes.iter().any(|v| v.ends_with(":/run/secrets/connect-users.properties:ro")), "{volumes:?}");
+    for v in &volumes {
+        assert!(repo("docker").join(v.split(':').next().unwrap()).exists(), "mounted file {v} exists");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
