@@ -131,11 +131,8 @@ impl OffsetStore {
                 return Err(OffsetError::Timeout { topic: self.topic.clone() });
             }
             match consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(m)) => {
-                    if m.key() == Some(self.key.as_slice()) {
-                        found = m.payload().and_then(parse_value);
-                    }
-                }
+                Some(Ok(m)) if m.key() == Some(self.key.as_slice()) => found = m.payload().and_then(parse_value),
+                Some(Ok(_)) => {}
                 Some(Err(e)) => tracing::debug!(error = %e, topic = %self.topic, "reading the offsets topic"),
                 None => {}
             }
