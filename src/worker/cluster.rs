@@ -10,9 +10,14 @@
 //!   with the cluster's statuses.
 //! - Who runs what comes from Kafka's group coordinator, not from a protocol of ours: every worker
 //!   is a member of the consumer group `group.id` subscribed to `offset.storage.topic` with the
-//!   round-robin assignor. Connector `i` of the sorted list of names belongs to the worker that
-//!   is assigned partition `i mod P` (P = that topic's partitions): round-robin deals partitions
-//!   out one by one, so with up to P connectors no worker has more than its share. A worker that
+//!   round-robin assignor. Each connector has a slot number, written in its config record
+//!   (`pgoutbox.slot`, beside Connect's `properties`): a create takes the lowest slot no connector
+//!   has, an update keeps it. The connector belongs to the worker assigned partition
+//!   `slot mod P` (P = that topic's partitions): round-robin deals partitions out one by one, so
+//!   with up to P connectors no worker has more than its share, and creating or deleting a
+//!   connector moves no other (its slot is its own, whatever else comes and goes). A record
+//!   without a slot (written by Connect, or by an older pgoutbox) takes one from a hash of the
+//!   connector's name, the same on every worker. A worker that
 //!   dies stops heartbeating; after `session.timeout.ms` the coordinator rebalances and the
 //!   survivors take its partitions, hence its connectors.
 //! - Writes are linearizable through the config topic's order, without a leader: every worker
@@ -169,10 +174,17 @@ const OUTCOMES_KEPT: usize = 10_000;
 /// A conditional connector-config record: pgoutbox's field beside Connect's `properties`, which
 /// Connect's readers ignore.
 const CONDITION: &str = "pgoutbox.condition";
+/// The connector's slot number, likewise beside `properties`.
+const SLOT: &str = "pgoutbox.slot";
+/// A record that changes nothing (a restore where the connector is absent): skipped by every
+/// reader, and the last of its key leaves the connector absent.
+const NOOP: &str = "pgoutbox.noop";
 
 #[derive(Default)]
 struct View {
     configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Each connector's slot number (see the module doc).
+    slots: BTreeMap<String, u32>,
     /// The offset of the record each connector's config came from, and every offset at which a
     /// config record of the connector was read (a condition on an offset never read refers to a
     /// record compaction removed).
@@ -315,11 +327,33 @@ impl Cluster {
         Some(
             v.configs
                 .iter()
-                .enumerate()
-                .filter(|(i, _)| mine.contains(&((*i as i64 % i64::from(self.partitions)) as i32)))
-                .map(|(_, (n, c))| (n.clone(), c.clone(), v.targets.get(n).copied().unwrap_or(Target::Running)))
+                .filter(|(n, _)| {
+                    let slot = v.slots.get(*n).copied().unwrap_or_else(|| name_slot(n));
+                    mine.contains(&((i64::from(slot) % i64::from(self.partitions)) as i32))
+                })
+                .map(|(n, c)| (n.clone(), c.clone(), v.targets.get(n).copied().unwrap_or(Target::Running)))
                 .collect(),
         )
+    }
+
+    /// The slot a config record of `name` carries: the connector's own when it has one, else the
+    /// lowest no connector has.
+    fn slot_for(&self, name: &str) -> u32 {
+        let v = self.view();
+        if let Some(slot) = v.slots.get(name) {
+            return *slot;
+        }
+        let taken: BTreeSet<u32> = v.slots.values().copied().collect();
+        (0..).find(|s| !taken.contains(s)).unwrap_or(0)
+    }
+
+    /// A connector config record: Connect's `properties`, pgoutbox's slot, and a condition if any.
+    fn config_record(&self, name: &str, config: &BTreeMap<String, String>, condition: Option<Value>) -> Value {
+        let mut record = json!({ "properties": config, SLOT: self.slot_for(name) });
+        if let Some(c) = condition {
+            record[CONDITION] = c;
+        }
+        record
     }
 
     /// Restart requests for connectors, taken once.
@@ -340,7 +374,7 @@ impl Cluster {
     /// Creates a connector unless one of that name exists by the time the record is in the
     /// topic: `Ok(false)` when another create or PUT came first (409 for the caller).
     pub async fn create(&self, name: &str, config: &BTreeMap<String, String>) -> Result<bool, WorkerError> {
-        let record = json!({ "properties": config, CONDITION: {"absent": true} });
+        let record = self.config_record(name, config, Some(json!({"absent": true})));
         self.write_conditional(name, record).await
     }
 
@@ -352,37 +386,64 @@ impl Cluster {
         config: &BTreeMap<String, String>,
         version: i64,
     ) -> Result<bool, WorkerError> {
-        let record = json!({ "properties": config, CONDITION: {"offset": version} });
+        let record = self.config_record(name, config, Some(json!({"offset": version})));
         self.write_conditional(name, record).await
     }
 
     async fn write_conditional(&self, name: &str, record: Value) -> Result<bool, WorkerError> {
         let key = format!("connector-{name}");
-        let outcome = self.write_and_read_back(&key, Some(record)).await?;
-        if !outcome.applied {
-            self.restore(name).await?;
+        let offset = self.write(&key, Some(record)).await?;
+        let outcome = match self.sync(offset).await {
+            Ok(()) => self.view().outcomes.remove(&offset),
+            Err(e) => {
+                // Not read back: whether it won is unknown, so it is treated as lost (restored
+                // over), and the caller told.
+                self.restore(name).await?;
+                return Err(e);
+            }
+        };
+        match outcome {
+            Some(o) if o.applied => Ok(true),
+            Some(_) => {
+                self.restore(name).await?;
+                Ok(false)
+            }
+            None => {
+                self.restore(name).await?;
+                Err(WorkerError { status: 500, message: format!("the write to config.storage.topic `{}` could not be confirmed; check the connector and try again", self.settings.config_topic) })
+            }
         }
-        Ok(outcome.applied)
     }
 
-    /// After a losing conditional record: the connector's current config again, so that the
-    /// losing record is never the last of its key (see the module doc). Conditioned on the config
-    /// still being current: if it is not, a newer record is already last.
+    /// After a losing conditional record: the connector's current state again, so that the losing
+    /// record is never the last of its key (see the module doc). Conditioned on the state still
+    /// being current; a restore that loses too (another write came between) is written again, until
+    /// one is last. Where the connector is absent the restore is a record that applies nothing,
+    /// never a tombstone (which would delete a connector created meanwhile).
     async fn restore(&self, name: &str) -> Result<(), WorkerError> {
         let key = format!("connector-{name}");
-        match self.versioned_config(name) {
-            Some((config, version)) => {
-                let record = json!({ "properties": config, CONDITION: {"offset": version} });
-                self.write_and_read_back(&key, Some(record)).await.map(|_| ())
+        for _ in 0..20 {
+            let record = match self.versioned_config(name) {
+                Some((config, version)) => self.config_record(name, &config, Some(json!({"offset": version}))),
+                None => json!({ CONDITION: {"absent": true}, NOOP: true }),
+            };
+            let offset = self.write(&key, Some(record)).await?;
+            self.sync(offset).await?;
+            if self.view().outcomes.remove(&offset).is_some_and(|o| o.applied) {
+                return Ok(());
             }
-            None => self.write_and_read_back(&key, None).await.map(|_| ()),
         }
+        Err(WorkerError {
+            status: 500,
+            message: format!("connector {name} is being changed by too many requests at once; try again"),
+        })
     }
 
     /// Writes a connector's configuration (a PUT): `Ok(true)` when it did not exist before.
     pub async fn put(&self, name: &str, config: &BTreeMap<String, String>) -> Result<bool, WorkerError> {
-        let outcome =
-            self.write_and_read_back(&format!("connector-{name}"), Some(json!({ "properties": config }))).await?;
+        let outcome = self
+            .write_and_read_back(&format!("connector-{name}"), Some(self.config_record(name, config, None)))
+            .await?;
         Ok(!outcome.existed)
     }
 
@@ -392,9 +453,15 @@ impl Cluster {
         Ok(self.write_and_read_back(&format!("connector-{name}"), None).await?.existed)
     }
 
-    /// `Ok(false)` when the connector did not exist.
+    /// `Ok(false)` when the connector did not exist; the target state written for it is then
+    /// taken back, so that a connector created later under the name does not inherit it.
     pub async fn set_target(&self, name: &str, target: Target) -> Result<bool, WorkerError> {
-        Ok(self.write_and_read_back(&format!("target-state-{name}"), Some(target_value(target))).await?.existed)
+        let key = format!("target-state-{name}");
+        let existed = self.write_and_read_back(&key, Some(target_value(target))).await?.existed;
+        if !existed {
+            self.write(&key, None).await?;
+        }
+        Ok(existed)
     }
 
     /// Asks the connector's owner, wherever it runs, to restart it. `Ok(false)` when the
@@ -540,7 +607,9 @@ impl Cluster {
         if let Some(name) = key.strip_prefix("connector-") {
             v.seen_offsets.insert(offset);
             let properties = value.as_ref().map(|v| v.get("properties").and_then(Value::as_object));
+            let noop = value.as_ref().and_then(|v| v.get(NOOP)).is_some();
             match properties {
+                Some(None) if noop => applied = !v.configs.contains_key(name),
                 Some(None) => {
                     tracing::error!(key, offset, "a connector record of config.storage.topic has no `properties` object; it is skipped and the last good config kept");
                     applied = false;
@@ -556,6 +625,11 @@ impl Cluster {
                             .collect();
                         v.configs.insert(name.to_string(), config);
                         v.config_offsets.insert(name.to_string(), offset);
+                        let slot = value.as_ref().and_then(|r| r.get(SLOT)).and_then(Value::as_u64);
+                        match slot.and_then(|s| u32::try_from(s).ok()) {
+                            Some(s) => v.slots.insert(name.to_string(), s),
+                            None => v.slots.remove(name),
+                        };
                         if create {
                             // A target state written for the name before pgoutbox's create (a
                             // pause that raced a delete) is not the new connector's. (Connect
@@ -567,6 +641,7 @@ impl Cluster {
                 None => {
                     v.configs.remove(name);
                     v.config_offsets.remove(name);
+                    v.slots.remove(name);
                     v.targets.remove(name);
                 }
             }
@@ -658,6 +733,12 @@ impl Cluster {
             let _ = t.join();
         }
     }
+}
+
+/// The slot of a connector whose record carries none: from its name (FNV-1a), the same on every
+/// worker whatever the topic's history.
+fn name_slot(name: &str) -> u32 {
+    name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 /// Whether a connector-config record's condition holds where it stands in the topic: "absent"
