@@ -98,6 +98,9 @@ pub struct Worker {
     /// Requests that build Kafka clients or read a topic (validate, offsets) at once: each holds
     /// threads and sockets for up to seconds, so their number is bounded, not the callers'.
     heavy: Arc<tokio::sync::Semaphore>,
+    /// Connectors given up (deleted, or moved elsewhere) whose pipeline is still stopping, or whose
+    /// slot is still being dropped: a connector of the same name created again starts after it.
+    retiring: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
 }
 
 /// How many Kafka-reading requests run at once, and how long one waits for its turn.
@@ -126,6 +129,7 @@ impl Worker {
             shutdown,
             cluster,
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_AT_ONCE)),
+            retiring: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -371,7 +375,9 @@ impl Worker {
         // back), and the new pipeline starts once the old one has stopped.
         let (target, metrics, previous) = match connectors.remove(name) {
             Some(mut old) => (old.target, old.metrics.clone(), stop(&mut old)),
-            None => (Target::Running, Arc::new(Metrics::default()), None),
+            // A connector of this name deleted a moment ago may still be stopping, or having its
+            // slot dropped: this one starts after that.
+            None => (Target::Running, Arc::new(Metrics::default()), self.retiring_lock().remove(name)),
         };
         let server = parsed.topic_prefix.clone();
         let mut c =
@@ -379,7 +385,9 @@ impl Worker {
         if target == Target::Running {
             self.start(&mut c, parsed, previous);
         } else {
-            set(&c.state, if target == Target::Paused { State::Paused } else { State::Stopped });
+            // The old pipeline may still be draining: a resume must wait for it.
+            c.run = previous.map(|handle| (cancelled(), handle));
+            c.state = Arc::new(Mutex::new(if target == Target::Paused { State::Paused } else { State::Stopped }));
         }
         connectors.insert(name.to_string(), c);
         drop(connectors);
@@ -411,11 +419,12 @@ impl Worker {
                 }
             }
             Target::Paused | Target::Stopped => {
-                // The pipeline keeps its handle until a resume, which waits for its end.
+                // The pipeline keeps its handle until a resume, which waits for its end. The state
+                // is a new one: the cancelled run, which may end with an error, reports into its own.
                 if let Some((token, _)) = &c.run {
                     token.cancel();
                 }
-                set(&c.state, if target == Target::Paused { State::Paused } else { State::Stopped });
+                c.state = Arc::new(Mutex::new(if target == Target::Paused { State::Paused } else { State::Stopped }));
             }
         }
         drop(connectors);
@@ -623,7 +632,7 @@ impl Worker {
         let Some(mut c) = self.lock().remove(name) else { return };
         let drop_slot = deleted.then(|| self.effective(&c.config).ok()).flatten().filter(|cfg| cfg.slot_drop_on_stop);
         let run = c.run.take();
-        tokio::spawn(async move {
+        let retiring = tokio::spawn(async move {
             if let Some((token, handle)) = run {
                 token.cancel();
                 let _ = handle.await;
@@ -632,6 +641,13 @@ impl Worker {
                 crate::pipeline::drop_slot(&cfg).await;
             }
         });
+        let mut all = self.retiring_lock();
+        all.retain(|_, h| !h.is_finished());
+        all.insert(name.to_string(), retiring);
+    }
+
+    fn retiring_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, tokio::task::JoinHandle<()>>> {
+        self.retiring.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -646,6 +662,13 @@ struct Followed {
 
 fn set(state: &Mutex<State>, s: State) {
     *state.lock().unwrap_or_else(|e| e.into_inner()) = s;
+}
+
+/// A token already cancelled: the mark of a run that is stopping.
+fn cancelled() -> CancellationToken {
+    let t = CancellationToken::new();
+    t.cancel();
+    t
 }
 
 /// Cancels the connector's pipeline; it stops gracefully in its task (outstanding
