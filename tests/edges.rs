@@ -439,13 +439,35 @@ async fn partition_detached_or_dropped_while_the_relay_is_behind_loses_nothing()
     let t = &o.table;
     exec(&o, &format!("ALTER TABLE public.{t} DETACH PARTITION public.{t}_order")).await;
     exec(&o, &format!("DROP TABLE public.{t}_customer")).await;
-    let relay = Relay::start_streaming(&o.config(&[]));
+    let mut relay = Relay::start_streaming(&o.config(&[]));
     let topics: Vec<String> = kinds.iter().map(|k| o.topic(k)).collect();
     let records = consume(&o.env.broker, &topics, 20, Duration::from_secs(30));
     let ids = by_id(&records);
     let missing = rows.iter().filter(|r| !ids.contains_key(&r.id)).count();
     assert_eq!(missing, 0, "{missing} of 20 missing; relay log:\n{}", relay.log_text());
-    let mut relay = relay;
+
+    // Another partitioned table in the publication, of the outbox's shape: its partitions' rows
+    // are that table's, never the outbox's events.
+    let other = format!("{t}_other");
+    exec(&o, &format!("CREATE TABLE public.{other} (LIKE public.{t}) PARTITION BY LIST (aggregatetype)")).await;
+    exec(
+        &o,
+        &format!("CREATE TABLE public.{other}_p PARTITION OF public.{other} FOR VALUES IN ('{}')", o.agg("Order")),
+    )
+    .await;
+    exec(&o, &format!("ALTER PUBLICATION {} ADD TABLE public.{other}", o.publication)).await;
+    exec(&o, &format!("INSERT INTO public.{other} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), '{}', 'not-outbox', 'Created', '{{}}')", o.agg("Order"))).await;
+    exec(&o, &format!("CREATE TABLE public.{t}_order2 PARTITION OF public.{t} FOR VALUES IN ('{}')", o.agg("Order")))
+        .await;
+    exec(&o, &o.insert_sql("Order", "after", Some("{}"))).await;
+    let after = consume(&o.env.broker, &topics, 21, Duration::from_secs(30));
+    assert_eq!(after.len(), 21, "{}", relay.log_text());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let all = consume_until_idle(&o.env.broker, &topics, Duration::from_secs(2));
+    assert!(
+        !all.iter().any(|r| r.key.as_deref() == Some(b"not-outbox".as_slice())),
+        "a row of another published table was published as an outbox event"
+    );
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }

@@ -454,7 +454,13 @@ impl Reader<'_> {
         }
         // Today's catalog says nothing; the catalog at the change may have: a partition detached
         // or dropped after its rows were written.
-        let former = setup::former_partition_owner(&self.sql, r.oid, self.cfg).await?;
+        let former = match setup::former_partition_owner(&self.sql, r.oid, self.cfg).await {
+            Err(e) if self.cfg.errors.tolerate => {
+                tracing::warn!(relation = %format!("{}.{}", r.namespace, r.name), "skipping its changes (errors.tolerance=all): {e}");
+                None
+            }
+            other => other?,
+        };
         if let Some((schema, table)) = &former {
             tracing::warn!(relation = %format!("{}.{}", r.namespace, r.name), outbox = %format!("{schema}.{table}"), "changes of a table that is no longer a partition of the outbox (detached or dropped after they were written) are published as the outbox's, as they were when written");
         }

@@ -220,20 +220,16 @@ pub async fn captured_ancestor(sql: &Client, relation: u32, cfg: &Config) -> Res
 /// so a relation it sends was in the publication then; if the publication does not name it today
 /// (directly, through its schema, or as all tables), it was there as a partition of a published
 /// partitioned table. `Ok(None)` when the relation is in the publication on its own (a table the
-/// operator added: not the outbox) or no captured table is partitioned; an error when several are,
-/// since which one it belonged to can no longer be known.
+/// operator added: not the outbox), is today a partition of another table, or no captured table is
+/// partitioned. An error where it cannot be known whether it was the outbox's: several captured
+/// partitioned tables, or a publication that also names tables pgoutbox does not capture (the
+/// relation may have been one of those, removed since).
 pub async fn former_partition_owner(
     sql: &Client,
     relation: u32,
     cfg: &Config,
 ) -> Result<Option<(String, String)>, SetupFailure> {
-    let Some(publication) = sql
-        .query_opt("SELECT oid, puballtables FROM pg_publication WHERE pubname = $1", &[&cfg.publication_name])
-        .await?
-    else {
-        return Ok(None);
-    };
-    let (oid, all_tables): (u32, bool) = (publication.get(0), publication.get(1));
+    let Some((oid, all_tables)) = publication(sql, cfg).await? else { return Ok(None) };
     if all_tables {
         return Ok(None);
     }
@@ -254,8 +250,32 @@ pub async fn former_partition_owner(
     if named || by_schema {
         return Ok(None);
     }
+    // Still a partition (of a table that is not captured): its changes are that table's.
+    let has_ancestors: bool = sql
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_partition_ancestors($1::oid) a WHERE a.relid <> $1::oid)",
+            &[&relation],
+        )
+        .await?
+        .get(0);
+    if has_ancestors {
+        return Ok(None);
+    }
+    let captured = captured(sql, cfg).await?;
+    let published: Vec<u32> = sql
+        .query("SELECT prrelid FROM pg_publication_rel WHERE prpubid = $1", &[&oid])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if published.iter().any(|p| !captured.iter().any(|c| c.oid == *p)) {
+        return Err(SetupFailure::Setup(SetupError::Publication(format!(
+            "changes of relation {relation} arrive through publication `{}`, which no longer names it nor (today) a table it is a partition of: it was detached, dropped or removed from the publication after its changes were written, and as the publication also names tables pgoutbox does not capture, pgoutbox cannot tell whether they are outbox events; it stops instead of guessing. Set publish.via.partition.root=true for a partitioned outbox (changes then carry the parent's name), or errors.tolerance=all to skip them",
+            cfg.publication_name
+        ))));
+    }
     let partitioned: Vec<(String, String)> =
-        captured(sql, cfg).await?.into_iter().filter(|t| t.partitioned).map(|t| (t.schema, t.table)).collect();
+        captured.into_iter().filter(|t| t.partitioned).map(|t| (t.schema, t.table)).collect();
     match &partitioned[..] {
         [] => Ok(None),
         [one] => Ok(Some(one.clone())),
@@ -264,6 +284,14 @@ pub async fn former_partition_owner(
             partitioned.len()
         )))),
     }
+}
+
+/// The configured publication's oid and whether it is FOR ALL TABLES; `None` when it does not exist.
+async fn publication(sql: &Client, cfg: &Config) -> Result<Option<(u32, bool)>, SetupFailure> {
+    let row = sql
+        .query_opt("SELECT oid, puballtables FROM pg_publication WHERE pubname = $1", &[&cfg.publication_name])
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
 /// Whether the operator named the tables to capture. Without an include list every table is selected,
@@ -275,13 +303,7 @@ fn tables_named(cfg: &Config) -> bool {
 /// The captured tables the publication does not cover: nothing is decoded for them. `None` when the
 /// publication does not exist.
 pub async fn uncovered_tables(sql: &Client, cfg: &Config) -> Result<Option<Vec<CapturedTable>>, SetupFailure> {
-    let Some(publication) = sql
-        .query_opt("SELECT oid, puballtables FROM pg_publication WHERE pubname = $1", &[&cfg.publication_name])
-        .await?
-    else {
-        return Ok(None);
-    };
-    let (oid, all_tables): (u32, bool) = (publication.get(0), publication.get(1));
+    let Some((oid, all_tables)) = publication(sql, cfg).await? else { return Ok(None) };
     if all_tables || !tables_named(cfg) {
         return Ok(Some(Vec::new()));
     }
