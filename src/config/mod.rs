@@ -92,8 +92,9 @@ pub enum ChannelBinding {
 }
 
 /// The authentication requests the client answers (libpq's `require_auth`, pgjdbc's
-/// `requireAuth`): a request of another kind is refused before it is answered, so a password is
-/// never sent in clear or as md5 to a server that should have asked for SCRAM.
+/// `requireAuth`): on the replication connection a request of another kind is refused before it is
+/// answered. The SQL connection (tokio-postgres, which has no such option) is protected only by
+/// `channelBinding=require`; docs/operations.md says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequireAuth {
     pub password: bool,

@@ -232,12 +232,17 @@ impl ReplicationConnection {
             Stream::Left(_) => None,
         };
         let plus_offered = offered.contains(&SCRAM_SHA_256_PLUS.as_bytes());
+        // Whether this client can bind to this server's certificate (not to an Ed25519 or RSA-PSS
+        // one, whose signature names no digest for the openssl crate).
+        let mut can_bind = false;
         if tls.is_some() && plus_offered && p.channel_binding != Binding::Disable {
             let end_point = tls.and_then(|t| t.get_ref().1.peer_certificates()?.first().map(|c| c.as_ref().to_vec()));
             if let Some(hash) = end_point.as_deref().and_then(super::tls::end_point_hash) {
                 let scram = ScramSha256::new(password, ChannelBinding::tls_server_end_point(hash));
                 return Ok((scram, SCRAM_SHA_256_PLUS, true));
             }
+        } else {
+            can_bind = tls.is_some() && p.channel_binding != Binding::Disable;
         }
         if p.channel_binding == Binding::Require {
             return Err(PgError::AuthRefused("database.channelBinding=require, but the server offers no SCRAM-SHA-256-PLUS this client can bind to its certificate; refusing to authenticate".into()));
@@ -247,11 +252,10 @@ impl ReplicationConnection {
                 method: offered.iter().map(|m| String::from_utf8_lossy(m)).collect::<Vec<_>>().join(","),
             });
         }
-        let binding = if tls.is_some() && p.channel_binding != Binding::Disable {
-            ChannelBinding::unrequested()
-        } else {
-            ChannelBinding::unsupported()
-        };
+        // "y,,": this client could bind but the server offered no PLUS (a real server that does
+        // bind then refuses: a downgrade in transit). "n,,": it cannot (no TLS, disabled, or a
+        // certificate it cannot hash), and says so.
+        let binding = if can_bind { ChannelBinding::unrequested() } else { ChannelBinding::unsupported() };
         Ok((ScramSha256::new(password, binding), SCRAM_SHA_256, false))
     }
 

@@ -172,7 +172,8 @@ impl ServerCertVerifier for AcceptAnyCertificate {
 
 /// The `tls-server-end-point` channel binding data of a server certificate (RFC 5929 4.1): its
 /// DER hashed with its signature's digest, SHA-256 where that is MD5 or SHA-1. `None` for a
-/// signature without a digest of its own (Ed25519, RSA-PSS), where libpq cannot bind either.
+/// signature whose digest the openssl crate cannot name (Ed25519; RSA-PSS, whose digest sits in
+/// its parameters, where libpq can bind): the client then says it does not bind (`n,,`).
 pub fn end_point_hash(der: &[u8]) -> Option<Vec<u8>> {
     use openssl::hash::{hash, MessageDigest};
     use openssl::nid::Nid;
