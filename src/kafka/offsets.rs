@@ -97,7 +97,9 @@ impl OffsetStore {
         let consumer: BaseConsumer = client_config(&self.kafka)
             .set("group.id", "pgoutbox-offsets-reader")
             .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
+            // The end of each partition as the fetcher sees it (past compaction gaps and
+            // transaction markers, which no delivered record shows).
+            .set("enable.partition.eof", "true")
             .create()
             .map_err(err)?;
         let md = consumer.fetch_metadata(Some(&self.topic), Duration::from_secs(10)).map_err(err)?;
@@ -113,8 +115,9 @@ impl OffsetStore {
                 Some(code) => return Err(OffsetError::Metadata { topic: self.topic.clone(), code }),
             }
             for p in t.partitions() {
-                let (_, high) = consumer.fetch_watermarks(t.name(), p.id(), Duration::from_secs(10)).map_err(err)?;
-                if high > 0 {
+                let (low, high) = consumer.fetch_watermarks(t.name(), p.id(), Duration::from_secs(10)).map_err(err)?;
+                // An empty partition (never written, or emptied by retention) has nothing to read.
+                if high > low {
                     tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning).map_err(err)?;
                     ends.push((p.id(), high));
                 }
@@ -126,6 +129,7 @@ impl OffsetStore {
         consumer.assign(&tpl).map_err(err)?;
         let start = std::time::Instant::now();
         let mut found = None;
+        let mut at_end = std::collections::BTreeSet::new();
         loop {
             if start.elapsed() > READ_DEADLINE {
                 return Err(OffsetError::Timeout { topic: self.topic.clone() });
@@ -133,6 +137,9 @@ impl OffsetStore {
             match consumer.poll(Duration::from_millis(100)) {
                 Some(Ok(m)) if m.key() == Some(self.key.as_slice()) => found = m.payload().and_then(parse_value),
                 Some(Ok(_)) => {}
+                Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                    at_end.insert(p);
+                }
                 Some(Err(e)) => tracing::debug!(error = %e, topic = %self.topic, "reading the offsets topic"),
                 None => {}
             }
@@ -140,7 +147,8 @@ impl OffsetStore {
             // not the last record read, says how far the read got.
             let positions = consumer.position().map_err(err)?;
             let done = ends.iter().all(|(p, high)| {
-                matches!(positions.find_partition(&self.topic, *p).map(|e| e.offset()), Some(Offset::Offset(o)) if o >= *high)
+                at_end.contains(p)
+                    || matches!(positions.find_partition(&self.topic, *p).map(|e| e.offset()), Some(Offset::Offset(o)) if o >= *high)
             });
             if done {
                 return Ok(found);

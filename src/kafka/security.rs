@@ -93,7 +93,11 @@ pub fn confirmed(refusal: &str) -> bool {
 }
 
 fn confirmed_at(refusal: &str, now: std::time::Instant) -> bool {
-    let refusal = refusal.split(" (").next().unwrap_or(refusal);
+    // The kind, and the broker librdkafka names (`sasl_ssl://host:port/...`): a refusal by one
+    // cluster never confirms one by another.
+    let kind = refusal.split(" (").next().unwrap_or(refusal);
+    let broker = refusal.split("://").nth(1).and_then(|rest| rest.split(['/', ' ', ':']).next()).unwrap_or("");
+    let refusal = &format!("{kind} @ {broker}");
     let mut seen = FIRST_SEEN.lock().unwrap_or_else(|e| e.into_inner());
     let seen = seen.get_or_insert_with(Default::default);
     seen.retain(|_, at| now.saturating_duration_since(*at) <= CONFIRM_WITHIN);

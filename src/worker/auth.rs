@@ -47,10 +47,11 @@ impl std::fmt::Debug for BasicAuth {
 }
 
 /// The JAAS file that `KAFKA_OPTS` points the JVM at (`-Djava.security.auth.login.config=FILE`,
-/// with or without quotes), as Connect's start scripts pass it.
+/// with or without quotes), as Connect's start scripts pass it; the last one given, as the JVM
+/// takes it (an image's KAFKA_OPTS extended by a deployment).
 pub fn jaas_file_from(kafka_opts: &str) -> Option<String> {
     let prefix = format!("-D{JAAS_PROPERTY}=");
-    kafka_opts.split_whitespace().find_map(|arg| {
+    kafka_opts.split_whitespace().rev().find_map(|arg| {
         let v = arg.strip_prefix(&prefix)?.trim_matches(|c| c == '"' || c == '\'');
         (!v.is_empty()).then(|| v.to_string())
     })
@@ -247,5 +248,11 @@ mod tests {
         );
         assert_eq!(jaas_file_from("-Djava.security.auth.login.config=\"/a b\"").as_deref(), Some("/a"));
         assert_eq!(jaas_file_from("-Dother=1"), None);
+        assert_eq!(
+            jaas_file_from("-Djava.security.auth.login.config=/base.conf -Djava.security.auth.login.config=/mine.conf")
+                .as_deref(),
+            Some("/mine.conf"),
+            "the JVM takes the last"
+        );
     }
 }

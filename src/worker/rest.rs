@@ -347,10 +347,14 @@ async fn validate(
     let config = config_map(&body)?;
     // Parsing checks the Kafka client settings by building clients: on a blocking thread, and
     // bounded in number.
-    let _turn = w.heavy_turn().await?;
+    // The turn is held by the blocking work itself: a caller that hangs up does not free it.
+    let turn = w.heavy_turn().await?;
     let checked = {
         let (w, config) = (w.clone(), config.clone());
-        tokio::task::spawn_blocking(move || w.effective(&config).err().map(|e| (error_key(&e), e.to_string())))
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            w.effective(&config).err().map(|e| (error_key(&e), e.to_string()))
+        })
     };
     let problem = checked.await.map_err(|_| error(500, "the validation stopped unexpectedly"))?;
     let mut configs = Vec::new();
