@@ -449,7 +449,11 @@ async fn partition_detached_or_dropped_while_the_relay_is_behind_loses_nothing()
     // Another partitioned table in the publication, of the outbox's shape: its partitions' rows
     // are that table's, never the outbox's events.
     let other = format!("{t}_other");
-    exec(&o, &format!("CREATE TABLE public.{other} (LIKE public.{t}) PARTITION BY LIST (aggregatetype)")).await;
+    exec(
+        &o,
+        &format!("CREATE TABLE public.{other} (LIKE public.{t} INCLUDING DEFAULTS) PARTITION BY LIST (aggregatetype)"),
+    )
+    .await;
     exec(
         &o,
         &format!("CREATE TABLE public.{other}_p PARTITION OF public.{other} FOR VALUES IN ('{}')", o.agg("Order")),

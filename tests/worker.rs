@@ -92,6 +92,28 @@ fn connector_json(o: &Outbox, name: &str) -> Value {
     Value::Object(map)
 }
 
+/// A standalone worker in `dir` on a free port, with the connectors of `files`, once its REST API
+/// answers; and its address.
+fn standalone_worker(dir: &std::path::Path, broker: &str, files: &[&std::path::Path]) -> (Worker, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    std::fs::write(
+        dir.join("worker.properties"),
+        format!(
+            "bootstrap.servers={broker}\nlisteners=http://127.0.0.1:{port}\noffset.storage.file.filename={}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n",
+            dir.join("offsets.dat").display()
+        ),
+    )
+    .unwrap();
+    let worker = Worker::start(dir, files);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(30), "REST API never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (worker, addr)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_runs_connectors_from_files_and_rest() {
     let a = Outbox::new("wrka").await;
@@ -100,17 +122,6 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     b.create_topics(&["Order"], 1).await;
     let dir = std::env::temp_dir().join(format!("pgoutbox-worker-{}-{}", std::process::id(), a.slot));
     std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    std::fs::write(
-        dir.join("worker.properties"),
-        format!(
-            "bootstrap.servers={}\nlisteners=http://127.0.0.1:{port}\noffset.storage.file.filename={}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n",
-            a.env.broker,
-            dir.join("offsets.dat").display()
-        ),
-    )
-    .unwrap();
     let file = dir.join("orders.properties");
     let file_config: String = a
         .config(&["name=orders"])
@@ -119,12 +130,7 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&file, file_config).unwrap();
-    let mut worker = Worker::start(&dir, &[&file]);
-    let start = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(30), "REST API never came up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut worker, addr) = standalone_worker(&dir, &a.env.broker, &[&file]);
 
     let (code, root) = call(&addr, "GET", "/", None);
     assert_eq!((code, root["version"].is_string()), (200, true), "{root}");
@@ -463,12 +469,28 @@ async fn three_workers_share_six_connectors_through_kills_and_returns() {
         Some(&json!({"name": "dist0", "config": connector_json(&outboxes[0], "dist0")})),
     );
     assert_eq!(code, 409, "a duplicate is refused by any worker: {dup}");
+    // Another worker has them as soon as it has read the config topic that far.
+    wait_for("every worker lists the six connectors", Duration::from_secs(20), || {
+        call(&addr(2), "GET", "/connectors", None) == (200, json!(names))
+    });
+    assert_eq!(call(&addr(2), "GET", "/connectors/dist3/config", None).1["database.password"], "[hidden]");
+    wait_balanced(&addr(1), &ports, &names, 2, &outboxes).await;
     // Two creates of one name through two workers at the same moment: the config topic's order
     // decides, exactly one is created and the other refused, and every worker has the winner's
     // config (never the loser's written over it). The database port is closed: these connectors
-    // never stream.
+    // never stream. Their names sort before the others': creating and deleting them moves none of
+    // the six (each keeps its worker), where dealing out the sorted list moved them all.
+    let owners = || -> Vec<Value> {
+        names
+            .iter()
+            .map(|n| {
+                call(&addr(0), "GET", &format!("/connectors/{n}/status"), None).1["connector"]["worker_id"].clone()
+            })
+            .collect()
+    };
+    let before = owners();
     for round in 0..10 {
-        let name = format!("race{round}");
+        let name = format!("a-race{round}");
         let bodies: Vec<Value> = [1, 2]
             .iter()
             .map(|w| {
@@ -498,12 +520,7 @@ async fn three_workers_share_six_connectors_through_kills_and_returns() {
         assert_eq!(call(&addr(2), "DELETE", &format!("/connectors/{name}"), None).0, 204);
         assert_eq!(call(&addr(1), "DELETE", &format!("/connectors/{name}"), None).0, 404, "deleted once");
     }
-    // Another worker has them as soon as it has read the config topic that far.
-    wait_for("every worker lists the six connectors", Duration::from_secs(20), || {
-        call(&addr(2), "GET", "/connectors", None) == (200, json!(names))
-    });
-    assert_eq!(call(&addr(2), "GET", "/connectors/dist3/config", None).1["database.password"], "[hidden]");
-    wait_balanced(&addr(1), &ports, &names, 2, &outboxes).await;
+    assert_eq!(owners(), before, "creates and deletes of other connectors moved none of the six");
 
     let sql = outboxes[0].env.sql().await;
     let mut expected = 0;
@@ -574,23 +591,7 @@ async fn slot_drop_on_stop_drops_the_slot_only_on_delete() {
     o.create_topics(&["Order"], 1).await;
     let dir = std::env::temp_dir().join(format!("pgoutbox-worker-{}-{}", std::process::id(), o.slot));
     std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    std::fs::write(
-        dir.join("worker.properties"),
-        format!(
-            "bootstrap.servers={}\nlisteners=http://127.0.0.1:{port}\noffset.storage.file.filename={}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n",
-            o.env.broker,
-            dir.join("offsets.dat").display()
-        ),
-    )
-    .unwrap();
-    let mut worker = Worker::start(&dir, &[]);
-    let start = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(30), "REST API never came up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut worker, addr) = standalone_worker(&dir, &o.env.broker, &[]);
     let mut config = connector_json(&o, "dropper");
     config["slot.drop.on.stop"] = json!("true");
     let (code, body) = call(&addr, "PUT", "/connectors/dropper/config", Some(&config));
@@ -620,4 +621,48 @@ async fn slot_drop_on_stop_drops_the_slot_only_on_delete() {
     wait_for_async("DELETE drops the slot", Duration::from_secs(30), || async { !slot_exists().await }).await;
     worker.stop();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A config-topic record that does not parse (a bad write by hand, a tool's bug) is not a
+/// deletion: the connector keeps its last good config and target state, and no slot is dropped on
+/// it; an unknown target state does not start a stopped connector.
+#[tokio::test(flavor = "multi_thread")]
+async fn unreadable_config_records_keep_the_last_good_state() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let o = Outbox::new("wrkcorrupt").await;
+    let broker = o.env.broker.clone();
+    let group = unique("pgoutbox-corrupt");
+    let root = std::env::temp_dir().join(format!("pgoutbox-corrupt-{}", std::process::id()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut worker = cluster_worker(&root, &group, &broker, port);
+    let mut config = connector_json(&o, "keeper");
+    config["slot.drop.on.stop"] = json!("true");
+    assert_eq!(call(&addr, "PUT", "/connectors/keeper/config", Some(&config)).0, 201);
+    wait_state(&addr, "keeper", "RUNNING");
+    assert!(o.confirmed_flush().await.is_some(), "the connector made its slot");
+    assert_eq!(call(&addr, "PUT", "/connectors/keeper/stop", None).0, 204);
+    wait_state(&addr, "keeper", "STOPPED");
+    let producer: BaseProducer = rdkafka::ClientConfig::new().set("bootstrap.servers", &broker).create().unwrap();
+    let topic = format!("{group}-configs");
+    for (key, value) in [("connector-keeper", "{not json"), ("target-state-keeper", r#"{"state":"BOGUS"}"#)] {
+        producer.send(BaseRecord::<str, str>::to(&topic).key(key).payload(value)).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    // A write after them, read back by the worker, shows it has read past the bad records.
+    let mut other = connector_json(&o, "marker");
+    other["database.port"] = json!("1");
+    assert_eq!(call(&addr, "PUT", "/connectors/marker/config", Some(&other)).0, 201);
+    assert_eq!(call(&addr, "GET", "/connectors", None).1, json!(["keeper", "marker"]));
+    let (code, kept) = call(&addr, "GET", "/connectors/keeper/config", None);
+    assert_eq!((code, &kept["topic.prefix"]), (200, &config["topic.prefix"]), "{kept}");
+    wait_state(&addr, "keeper", "STOPPED");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(call(&addr, "GET", "/connectors/keeper/status", None).1["connector"]["state"], "STOPPED");
+    assert!(worker.log_text().contains("is not JSON"), "the bad record is reported");
+    assert!(o.confirmed_flush().await.is_some(), "the slot is still there");
+    assert_eq!(call(&addr, "DELETE", "/connectors/marker", None).0, 204);
+    assert_eq!(call(&addr, "DELETE", "/connectors/keeper", None).0, 204);
+    worker.stop();
+    let _ = std::fs::remove_dir_all(root);
 }

@@ -318,11 +318,16 @@ impl Relay {
 
     /// SIGTERM, then waits for the exit (bounded).
     pub fn stop(&mut self) -> ExitStatus {
+        self.stop_with("TERM")
+    }
+
+    /// Sends `signal` (a name `kill` takes: TERM, HUP, INT), then waits for the exit (bounded).
+    pub fn stop_with(&mut self, signal: &str) -> ExitStatus {
         let mut c = self.child.take().expect("relay running");
-        unsafe_sigterm(c.id());
+        let _ = Command::new("kill").arg(format!("-{signal}")).arg(c.id().to_string()).status();
         wait_exit(&mut c, Duration::from_secs(30)).unwrap_or_else(|| {
             let _ = c.kill();
-            panic!("relay did not stop within 30s after SIGTERM; log:\n{}", self.log_text())
+            panic!("relay did not stop within 30s after SIG{signal}; log:\n{}", self.log_text())
         })
     }
 
