@@ -486,3 +486,14 @@ fn config_errors_never_repeat_a_value() {
     assert!(echoed.is_empty(), "values repeated:\n{echoed:#?}");
     assert!(tried > 1000, "only {tried} values tried: did the docs' key list move?");
 }
+
+/// A producer queue (buffer.memory) smaller than the largest record (max.request.size) could
+/// never take a record between the two: refused at start, naming both keys.
+#[test]
+fn config_refuses_a_producer_queue_smaller_than_its_largest_record() {
+    let e = with(&["producer.buffer.memory=524288"]).unwrap_err().to_string();
+    assert!(e.contains("buffer.memory") && e.contains("max.request.size"), "{e}");
+    let e = with(&["producer.override.max.request.size=33554432"]).unwrap_err().to_string();
+    assert!(e.contains("buffer.memory"), "{e}");
+    assert!(with(&["producer.buffer.memory=67108864", "producer.override.max.request.size=33554432"]).is_ok());
+}
