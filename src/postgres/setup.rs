@@ -233,21 +233,8 @@ pub async fn former_partition_owner(
     if all_tables {
         return Ok(None);
     }
-    let named: bool = sql
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_publication_rel WHERE prpubid = $1 AND prrelid = $2)",
-            &[&oid, &relation],
-        )
-        .await?
-        .get(0);
-    let schema_level: bool =
-        sql.query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[]).await?.get(0);
-    let by_schema: bool = schema_level
-        && sql
-            .query_one("SELECT EXISTS (SELECT 1 FROM pg_publication_namespace WHERE pnpubid = $1)", &[&oid])
-            .await?
-            .get(0);
-    if named || by_schema {
+    let (published, schemas) = publication_members(sql, oid).await?;
+    if published.contains(&relation) || !schemas.is_empty() {
         return Ok(None);
     }
     // Still a partition (of a table that is not captured): its changes are that table's.
@@ -262,12 +249,6 @@ pub async fn former_partition_owner(
         return Ok(None);
     }
     let captured = captured(sql, cfg).await?;
-    let published: Vec<u32> = sql
-        .query("SELECT prrelid FROM pg_publication_rel WHERE prpubid = $1", &[&oid])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
     if published.iter().any(|p| !captured.iter().any(|c| c.oid == *p)) {
         return Err(SetupFailure::Setup(SetupError::Publication(format!(
             "changes of relation {relation} arrive through publication `{}`, which no longer names it nor (today) a table it is a partition of: it was detached, dropped or removed from the publication after its changes were written, and as the publication also names tables pgoutbox does not capture, pgoutbox cannot tell whether they are outbox events; it stops instead of guessing. Set publish.via.partition.root=true for a partitioned outbox (changes then carry the parent's name), or errors.tolerance=all to skip them",
@@ -294,6 +275,28 @@ async fn publication(sql: &Client, cfg: &Config) -> Result<Option<(u32, bool)>, 
     Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
+/// The tables a publication names (`FOR TABLE`) and the schemas it names (`FOR TABLES IN SCHEMA`,
+/// PostgreSQL 15+), by oid.
+async fn publication_members(sql: &Client, oid: u32) -> Result<(Vec<u32>, Vec<u32>), SetupFailure> {
+    let tables: Vec<u32> = sql
+        .query("SELECT prrelid FROM pg_publication_rel WHERE prpubid = $1", &[&oid])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let schemas: Vec<u32> =
+        if sql.query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[]).await?.get(0) {
+            sql.query("SELECT pnnspid FROM pg_publication_namespace WHERE pnpubid = $1", &[&oid])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        } else {
+            Vec::new()
+        };
+    Ok((tables, schemas))
+}
+
 /// Whether the operator named the tables to capture. Without an include list every table is selected,
 /// so a publication that leaves some out says nothing about the outbox.
 fn tables_named(cfg: &Config) -> bool {
@@ -307,23 +310,7 @@ pub async fn uncovered_tables(sql: &Client, cfg: &Config) -> Result<Option<Vec<C
     if all_tables || !tables_named(cfg) {
         return Ok(Some(Vec::new()));
     }
-    let tables: Vec<u32> = sql
-        .query("SELECT prrelid FROM pg_publication_rel WHERE prpubid = $1", &[&oid])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    // FOR TABLES IN SCHEMA (PostgreSQL 15+).
-    let schemas: Vec<u32> =
-        if sql.query_one("SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL", &[]).await?.get(0) {
-            sql.query("SELECT pnnspid FROM pg_publication_namespace WHERE pnpubid = $1", &[&oid])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect()
-        } else {
-            Vec::new()
-        };
+    let (tables, schemas) = publication_members(sql, oid).await?;
     let covered = |t: &CapturedTable| {
         tables.contains(&t.oid) || t.ancestors.iter().any(|a| tables.contains(a)) || schemas.contains(&t.namespace)
     };
