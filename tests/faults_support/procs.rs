@@ -1,9 +1,7 @@
 //! Processes a fault scenario controls: the relay (killed, restarted, its memory sampled), and
 //! PostgreSQL and broker instances of the scenario's own (stopped and started again on the same port).
 //!
-//! PostgreSQL and the sqlite broker go through `scripts/services.sh`, the same code CI uses; a broker
-//! that must advertise a proxy's address is started directly, because the script advertises the port it
-//! listens on.
+//! PostgreSQL and Apache Kafka go through `scripts/services.sh`, the same code CI uses.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,10 +61,6 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod scratch dir");
     dir
-}
-
-fn port_open(port: u16) -> bool {
-    std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_ok()
 }
 
 pub async fn connect_sql(port: u16) -> Result<Client, tokio_postgres::Error> {
@@ -136,89 +130,84 @@ impl Drop for PgCluster {
     }
 }
 
-/// A tansu broker of a scenario's own, stopped and removed on drop.
+/// An Apache Kafka cluster of a scenario's own (KRaft, combined broker+controller nodes, through
+/// `scripts/services.sh`), stopped and removed on drop.
 pub struct Broker {
     pub dir: PathBuf,
-    /// Where it listens.
-    pub port: u16,
-    /// Where clients are told to connect (a proxy's port, or `port`).
-    pub advertised: u16,
-    storage: &'static str,
-    /// Set when started directly rather than through services.sh.
-    child: Option<Child>,
+    /// Its PLAINTEXT bootstrap list (a proxy's port, where started behind one).
+    addr: String,
+    pub nodes: usize,
 }
 
 impl Broker {
-    /// Persistent (sqlite) storage through services.sh, so it can be restarted with its data.
-    pub fn start_sqlite(name: &str) -> Broker {
-        let dir = scratch_dir(name);
-        let port = free_port();
-        let b = Broker { dir, port, advertised: port, storage: "sqlite", child: None };
-        b.start_again();
-        b
+    /// One node; started again with its data after [`Broker::crash`].
+    pub fn start(name: &str) -> Broker {
+        Broker::start_nodes(name, 1)
     }
 
-    /// In-memory storage, listening on `port` but advertising `advertised` (a proxy in front of it).
-    pub fn start_memory_behind(name: &str, port: u16, advertised: u16) -> Broker {
-        let dir = scratch_dir(name);
-        let log = std::fs::File::create(dir.join("broker.log")).expect("broker log");
-        let tansu = std::env::var("PGOUTBOX_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/pgoutbox"))
-            .join("tansu-0.6.0/bin/tansu");
-        let child = Command::new(&tansu)
-            .current_dir(&dir)
-            .args(["broker", "--listener-url", &format!("tcp://127.0.0.1:{port}")])
-            .args(["--advertised-listener-url", &format!("tcp://127.0.0.1:{advertised}")])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e} (run scripts/install.sh)", tansu.display()));
-        let start = Instant::now();
-        while !port_open(port) {
-            assert!(start.elapsed() < Duration::from_secs(10), "broker did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Broker { dir, port, advertised, storage: "memory", child: Some(child) }
+    /// NODES nodes (3: replication factor 3, min.insync.replicas=2).
+    pub fn start_nodes(name: &str, nodes: usize) -> Broker {
+        Broker::start_with(name, nodes, &[])
+    }
+
+    /// One node listening on `port` but advertising `advertised` (a proxy in front of it).
+    pub fn start_behind(name: &str, port: u16, advertised: u16) -> Broker {
+        Broker::start_with(
+            name,
+            1,
+            &[("KAFKA_PLAIN_PORT", &port.to_string()), ("KAFKA_ADVERTISED_PORT", &advertised.to_string())],
+        )
+    }
+
+    fn start_with(name: &str, nodes: usize, env: &[(&str, &str)]) -> Broker {
+        let dir = scratch_dir(name).join("kafka");
+        services_with(env, &["kafka-start", &dir.to_string_lossy(), &nodes.to_string()]);
+        let text = std::fs::read_to_string(dir.join("env")).expect("the cluster's env file");
+        let addr = text
+            .lines()
+            .find_map(|l| l.strip_prefix("PLAINTEXT="))
+            .expect("PLAINTEXT in the cluster's env file")
+            .to_string();
+        Broker { dir, addr, nodes }
     }
 
     /// The bootstrap address clients use.
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.advertised)
+        self.addr.clone()
     }
 
-    /// Kills the broker at once (SIGKILL), as a crash or a lost machine would.
-    ///
-    /// Not SIGTERM: tansu 0.6 then stops its storage first but keeps answering produce requests
-    /// (UNKNOWN_SERVER_ERROR) until it is killed; librdkafka's idempotent producer answers those
-    /// by bumping its epoch locally, which Apache Kafka accepts and tansu's sqlite engine does not
-    /// (it panics looking up the unknown epoch, lite.rs:503, and every later produce fails until
-    /// the broker is restarted). Seen in about a third of the runs of the broker-restart scenario.
+    /// Kills every node at once (SIGKILL), as a crash or a lost machine would.
     pub fn crash(&self) {
-        services(&["broker-stop", &self.dir.to_string_lossy(), "kill"]);
+        services(&["kafka-stop", &self.dir.to_string_lossy(), "kill"]);
     }
 
+    /// Starts every node again, with its data; returns when each listens.
     pub fn start_again(&self) {
-        services(&["broker-start", &self.dir.to_string_lossy(), &self.port.to_string(), self.storage]);
+        services(&["kafka-start", &self.dir.to_string_lossy()]);
+    }
+
+    /// Stops node ID (1-based): `kill` is SIGKILL, `term` a clean shutdown.
+    pub fn stop_node(&self, id: usize, how: &str) {
+        services(&["kafka-node-stop", &self.dir.to_string_lossy(), &id.to_string(), how]);
+    }
+
+    /// Starts node ID again and waits until it listens.
+    pub fn start_node(&self, id: usize) {
+        services(&["kafka-node-start", &self.dir.to_string_lossy(), &id.to_string()]);
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        } else {
-            let _ = Command::new("bash")
-                .arg(scripts_dir().join("services.sh"))
-                .args(["broker-stop", &self.dir.to_string_lossy()])
-                .output();
-        }
+        let _ = Command::new("bash")
+            .arg(scripts_dir().join("services.sh"))
+            .args(["kafka-stop", &self.dir.to_string_lossy(), "kill"])
+            .output();
+        let scratch = self.dir.parent().map(Path::to_path_buf).unwrap_or_else(|| self.dir.clone());
         if std::thread::panicking() {
-            eprintln!("broker log kept at {}", self.dir.join("broker.log").display());
+            eprintln!("broker logs kept under {}", self.dir.display());
         } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_dir_all(&scratch);
         }
     }
 }
