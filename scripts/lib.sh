@@ -326,6 +326,8 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SASL_PLAINT
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
+# As on most managed clusters (MSK, Confluent Cloud): topics are created on purpose, not by a typo.
+auto.create.topics.enable=false
 default.replication.factor=$rf
 min.insync.replicas=$isr
 offsets.topic.replication.factor=$rf

@@ -5,6 +5,7 @@
 #   services.sh pg-standby-start PRIMARY_DIR PRIMARY_PORT STANDBY_DIR STANDBY_PORT
 #   services.sh kafka-start DIR [NODES]   services.sh kafka-stop DIR [term|kill]   (Apache Kafka, KRaft)
 #   services.sh kafka-node-start DIR ID    services.sh kafka-node-stop DIR ID [term|kill]
+#   services.sh kafka-tool DIR CLASS ARGS...   (a Kafka tool's main class, e.g. partition reassignment)
 #   services.sh free-port
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +21,7 @@ case "$cmd" in
     kafka-stop) kafka_stop "$@" ;;
     kafka-node-start) kafka_node_start "$@"; kafka_node_wait "$@" ;;
     kafka-node-stop) kafka_node_stop "$@" ;;
+    kafka-tool) d=$1; shift; KAFKA_TOOL_LOGS=$d kafka_java "$@" ;;
     free-port) free_port ;;
     pg-bindir) pg_bindir ;;
     *) die "usage: services.sh pg-start|pg-stop|broker-start|broker-stop|free-port|pg-bindir ..." ;;

@@ -673,3 +673,127 @@ async fn postgres_fast_shutdown_is_not_held_by_an_idle_relay() {
     })
     .await;
 }
+
+/// The leader and replicas of `topic`'s partition `partition`, as the cluster's metadata says.
+fn partition_layout(bootstrap: &str, topic: &str, partition: i32) -> (i32, Vec<i32>) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("a client");
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
+    let p = md.topics()[0].partitions().iter().find(|p| p.id() == partition).expect("the partition");
+    (p.leader(), p.replicas().to_vec())
+}
+
+/// `topic`'s replication factor and cleanup policy, from the cluster.
+async fn topic_shape(bootstrap: &str, topic: &str) -> (usize, usize, String) {
+    use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+    use rdkafka::client::DefaultClientContext;
+    let b = bootstrap.to_string();
+    let t = topic.to_string();
+    let (partitions, replicas) = tokio::task::spawn_blocking(move || {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", &b).create().unwrap();
+        let md = c.fetch_metadata(Some(&t), Duration::from_secs(10)).unwrap();
+        let parts = md.topics()[0].partitions();
+        (parts.len(), parts.first().map_or(0, |p| p.replicas().len()))
+    })
+    .await
+    .unwrap();
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let described = admin.describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()).await.unwrap();
+    let policy = described[0]
+        .as_ref()
+        .ok()
+        .and_then(|r| r.get("cleanup.policy"))
+        .and_then(|e| e.value.clone())
+        .unwrap_or_default();
+    (partitions, replicas, policy)
+}
+
+/// What only a real cluster shows, on three Kafka nodes (replication factor 3,
+/// `min.insync.replicas=2`) under an application workload: the relay's offsets topic is created
+/// replicated and compacted; a broker SIGKILLed, a rolling restart of all three, and a partition's
+/// leader moved by reassignment lose nothing, keep each aggregate's order, and never stop the relay;
+/// with two of three down (below `min.insync.replicas`, and the controller quorum gone with them) it
+/// warns, holds its confirmed position, and resumes when they return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_kafka_brokers_killed_rolled_reassigned_and_two_down_lose_nothing() {
+    let name = "three_kafka_brokers_killed_rolled_reassigned_and_two_down_lose_nothing";
+    bounded(name, Duration::from_secs(600), async {
+        let seed = Rng::seed();
+        let kinds = ["Order", "Customer"];
+        let broker = Broker::start_nodes("threebrokers", 3);
+        let bed = Bed::new("threebrokers", Env::get().pg_port, &broker.addr()).await;
+        bed.create_topics(&kinds, 3).await;
+        let mut relay = RelayProc::start("threebrokers", &bed.config(&["task.shutdown.graceful.timeout.ms=5000"]));
+        relay.wait_count(STREAMING, 1, Duration::from_secs(60)).await;
+        // No offset.storage.replication.factor: Connect's 3, compacted, Connect's 25 partitions.
+        let (partitions, replicas, policy) = topic_shape(&broker.addr(), "pgoutbox-offsets").await;
+        assert_eq!((partitions, replicas, policy.as_str()), (25, 3, "compact"), "the offsets topic's shape");
+        let load = Load::start(&bed, bed.pg_port, LoadSpec { writers: 3, pause: Duration::from_millis(5), ..LoadSpec::default() }, seed);
+        let mut figures = Vec::new();
+
+        // One broker SIGKILLed: leaders move to the other two; min.insync.replicas=2 still holds.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        broker.stop_node(2, "kill");
+        let down = Instant::now();
+        let published = bed.probe_round_trip(down, Duration::from_secs(120)).await;
+        assert!(relay.running(), "the relay exited with a broker down; log tail:\n{}", relay.log_tail(30));
+        broker.start_node(2);
+        figures.push(format!("one_killed: published_again {}", ms(published)));
+
+        // A rolling restart, one broker at a time, each waited for.
+        for id in 1..=3 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            broker.stop_node(id, "term");
+            let at = Instant::now();
+            let published = bed.probe_round_trip(at, Duration::from_secs(120)).await;
+            broker.start_node(id);
+            assert!(relay.running(), "the relay exited in the rolling restart; log tail:\n{}", relay.log_tail(30));
+            figures.push(format!("roll_{id}: published_again {}", ms(published)));
+        }
+
+        // A partition's leader moved by Kafka's reassignment tool, onto the two other brokers.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let topic = bed.topic("Order");
+        let (leader, _) = tokio::task::block_in_place(|| partition_layout(&broker.addr(), &topic, 0));
+        let others: Vec<i32> = (1..=3).filter(|&b| b != leader).collect();
+        let at = Instant::now();
+        tokio::task::block_in_place(|| broker.reassign(&topic, 0, &others));
+        let (new_leader, new_replicas) = tokio::task::block_in_place(|| partition_layout(&broker.addr(), &topic, 0));
+        assert_ne!(new_leader, leader, "the reassignment moved the leader");
+        assert_eq!(new_replicas, others);
+        let published = bed.probe_round_trip(at, Duration::from_secs(120)).await;
+        figures.push(format!("reassigned {leader}->{new_leader}: published_again {}", ms(published)));
+
+        // Two of three down: nothing can be acknowledged. The relay keeps running, warns, and the
+        // slot's confirmed position stays where it was.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let warnings_before = relay.count("for an acknowledgement");
+        broker.stop_node(2, "kill");
+        broker.stop_node(3, "kill");
+        let down = Instant::now();
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let held = bed.confirmed().await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(relay.running(), "the relay exited with two brokers down; log tail:\n{}", relay.log_tail(30));
+        assert_eq!(bed.confirmed().await, held, "the confirmed position moved while nothing could be acknowledged");
+        assert!(
+            relay.count("for an acknowledgement") > warnings_before,
+            "no warning that acknowledgements stopped; log tail:\n{}",
+            relay.log_tail(30)
+        );
+        broker.start_node(2);
+        broker.start_node(3);
+        let up = Instant::now();
+        let published = bed.probe_round_trip(up, Duration::from_secs(180)).await;
+        figures.push(format!("two_down {:.0}s: published_again {}", (up - down).as_secs_f64(), ms(published)));
+
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stats = load.stop().await;
+        settle(name, &bed, &kinds, &mut relay, written(&stats), &format!("[{}]", figures.join("; "))).await;
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+        bed.drop_slot().await;
+    })
+    .await;
+}

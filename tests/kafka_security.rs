@@ -364,3 +364,155 @@ async fn jks_truststore_is_refused_with_the_keytool_command() {
     assert!(text.contains("keytool -importkeystore") && text.contains("ssl.truststore.location"), "{text}");
     assert!(!text.contains("trust-pass"), "{text}");
 }
+
+/// SASL PLAIN (carol) and OAUTHBEARER with Kafka's unsecured tokens, each over SASL_SSL, and each
+/// relay kept running past the broker's `connections.max.reauth.ms`: Kafka closes a connection whose
+/// session expired unless the client authenticates again on it, so events written after the expiry
+/// arriving without the session restarting show re-authentication works.
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_plain_and_oauthbearer_deliver_across_reauthentication() {
+    let s = Secure::start();
+    let reauth = Duration::from_millis(s.get("REAUTH_MS").parse().unwrap());
+    let carol = s.get("CAROL_PASSWORD").to_string();
+    let plain = format!(
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="carol" password="{carol}";"#
+    );
+    let oauth = r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";"#;
+    let ca = s.file("ca.pem");
+    let mut runs = Vec::new();
+    for (name, mechanism, jaas) in [("sec_plain", "PLAIN", plain.as_str()), ("sec_oauth", "OAUTHBEARER", oauth)] {
+        let o = Outbox::new(name).await;
+        let keys = vec![
+            "security.protocol=SASL_SSL".to_string(),
+            format!("sasl.mechanism={mechanism}"),
+            format!("sasl.jaas.config={jaas}"),
+            format!("ssl.truststore.location={ca}"),
+            "ssl.truststore.type=PEM".to_string(),
+        ];
+        let relay = Relay::start_streaming(&secured(&o, s.get("SASL_SSL"), &keys));
+        insert(&o, 3).await;
+        runs.push((o, relay));
+    }
+    let reader = [
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "carol"),
+        ("sasl.password", carol.as_str()),
+        ("ssl.ca.location", ca.as_str()),
+    ];
+    for (o, relay) in &runs {
+        let got = read_back(s.get("SASL_SSL"), &reader, &o.topic("Order"), 3);
+        assert_eq!(got.len(), 3, "relay log:\n{}", relay.log_text());
+    }
+    // Past the session's lifetime, with the producers' connections idle and then busy again.
+    tokio::time::sleep(reauth + Duration::from_secs(5)).await;
+    for (o, relay) in &mut runs {
+        // Every row of the outbox: the 3 from before the expiry and 6 more.
+        let ids = insert(o, 6).await;
+        let got = read_back(s.get("SASL_SSL"), &reader, &o.topic("Order"), ids.len());
+        assert_eq!(got, ids, "every event, in commit order, after the session expired; relay log:\n{}", relay.log_text());
+        let log = relay.log_text();
+        assert!(!log.contains("reconnecting"), "the session restarted:\n{log}");
+        assert!(!log.contains(&carol), "a secret reached the log:\n{log}");
+        assert_eq!(relay.stop().code(), Some(0));
+        o.drop_slot().await;
+    }
+}
+
+/// Adds (or removes) `operations` on `topic` for User:dave with Kafka's own ACL tool, over the
+/// cluster's PLAINTEXT listener (a super user).
+fn acl(s: &Secure, add: bool, topic: &str, operations: &[&str]) {
+    let scripts = std::env::var("PGOUTBOX_TEST_SCRIPTS").expect("PGOUTBOX_TEST_SCRIPTS: run through scripts/test.sh");
+    let mut args = vec![
+        format!("{scripts}/services.sh"),
+        "kafka-tool".into(),
+        s.dir.to_string_lossy().into_owned(),
+        "org.apache.kafka.tools.AclCommand".into(),
+        "--bootstrap-server".into(),
+        s.get("PLAINTEXT").to_string(),
+        if add { "--add".into() } else { "--remove".into() },
+        "--force".into(),
+        "--allow-principal".into(),
+        "User:dave".into(),
+        "--topic".into(),
+        topic.to_string(),
+    ];
+    for op in operations {
+        args.extend(["--operation".to_string(), op.to_string()]);
+    }
+    let out = tokio::task::block_in_place(|| std::process::Command::new("bash").args(&args).output().expect("run AclCommand"));
+    assert!(out.status.success(), "AclCommand failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Kafka's authorizer on: a principal (dave) with exactly the grants docs/operations.md lists
+/// delivers; with one of them removed the relay stops naming that grant and the topic: WRITE on the
+/// event topic, CREATE for a topic that is missing, the offsets topic. IDEMPOTENT_WRITE is never
+/// granted: since Kafka 3.0 WRITE on the topic allows the idempotent producer.
+#[tokio::test(flavor = "multi_thread")]
+async fn acl_grants_as_documented_work_and_each_missing_one_is_named() {
+    let s = Secure::start();
+    let o = Outbox::new("sec_acl").await;
+    let password = s.get("DAVE_PASSWORD").to_string();
+    let offsets = format!("acl-offsets-{}", o.slot);
+    let topic = o.topic("Order");
+    let keys = vec![
+        "security.protocol=SASL_SSL".to_string(),
+        "sasl.mechanism=SCRAM-SHA-512".to_string(),
+        format!("sasl.jaas.config={}", s.scram("dave", &password)),
+        format!("ssl.truststore.location={}", s.file("ca.pem")),
+        format!("offset.storage.topic={offsets}"),
+    ];
+    let config = secured(&o, s.get("SASL_SSL"), &keys);
+    acl(&s, true, &topic, &["WRITE", "DESCRIBE", "CREATE"]);
+    acl(&s, true, &offsets, &["Read", "Write", "Describe", "Create", "DescribeConfigs"]);
+    let alice = [
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.username", "alice"),
+        ("sasl.password", s.get("ALICE_PASSWORD")),
+        ("ssl.ca.location", &s.file("ca.pem")),
+    ];
+
+    // Every documented grant: delivered.
+    let mut relay = Relay::start_streaming(&config);
+    let ids = insert(&o, 3).await;
+    let got = read_back(s.get("SASL_SSL"), &alice, &topic, ids.len());
+    assert_eq!(got, ids, "relay log:\n{}", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+
+    // WRITE on the event topic removed: exit 6, naming WRITE and the topic.
+    acl(&s, false, &topic, &["WRITE"]);
+    let mut relay = Relay::start_streaming(&config);
+    insert(&o, 1).await;
+    let status = relay.wait(Duration::from_secs(90)).unwrap_or_else(|| panic!("kept running:\n{}", relay.log_text()));
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(6), "{log}");
+    assert!(log.contains("grant this client WRITE") && log.contains(&topic), "{log}");
+    acl(&s, true, &topic, &["WRITE"]);
+
+    // CREATE removed: an existing topic is still written (as Connect), a missing one is named.
+    acl(&s, false, &topic, &["CREATE"]);
+    let other = o.topic("Customer");
+    acl(&s, true, &other, &["WRITE", "DESCRIBE"]);
+    let mut relay = Relay::start_streaming(&config);
+    let sql = o.env.sql().await;
+    sql.batch_execute(&o.insert_sql("Customer", "c-1", Some("{}"))).await.unwrap();
+    let status = relay.wait(Duration::from_secs(90)).unwrap_or_else(|| panic!("kept running:\n{}", relay.log_text()));
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(6), "{log}");
+    assert!(log.contains("grant this client CREATE") && log.contains(&other), "{log}");
+    // Everything before the refused event was delivered, the events of the first phase included.
+    let got = read_back(s.get("SASL_SSL"), &alice, &topic, 4);
+    assert_eq!(got.len(), 4, "{log}");
+
+    // WRITE on the offsets topic removed: exit 7 at the session's start (the slot's record is written
+    // before streaming), naming the topic and the grants.
+    acl(&s, false, &offsets, &["WRITE"]);
+    let mut relay = Relay::start(&config);
+    let status = relay.wait(Duration::from_secs(90)).unwrap_or_else(|| panic!("kept running:\n{}", relay.log_text()));
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(7), "{log}");
+    assert!(log.contains("grant this client READ, WRITE and CREATE") && log.contains(&offsets), "{log}");
+    assert!(!log.contains(&password), "a secret reached the log:\n{log}");
+    o.drop_slot().await;
+}

@@ -262,6 +262,11 @@ pub struct Config {
     /// `offset.storage.topic`: where the relay records the slot it streams from (see
     /// `kafka::offsets`), so that a slot lost while the relay was stopped is noticed.
     pub offset_topic: String,
+    /// `offset.storage.partitions` (Connect's default, 25) and `offset.storage.replication.factor`:
+    /// used when pgoutbox creates `offset_topic`. `None` for the replication factor when the key is
+    /// not set: 3, or the cluster's broker count where it has fewer (see `kafka::offsets`).
+    pub offset_partitions: i32,
+    pub offset_replication: Option<i32>,
     pub heartbeat: Option<Heartbeat>,
     pub snapshot_mode: SnapshotMode,
     pub errors: ErrorTolerance,
@@ -331,6 +336,8 @@ impl Config {
             publish_via_partition_root: stream.publish_via_partition_root,
             slot_failover: stream.slot_failover,
             offset_topic: stream.offset_topic,
+            offset_partitions: stream.offset_partitions,
+            offset_replication: stream.offset_replication,
             heartbeat,
             snapshot_mode: stream.snapshot_mode,
             errors,
@@ -486,6 +493,8 @@ struct Stream {
     publish_via_partition_root: bool,
     slot_failover: bool,
     offset_topic: String,
+    offset_partitions: i32,
+    offset_replication: Option<i32>,
 }
 
 fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
@@ -537,6 +546,21 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         publish_via_partition_root: r.bool_or("publish.via.partition.root", false)?,
         slot_failover: r.bool_or("slot.failover", false)?,
         offset_topic: r.string_or("offset.storage.topic", DEFAULT_OFFSET_TOPIC),
+        offset_partitions: match r.str("offset.storage.partitions") {
+            None => 25,
+            Some(v) => v.parse().ok().filter(|&n: &i32| n > 0).ok_or_else(|| {
+                invalid("offset.storage.partitions", "is not a positive number of partitions")
+            })?,
+        },
+        offset_replication: match r.str("offset.storage.replication.factor") {
+            None => None,
+            Some(v) => Some(v.parse().ok().filter(|&n: &i32| n > 0 || n == -1).ok_or_else(|| {
+                invalid(
+                    "offset.storage.replication.factor",
+                    "is not a positive replication factor (or -1 for the broker's default)",
+                )
+            })?),
+        },
     })
 }
 

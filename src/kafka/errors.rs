@@ -95,6 +95,35 @@ pub fn is_permanent(error: &KafkaError) -> Option<&'static str> {
     })
 }
 
+/// The error code of `e`, including an admin operation's (which rdkafka's own accessor leaves out).
+pub fn code_of(e: &KafkaError) -> Option<RDKafkaErrorCode> {
+    match e {
+        KafkaError::AdminOp(code) => Some(*code),
+        e => e.rdkafka_error_code(),
+    }
+}
+
+/// The fix for a topic creation (`topic.creation.default.*`) the cluster refused for good, `None`
+/// for one worth retrying (a broker or controller that did not answer).
+pub fn creation_fix(code: RDKafkaErrorCode) -> Option<&'static str> {
+    use RDKafkaErrorCode as C;
+    Some(match code {
+        C::TopicAuthorizationFailed | C::ClusterAuthorizationFailed => {
+            "the client may not create topics: grant this client CREATE on the topic (or on the cluster), or create the topic beforehand"
+        }
+        C::InvalidTopic => {
+            "the routed topic name is not a valid Kafka topic name (1 to 249 characters of ASCII letters, digits, '.', '_' and '-'); check route.topic.replacement and the aggregate type"
+        }
+        C::PolicyViolation => "the cluster's topic-creation policy refuses it; see the broker's log, or create the topic beforehand",
+        C::InvalidReplicationFactor => {
+            "topic.creation.default.replication.factor is more than the cluster's brokers (-1 takes the broker's default.replication.factor)"
+        }
+        C::InvalidPartitions => "topic.creation.default.partitions is not a partition count the cluster accepts",
+        C::InvalidConfig => "the cluster refused a setting of the new topic; check the topic.creation.* keys",
+        _ => return None,
+    })
+}
+
 /// The codes that say the client lacks a permission: no retry helps until an operator grants it.
 pub fn is_authorization(code: RDKafkaErrorCode) -> bool {
     use RDKafkaErrorCode as C;

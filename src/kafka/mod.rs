@@ -5,6 +5,7 @@ pub mod errors;
 pub mod offsets;
 mod producer;
 pub mod security;
+pub mod topics;
 
 pub use errors::{is_permanent, DeliveryFailure, Error};
-pub use producer::{base_config, base_record, client_config, create_compacted, create_topics, Ack, Producer};
+pub use producer::{base_config, base_record, client_config, create_topics, topic_exists, Ack, Producer};

@@ -23,7 +23,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _, ProducerContext
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::json;
 
-use super::producer::{client_config, create_topics};
+use super::producer::client_config;
+use super::topics::{ensure_compacted, Compacted, TopicError};
 use crate::config::KafkaConfig;
 use crate::lsn::Lsn;
 
@@ -59,6 +60,16 @@ pub enum OffsetError {
     Timeout { topic: String },
     #[error("offsets topic `{topic}`: its metadata says {code}; check the topic and that the principal may describe and read it")]
     Metadata { topic: String, code: rdkafka::types::RDKafkaErrorCode },
+    #[error("offsets topic: {0}")]
+    Topic(#[from] TopicError),
+}
+
+impl OffsetError {
+    /// Needs an operator (a topic that is not compacted, a creation the cluster refuses), as
+    /// opposed to a broker that did not answer.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, OffsetError::Topic(e) if e.is_permanent())
+    }
 }
 
 #[derive(Clone)]
@@ -66,18 +77,33 @@ pub struct OffsetStore {
     kafka: KafkaConfig,
     topic: String,
     key: Vec<u8>,
+    partitions: i32,
+    replication: Option<i32>,
+    /// Set once the topic is known to exist, compacted (checked at the first write).
+    ensured: std::sync::Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl OffsetStore {
     pub fn new(kafka: &KafkaConfig, topic: &str, connector_name: &str, server: &str) -> Self {
         let key = serde_json::to_vec(&json!([connector_name, { "server": server }]))
             .expect("a JSON array of strings always serialises");
-        OffsetStore { kafka: kafka.clone(), topic: topic.to_string(), key }
+        OffsetStore {
+            kafka: kafka.clone(),
+            topic: topic.to_string(),
+            key,
+            partitions: 25,
+            replication: None,
+            ensured: Default::default(),
+        }
     }
 
-    /// The store of `cfg`'s connector: `offset.storage.topic`, keyed by `name` and `topic.prefix`.
+    /// The store of `cfg`'s connector: `offset.storage.topic`, keyed by `name` and `topic.prefix`,
+    /// created with `offset.storage.partitions` and `offset.storage.replication.factor`.
     pub fn for_connector(cfg: &crate::config::Config) -> Self {
-        Self::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix)
+        let mut store = Self::new(&cfg.kafka, &cfg.offset_topic, &cfg.connector_name, &cfg.topic_prefix);
+        store.partitions = cfg.offset_partitions;
+        store.replication = cfg.offset_replication;
+        store
     }
 
     pub fn topic(&self) -> &str {
@@ -94,13 +120,14 @@ impl OffsetStore {
 
     fn load_blocking(&self) -> Result<Option<SourceOffset>, OffsetError> {
         let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
-        let consumer: BaseConsumer = client_config(&self.kafka)
-            .set("group.id", "pgoutbox-offsets-reader")
+        // No group.id: partitions are assigned, nothing is committed, so no group coordinator (and
+        // no READ grant on a group) is needed.
+        let consumer: BaseConsumer<QuietEof> = client_config(&self.kafka)
             .set("enable.auto.commit", "false")
             // The end of each partition as the fetcher sees it (past compaction gaps and
             // transaction markers, which no delivered record shows).
             .set("enable.partition.eof", "true")
-            .create()
+            .create_with_context(QuietEof)
             .map_err(err)?;
         let md = consumer.fetch_metadata(Some(&self.topic), Duration::from_secs(10)).map_err(err)?;
         let mut tpl = TopicPartitionList::new();
@@ -162,8 +189,8 @@ impl OffsetStore {
         Ok(self.load().await?.filter(|o| o.slot.as_deref().map_or(true, |s| s == slot)))
     }
 
-    /// Records `offset` and waits for the broker's acknowledgement. Creates the topic (compacted, one
-    /// partition) when it is missing.
+    /// Records `offset` and waits for the broker's acknowledgement. Creates the topic (compacted)
+    /// when it is missing, and refuses one that is not compacted.
     pub async fn store(&self, offset: &SourceOffset) -> Result<(), OffsetError> {
         let lsn = offset.lsn.0;
         let value = json!({
@@ -182,8 +209,19 @@ impl OffsetStore {
     }
 
     async fn write(&self, value: Option<Vec<u8>>) -> Result<(), OffsetError> {
-        let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
-        create_topics(&self.kafka, &[&self.topic], 1, 1).await.map_err(err)?;
+        self.ensured
+            .get_or_try_init(|| async {
+                let t = Compacted {
+                    topic: &self.topic,
+                    partitions: self.partitions,
+                    replication: self.replication,
+                    key_topic: "offset.storage.topic",
+                    key_partitions: "offset.storage.partitions",
+                    key_replication: "offset.storage.replication.factor",
+                };
+                ensure_compacted(&self.kafka, &t).await.map_err(OffsetError::from)
+            })
+            .await?;
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.write_blocking(value.as_deref()))
             .await
@@ -221,6 +259,22 @@ impl OffsetStore {
         report.ok_or_else(timeout)?.map_err(err)
     }
 }
+
+/// The offsets reader's client context: the end of a partition, which it asks to be told of, is not
+/// an error to log (librdkafka also reports it through the error callback).
+struct QuietEof;
+
+impl rdkafka::ClientContext for QuietEof {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        if !matches!(error, rdkafka::error::KafkaError::PartitionEOF(_))
+            && error.rdkafka_error_code() != Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF)
+        {
+            tracing::error!(target: "librdkafka", %error, "{reason}");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for QuietEof {}
 
 /// The delivery report of the one record [`OffsetStore::write_blocking`] sends.
 #[derive(Default)]

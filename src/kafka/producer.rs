@@ -330,32 +330,25 @@ pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
     c
 }
 
-/// Creates a compacted topic when it does not exist yet, as Connect creates its internal topics.
-pub async fn create_compacted(
-    cfg: &KafkaConfig,
-    topic: &str,
-    partitions: i32,
-    replication: i32,
-) -> Result<(), KafkaError> {
+/// Whether `topic` exists, as far as this client may see (the metadata of every topic it may
+/// describe: a request naming a missing topic could have the broker auto-create it).
+pub async fn topic_exists(cfg: &KafkaConfig, topic: &str) -> Result<bool, KafkaError> {
     let admin: AdminClient<DefaultClientContext> = client_config(cfg).create()?;
-    let replication = if replication < 0 { TopicReplication::Fixed(-1) } else { TopicReplication::Fixed(replication) };
-    let new = NewTopic::new(topic, partitions, replication).set("cleanup.policy", "compact");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let results = admin.create_topics([&new], &opts).await;
-    drop_in_background(admin);
-    for result in results? {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err(KafkaError::AdminOp(code)),
-        }
-    }
-    Ok(())
+    let topic = topic.to_string();
+    tokio::task::spawn_blocking(move || {
+        let md = admin.inner().fetch_metadata(None, Duration::from_secs(30));
+        let found = md.map(|md| md.topics().iter().any(|t| t.name() == topic && t.error().is_none()));
+        drop_in_background(admin);
+        found
+    })
+    .await
+    .unwrap_or(Err(KafkaError::MetadataFetch(RDKafkaErrorCode::Fail)))
 }
 
 /// Drops an admin client on a thread of its own: the drop joins rdkafka's polling thread, which
 /// sleeps in 100 ms polls, and waiting for it delayed each session's start (the offsets topic) and
 /// the first event to each topic pgoutbox creates by 0.1 s.
-fn drop_in_background(admin: AdminClient<DefaultClientContext>) {
+pub(super) fn drop_in_background(admin: AdminClient<DefaultClientContext>) {
     let _ = std::thread::Builder::new().name("pgoutbox-admin-drop".into()).spawn(move || drop(admin));
 }
 

@@ -327,9 +327,11 @@ async fn kafka_preflight(cfg: &Config) -> Result<(), RelayError> {
 
 fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) -> RelayError {
     use rdkafka::error::RDKafkaErrorCode as C;
+    use crate::kafka::offsets::OffsetError as O;
+    use crate::kafka::topics::TopicError as T;
     let code = match &e {
-        crate::kafka::offsets::OffsetError::Kafka { source, .. } => source.rdkafka_error_code(),
-        crate::kafka::offsets::OffsetError::Metadata { code, .. } => Some(*code),
+        O::Kafka { source, .. } | O::Topic(T::Kafka { source, .. }) => crate::kafka::errors::code_of(source),
+        O::Metadata { code, .. } | O::Topic(T::Create { code, .. }) => Some(*code),
         _ => None,
     };
     match code {
@@ -340,6 +342,7 @@ fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) ->
             ))
             .into()
         }
+        _ if e.is_permanent() => crate::kafka::Error::Refused(e.to_string()).into(),
         _ => crate::kafka::Error::transient("reading or writing the slot's record in offset.storage.topic", e).into(),
     }
 }

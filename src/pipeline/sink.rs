@@ -296,7 +296,10 @@ impl Sink {
     /// interrupted it (the rest stay due; their events stay unacknowledged).
     async fn send_letters(&mut self, stop: &CancellationToken) -> Result<bool, RelayError> {
         while let Some((refused, record)) = self.letters_due.pop_front() {
-            self.ensure_topic(&record.topic).await?;
+            if let Err((error, fix)) = self.ensure_topic(&record.topic).await? {
+                let (event_id, topic) = (record.event_id(), record.topic.to_string());
+                return Err(RelayError::DeadLetterRefused(Box::new(DeliveryFailure { event_id, topic, error, fix })));
+            }
             let letter = self.checkpoint.next_seq();
             match self.enqueue(&record, stop).await? {
                 Queued::Yes => {
@@ -315,16 +318,28 @@ impl Sink {
     }
 
     /// Creates the record's topic first when pgoutbox creates topics (`topic.creation.*`).
-    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), RelayError> {
+    /// Creates `topic` once (`topic.creation.default.*`). `Ok(Err(..))` is a creation the cluster
+    /// refused for good (an invalid name, a policy, a missing CREATE grant), with its fix: no retry
+    /// helps, so the event it was for is handled like a record the broker refused.
+    async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<Result<(), (KafkaError, &'static str)>, RelayError> {
         if let Some(tc) = self.kafka.topic_creation.clone() {
             if !self.created.contains(topic) {
-                kafka::create_topics(&self.kafka, &[topic], tc.partitions, tc.replication_factor)
-                    .await
-                    .map_err(|e| kafka::Error::transient(format!("creating topic `{topic}`"), e))?;
+                match kafka::create_topics(&self.kafka, &[topic], tc.partitions, tc.replication_factor).await {
+                    Ok(()) => {}
+                    // As Connect: a client that may not create topics may still write to one that
+                    // exists.
+                    Err(e)
+                        if kafka::errors::code_of(&e).is_some_and(kafka::errors::is_authorization)
+                            && kafka::topic_exists(&self.kafka, topic).await.unwrap_or(false) => {}
+                    Err(e) => match kafka::errors::code_of(&e).and_then(kafka::errors::creation_fix) {
+                        Some(fix) => return Ok(Err((e, fix))),
+                        None => return Err(kafka::Error::transient(format!("creating topic `{topic}`"), e).into()),
+                    },
+                }
                 self.created.insert(topic.clone());
             }
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Hands one record to librdkafka under the next sequence number, waiting (serving reports)
@@ -388,7 +403,15 @@ impl Sink {
     /// Hands one record to the producer, waiting while its queue is full. Returns `false` if `stop`
     /// was requested before the record could be queued (it is then not registered).
     async fn send(&mut self, record: OutboxRecord, stop: &CancellationToken) -> Result<bool, RelayError> {
-        self.ensure_topic(&record.topic).await?;
+        if let Err((error, fix)) = self.ensure_topic(&record.topic).await? {
+            let f = DeliveryFailure { event_id: record.event_id(), topic: record.topic.to_string(), error, fix };
+            if !self.tolerance.tolerate {
+                return Err(RelayError::Delivery(Box::new(f)));
+            }
+            // Registered so that its dead letter stands for it in order, as a record refused at once.
+            let refused = self.checkpoint.event_sent();
+            return self.tolerate(refused, f).map(|()| true);
+        }
         match self.enqueue(&record, stop).await? {
             Queued::Yes => {
                 let bytes = (record.size() - record.topic.len()) as u64;

@@ -769,16 +769,24 @@ fn position(consumer: &BaseConsumer, topic: &str) -> Result<Offset, rdkafka::err
     Ok(positions.find_partition(topic, 0).map_or(Offset::Invalid, |p| p.offset()))
 }
 
-/// Creates the cluster's three topics when missing, compacted, as Connect does.
+/// Creates the cluster's three topics when missing, compacted, as Connect does, and refuses existing
+/// ones that are not compacted (as Connect's worker does).
 async fn create_topics(s: &Settings, kafka: &KafkaConfig) -> Result<(), RelayError> {
-    for (topic, partitions, rf, key) in [
-        (&s.config_topic, 1, s.config_replication, "config.storage.topic"),
-        (&s.status_topic, s.status_partitions, s.status_replication, "status.storage.topic"),
-        (&s.offset_topic, s.offset_partitions, s.offset_replication, "offset.storage.topic"),
+    use crate::kafka::topics::{ensure_compacted, Compacted};
+    for (topic, partitions, rf, key, key_partitions, key_rf) in [
+        (&s.config_topic, 1, s.config_replication, "config.storage.topic", "config.storage.topic", "config.storage.replication.factor"),
+        (&s.status_topic, s.status_partitions, s.status_replication, "status.storage.topic", "status.storage.partitions", "status.storage.replication.factor"),
+        (&s.offset_topic, s.offset_partitions, s.offset_replication, "offset.storage.topic", "offset.storage.partitions", "offset.storage.replication.factor"),
     ] {
-        crate::kafka::create_compacted(kafka, topic, partitions, rf).await.map_err(|e| {
-            RelayError::Config(ConfigError::invalid(key, format!("cannot create topic `{topic}`: {e}")))
-        })?;
+        let t = Compacted {
+            topic,
+            partitions,
+            replication: Some(rf),
+            key_topic: key,
+            key_partitions,
+            key_replication: key_rf,
+        };
+        ensure_compacted(kafka, &t).await.map_err(|e| RelayError::Config(ConfigError::invalid(key, e.to_string())))?;
     }
     Ok(())
 }

@@ -195,6 +195,33 @@ impl Broker {
     pub fn start_node(&self, id: usize) {
         services(&["kafka-node-start", &self.dir.to_string_lossy(), &id.to_string()]);
     }
+
+    /// Moves `topic`'s partition `partition` onto `replicas` (broker ids, the first preferred as
+    /// leader) with Kafka's own reassignment tool, and waits until the tool reports it complete.
+    pub fn reassign(&self, topic: &str, partition: i32, replicas: &[i32]) {
+        let plan = self.dir.join(format!("reassign-{topic}-{partition}.json"));
+        let json = serde_json::json!({"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": replicas}]});
+        std::fs::write(&plan, json.to_string()).expect("write the reassignment plan");
+        let class = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+        let (dir, plan) = (self.dir.to_string_lossy().into_owned(), plan.to_string_lossy().into_owned());
+        let base = ["kafka-tool", &dir, class, "--bootstrap-server", &self.addr, "--reassignment-json-file", &plan];
+        services(&[&base[..], &["--execute"]].concat());
+        let start = Instant::now();
+        loop {
+            let out = Command::new("bash")
+                .arg(scripts_dir().join("services.sh"))
+                .args(base)
+                .arg("--verify")
+                .output()
+                .expect("run the reassignment tool");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && text.contains("is completed") && !text.contains("still in progress") {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the reassignment did not complete:\n{text}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
 }
 
 impl Drop for Broker {

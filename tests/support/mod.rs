@@ -194,7 +194,7 @@ pub async fn create_topics(broker: &str, topics: &[String], partitions: i32) {
         topic_creation: None,
     };
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    pgoutbox::kafka::create_topics(&cfg, &refs, partitions, 1).await.expect("create topics");
+    pgoutbox::kafka::create_topics(&cfg, &refs, partitions, -1).await.expect("create topics");
     // The broker's metadata can lag creation briefly: wait until every topic is visible.
     tokio::task::block_in_place(|| {
         wait_for("topics visible", Duration::from_secs(20), || {
