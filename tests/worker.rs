@@ -599,7 +599,12 @@ async fn slot_drop_on_stop_drops_the_slot_only_on_delete() {
     wait_state(&addr, "dropper", "RUNNING");
     let sql = o.env.sql().await;
     let slot_exists = || async { o.confirmed_flush().await.is_some() };
-    assert!(slot_exists().await);
+    // RUNNING is reported when the task starts, as Connect does; the slot follows at its session's start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !slot_exists().await {
+        assert!(std::time::Instant::now() < deadline, "the running connector never created its slot");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     assert_eq!(call(&addr, "PUT", "/connectors/dropper/pause", None).0, 202);
     wait_state(&addr, "dropper", "PAUSED");

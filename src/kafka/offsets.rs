@@ -120,9 +120,10 @@ impl OffsetStore {
 
     fn load_blocking(&self) -> Result<Option<SourceOffset>, OffsetError> {
         let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
-        // No group.id: partitions are assigned, nothing is committed, so no group coordinator (and
-        // no READ grant on a group) is needed.
+        // librdkafka's assign needs a group.id; nothing is committed, so the group needs no grant
+        // (a denied coordinator lookup is not logged as an error, see QuietEof).
         let consumer: BaseConsumer<QuietEof> = client_config(&self.kafka)
+            .set("group.id", "pgoutbox-offsets-reader")
             .set("enable.auto.commit", "false")
             // The end of each partition as the fetcher sees it (past compaction gaps and
             // transaction markers, which no delivered record shows).
@@ -260,15 +261,20 @@ impl OffsetStore {
     }
 }
 
-/// The offsets reader's client context: the end of a partition, which it asks to be told of, is not
-/// an error to log (librdkafka also reports it through the error callback).
+/// The offsets reader's client context: the end of a partition, which it asks to be told of, and a
+/// group coordinator it may not look up (it assigns partitions and commits nothing) are not errors
+/// to log; librdkafka reports both through the error callback.
 struct QuietEof;
 
 impl rdkafka::ClientContext for QuietEof {
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        if !matches!(error, rdkafka::error::KafkaError::PartitionEOF(_))
-            && error.rdkafka_error_code() != Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF)
+        use rdkafka::types::RDKafkaErrorCode as C;
+        let code = error.rdkafka_error_code();
+        if matches!(error, rdkafka::error::KafkaError::PartitionEOF(_))
+            || matches!(code, Some(C::PartitionEOF | C::GroupAuthorizationFailed))
         {
+            tracing::debug!(target: "librdkafka", %error, "{reason}");
+        } else {
             tracing::error!(target: "librdkafka", %error, "{reason}");
         }
     }
