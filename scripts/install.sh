@@ -102,8 +102,24 @@ install_kafka() {
     mv "$tmp/libs" "$KAFKA_LIBS"
     rm -rf "$tmp"
 }
+# The Debezium PostgreSQL connector as a Connect plugin, for the reference Connect worker.
+install_debezium_plugin() {
+    [ -f "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres/debezium-connector-postgres-$DEBEZIUM_PLUGIN_VERSION.jar" ] && return 0
+    local tmp
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.dbzplugin.XXXXXX")
+    log "fetching the Debezium $DEBEZIUM_PLUGIN_VERSION PostgreSQL connector from Maven Central (once)"
+    mvn -q -B -f "$here/debezium-plugin/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+        -DexcludeArtifactIds=connect-api,kafka-clients,slf4j-api,lz4-java,snappy-java,zstd-jni \
+        -DoutputDirectory="$tmp/debezium-connector-postgres" >"$PGOUTBOX_CACHE/debezium-plugin-install.log" 2>&1 \
+        || { tail -30 "$PGOUTBOX_CACHE/debezium-plugin-install.log" >&2; rm -rf "$tmp"; die "fetching the Debezium plugin failed"; }
+    rm -rf "$DEBEZIUM_PLUGIN_PATH"
+    mv "$tmp" "$DEBEZIUM_PLUGIN_PATH"
+}
 if [ "$with_kafka" = 1 ]; then
     install_kafka
+fi
+if [ "$with_debezium" = 1 ]; then
+    install_debezium_plugin
 fi
 if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"

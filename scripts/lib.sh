@@ -22,6 +22,10 @@ TANSU_MEMORY_BIN="$PGOUTBOX_CACHE/tansu-$TANSU_VERSION-memory/tansu"
 # pins, its jars resolved from Maven Central by install.sh into KAFKA_LIBS.
 KAFKA_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$(dirname "${BASH_SOURCE[0]}")/kafka/pom.xml")
 KAFKA_LIBS="$PGOUTBOX_CACHE/kafka-$KAFKA_VERSION/libs"
+# The Debezium PostgreSQL connector as a Connect plugin (scripts/debezium-plugin/pom.xml), for the
+# reference Connect worker.
+DEBEZIUM_PLUGIN_VERSION=$(sed -n 's:.*<debezium.version>\(.*\)</debezium.version>.*:\1:p' "$(dirname "${BASH_SOURCE[0]}")/debezium-plugin/pom.xml")
+DEBEZIUM_PLUGIN_PATH="$PGOUTBOX_CACHE/debezium-plugin-$DEBEZIUM_PLUGIN_VERSION"
 
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
@@ -480,4 +484,60 @@ kafka_stop() {
         pids+=($!)
     done
     wait "${pids[@]}"
+}
+
+# connect_start DIR BOOTSTRAP: Apache Kafka Connect itself (the pinned release's connect-runtime), one
+# distributed worker with the Debezium PostgreSQL connector on its plugin path, REST on a free
+# loopback port; its own group and topics (named after DIR's basename). Writes DIR/env (REST=host:port).
+connect_start() {
+    local dir=$1 bootstrap=$2 port group t
+    mkdir -p "$dir"
+    [ -d "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" ] || die "the Debezium plugin is not in $DEBEZIUM_PLUGIN_PATH; run scripts/install.sh"
+    port=$(free_port)
+    group="ref-connect-$(basename "$dir")"
+    cat >"$dir/worker.properties" <<PROPS
+bootstrap.servers=$bootstrap
+group.id=$group
+config.storage.topic=$group-configs
+offset.storage.topic=$group-offsets
+status.storage.topic=$group-status
+config.storage.replication.factor=-1
+offset.storage.replication.factor=-1
+status.storage.replication.factor=-1
+key.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+listeners=http://127.0.0.1:$port
+rest.advertised.host.name=127.0.0.1
+rest.advertised.port=$port
+plugin.path=$DEBEZIUM_PLUGIN_PATH
+plugin.discovery=only_scan
+offset.flush.interval.ms=1000
+PROPS
+    (
+        exec java -Xms128m -Xmx${CONNECT_HEAP:-512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+            -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
+            -Dkafka.logs.dir="$dir" -cp "$KAFKA_LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed \
+            "$dir/worker.properties" >>"$dir/stdout.log" 2>&1
+    ) &
+    echo $! >"$dir/pid"
+    for t in $(seq 1 1200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /connectors HTTP/1.0\r\n\r\n' >&3 && head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null; then
+            echo "REST=127.0.0.1:$port" >"$dir/env"
+            return 0
+        fi
+        kill -0 "$(cat "$dir/pid")" 2>/dev/null || break
+        sleep 0.1
+    done
+    tail -40 "$dir/server.log" "$dir/stdout.log" >&2 2>/dev/null
+    die "Kafka Connect did not start (logs in $dir)"
+}
+
+connect_stop() {
+    local dir=$1 pid
+    [ -f "$1/pid" ] || return 0
+    pid=$(cat "$dir/pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/pid"
 }

@@ -6,6 +6,7 @@
 #   services.sh kafka-start DIR [NODES]   services.sh kafka-stop DIR [term|kill]   (Apache Kafka, KRaft)
 #   services.sh kafka-node-start DIR ID    services.sh kafka-node-stop DIR ID [term|kill]
 #   services.sh kafka-tool DIR CLASS ARGS...   (a Kafka tool's main class, e.g. partition reassignment)
+#   services.sh connect-start DIR BOOTSTRAP     services.sh connect-stop DIR   (Kafka Connect + Debezium)
 #   services.sh free-port
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,8 @@ case "$cmd" in
     kafka-node-start) kafka_node_start "$@"; kafka_node_wait "$@" ;;
     kafka-node-stop) kafka_node_stop "$@" ;;
     kafka-tool) d=$1; shift; KAFKA_TOOL_LOGS=$d kafka_java "$@" ;;
+    connect-start) connect_start "$@" ;;
+    connect-stop) connect_stop "$@" ;;
     free-port) free_port ;;
     pg-bindir) pg_bindir ;;
     *) die "usage: services.sh pg-start|pg-stop|broker-start|broker-stop|free-port|pg-bindir ..." ;;

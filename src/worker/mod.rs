@@ -221,6 +221,16 @@ impl Worker {
         found.ok_or_else(|| WorkerError::not_found(name))
     }
 
+    /// The topics this worker's run of `name` has produced to, sorted.
+    pub fn active_topics(&self, name: &str) -> Result<Vec<String>, WorkerError> {
+        self.config(name)?;
+        let connectors = self.lock();
+        Ok(connectors
+            .get(name)
+            .map(|c| c.metrics.sent_by_topic().into_iter().map(|(t, ..)| t.to_string()).collect())
+            .unwrap_or_default())
+    }
+
     pub fn state(&self, name: &str) -> Result<State, WorkerError> {
         Ok(self.status(name)?.0)
     }

@@ -34,6 +34,31 @@ fn error(status: u16, message: impl Into<String>) -> WorkerError {
     WorkerError { status, message: message.into() }
 }
 
+/// A JSON request body, refused as Connect refuses it: 415 without a JSON content type, and a body
+/// that is not JSON as a 400 in Connect's error shape (Connect itself answers 500 there).
+struct JsonBody(Value);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for JsonBody {
+    type Rejection = WorkerError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        use axum::extract::rejection::JsonRejection;
+        match Json::<Value>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(JsonBody(v)),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(error(415, "HTTP 415 Unsupported Media Type")),
+            Err(e) => Err(error(400, e.body_text())),
+        }
+    }
+}
+
+/// Connect refuses a config without `connector.class` before anything else.
+fn require_class(config: &BTreeMap<String, String>) -> Result<(), WorkerError> {
+    match config.get("connector.class") {
+        Some(c) if !c.trim().is_empty() => Ok(()),
+        _ => Err(error(400, "Connector config contains no connector type")),
+    }
+}
+
 /// The API; with `auth`, every route needs a listed user (Connect's basic auth extension).
 pub fn router(worker: Shared, auth: Option<super::auth::BasicAuth>) -> axum::Router {
     let routes = routes(worker);
@@ -51,6 +76,7 @@ fn routes(worker: Shared) -> axum::Router {
         .route("/connectors/{name}/config", get(config).put(put_config).patch(patch_config))
         .route("/connectors/{name}/status", get(status))
         .route("/connectors/{name}/tasks", get(tasks))
+        .route("/connectors/{name}/topics", get(topics))
         .route("/connectors/{name}/tasks/{task}/status", get(task_status))
         .route("/connectors/{name}/tasks/{task}/restart", post(restart_task))
         .route("/connectors/{name}/restart", post(restart))
@@ -90,8 +116,9 @@ fn info_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
 
 fn status_of(w: &Worker, name: &str) -> Result<Value, WorkerError> {
     let (state, worker_id) = w.status(name)?;
-    let mut connector = json!({"state": state.name(), "worker_id": worker_id});
-    let mut task = json!({"id": 0, "state": state.name(), "worker_id": worker_id});
+    // The plugin's version in each status, as Connect 4.x reports it.
+    let mut connector = json!({"state": state.name(), "worker_id": worker_id, "version": DEBEZIUM_VERSION});
+    let mut task = json!({"id": 0, "state": state.name(), "worker_id": worker_id, "version": DEBEZIUM_VERSION});
     if let ConnectorState::Failed(trace) = &state {
         task["trace"] = Value::String(trace.clone());
         connector["state"] = Value::String("RUNNING".into());
@@ -139,8 +166,7 @@ fn config_map(v: &Value) -> Result<BTreeMap<String, String>, WorkerError> {
     Ok(out)
 }
 
-async fn create(State(w): State<Shared>, body: Option<Json<Value>>) -> Result<Response, WorkerError> {
-    let Some(Json(body)) = body else { return Err(error(400, "a JSON body with `name` and `config` is required")) };
+async fn create(State(w): State<Shared>, JsonBody(body): JsonBody) -> Result<Response, WorkerError> {
     let config = config_map(body.get("config").ok_or_else(|| error(400, "the request has no `config`"))?)?;
     let name = match body.get("name").and_then(Value::as_str).or_else(|| config.get("name").map(String::as_str)) {
         Some(n) if !n.trim().is_empty() => n.trim().to_string(),
@@ -154,8 +180,12 @@ async fn create(State(w): State<Shared>, body: Option<Json<Value>>) -> Result<Re
             ));
         }
     }
+    require_class(&config)?;
     w.put(&name, config, false).await?;
-    Ok((StatusCode::CREATED, Json(info_of(&w, &name)?)).into_response())
+    // As Connect: a new connector has no tasks yet when the create is answered.
+    let mut created = info_of(&w, &name)?;
+    created["tasks"] = json!([]);
+    Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
 async fn info(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
@@ -169,9 +199,10 @@ async fn config(State(w): State<Shared>, Path(name): Path<String>) -> Result<Jso
 async fn put_config(
     State(w): State<Shared>,
     Path(name): Path<String>,
-    Json(body): Json<Value>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, WorkerError> {
     let config = config_map(&body)?;
+    require_class(&config)?;
     if let Some(n) = config.get("name") {
         if *n != name {
             return Err(error(
@@ -189,7 +220,7 @@ async fn put_config(
 async fn patch_config(
     State(w): State<Shared>,
     Path(name): Path<String>,
-    Json(body): Json<Value>,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, WorkerError> {
     let obj = body.as_object().ok_or_else(|| error(400, "the patch must be a JSON object"))?;
     let mut changes = Vec::new();
@@ -203,13 +234,32 @@ async fn patch_config(
     Ok(Json(info_of(&w, &name)?))
 }
 
-async fn status(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
-    Ok(Json(status_of(&w, &name)?))
+/// Connect's wording for a name it does not know, per route.
+fn unknown(e: WorkerError, message: String) -> WorkerError {
+    if e.status == 404 {
+        error(404, message)
+    } else {
+        e
+    }
 }
 
+async fn status(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    Ok(Json(status_of(&w, &name).map_err(|e| unknown(e, format!("No status found for connector {name}")))?))
+}
+
+/// The task's configuration: the connector's, plus `task.class` as Debezium's connector adds it.
 async fn tasks(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
     let config = w.config(&name)?;
-    Ok(Json(json!([{"id": {"connector": name, "task": 0}, "config": shown(&config)}])))
+    let mut shown = shown(&config);
+    shown["task.class"] = json!("io.debezium.connector.postgresql.PostgresConnectorTask");
+    Ok(Json(json!([{"id": {"connector": name, "task": 0}, "config": shown}])))
+}
+
+/// `GET /connectors/{name}/topics`: the topics this worker's run of the connector has produced to
+/// (a connector running on another worker of the cluster shows none).
+async fn topics(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    let topics = w.active_topics(&name)?;
+    Ok(Json(json!({ name: {"topics": topics} })))
 }
 
 fn task_zero(task: &str, name: &str) -> Result<(), WorkerError> {
@@ -257,20 +307,35 @@ async fn restart(
     Path(name): Path<String>,
     Query(q): Query<RestartQuery>,
 ) -> Result<Response, WorkerError> {
+    let before = status_of(&w, &name)?;
     w.restart(&name, q.only_failed).await?;
     if q.include_tasks || q.only_failed {
-        return Ok((StatusCode::ACCEPTED, Json(status_of(&w, &name)?)).into_response());
+        // As Connect: what the restart covers is reported RESTARTING.
+        let mut status = before;
+        let restarting = |s: &Value| !q.only_failed || s["state"] == "FAILED";
+        if restarting(&status["connector"]) {
+            status["connector"]["state"] = json!("RESTARTING");
+        }
+        if q.include_tasks {
+            for t in status["tasks"].as_array_mut().into_iter().flatten() {
+                if restarting(t) {
+                    t["state"] = json!("RESTARTING");
+                    t.as_object_mut().map(|o| o.remove("trace"));
+                }
+            }
+        }
+        return Ok((StatusCode::ACCEPTED, Json(status)).into_response());
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn pause(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
-    w.set_target(&name, Target::Paused).await?;
+    w.set_target(&name, Target::Paused).await.map_err(|e| unknown(e, format!("Unknown connector {name}")))?;
     Ok(StatusCode::ACCEPTED)
 }
 
 async fn resume(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
-    w.set_target(&name, Target::Running).await?;
+    w.set_target(&name, Target::Running).await.map_err(|e| unknown(e, format!("Unknown connector {name}")))?;
     Ok(StatusCode::ACCEPTED)
 }
 
@@ -335,7 +400,7 @@ async fn plugins() -> Json<Value> {
 async fn validate(
     State(w): State<Shared>,
     Path(class): Path<String>,
-    Json(body): Json<Value>,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, WorkerError> {
     let short = class.rsplit('.').next().unwrap_or(&class);
     if class != POSTGRES_CONNECTOR_CLASS && short != "PostgresConnector" {
@@ -379,7 +444,8 @@ async fn validate(
     if let Some((None, msg)) = &problem {
         configs.push(json!({"definition": {"name": "connector", "type": "STRING", "required": false, "default_value": Value::Null, "importance": "HIGH", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": "connector", "dependents": [], "order": -1}, "value": {"name": "connector", "value": Value::Null, "recommended_values": [], "errors": [msg], "visible": true}}));
     }
-    Ok(Json(json!({"name": class, "error_count": error_count, "groups": ["Common"], "configs": configs})))
+    // Connect names the plugin's class, whichever alias the path used.
+    Ok(Json(json!({"name": POSTGRES_CONNECTOR_CLASS, "error_count": error_count, "groups": ["Common"], "configs": configs})))
 }
 
 fn error_key(e: &crate::config::ConfigError) -> Option<String> {
