@@ -52,8 +52,6 @@ use crate::error::RelayError;
 /// How long a REST write waits to read itself back from the config topic.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(200);
-/// At most one re-join of the group this often (see `stay_member`).
-const REJOIN_EVERY: Duration = Duration::from_secs(15);
 
 /// The worker keys of distributed mode.
 #[derive(Debug, Clone)]
@@ -217,8 +215,6 @@ pub struct Cluster {
     /// Partitions of `offset.storage.topic`: the slots connectors are dealt into.
     partitions: i32,
     stop: AtomicBool,
-    /// The last rebalance gave this worker the share it already had.
-    rejoin: AtomicBool,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -257,7 +253,6 @@ impl Cluster {
             generation: Default::default(),
             partitions,
             stop: AtomicBool::new(false),
-            rejoin: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         });
         let reader = stores_consumer(&kafka, &cluster.settings)?;
@@ -693,21 +688,9 @@ impl Cluster {
     /// Keeps this worker in the group (heartbeats, rebalances) until the worker stops, then
     /// leaves it, so the others take its connectors at once rather than after a session timeout.
     fn stay_member(self: Arc<Self>, consumer: BaseConsumer<Member>) {
-        let mut rejoined: Option<std::time::Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             // Offset records are not what this member is for.
             let _ = consumer.poll(POLL);
-            if self.rejoin.swap(false, Ordering::Relaxed) && rejoined.map_or(true, |t| t.elapsed() > REJOIN_EVERY) {
-                // A rebalance that changed nothing for this member: with round-robin that means no
-                // member came or went, or a coordinator kept an assignment from before it evicted
-                // a member (tansu 0.6 does). Joining again makes it deal the partitions afresh.
-                tracing::info!(worker_id = %self.worker_id, "a group rebalance left this worker's share unchanged; joining again so the coordinator deals the partitions afresh");
-                rejoined = Some(std::time::Instant::now());
-                consumer.unsubscribe();
-                if let Err(e) = consumer.subscribe(&[&self.settings.offset_topic]) {
-                    tracing::warn!(error = %e, "cannot join the worker group again");
-                }
-            }
         }
         consumer.unsubscribe();
         drop(consumer);
@@ -717,9 +700,6 @@ impl Cluster {
         self.generation.fetch_add(1, Ordering::Relaxed);
         tracing::info!(worker_id = %self.worker_id, partitions = ?partitions, "the group assigned this worker its share");
         let mut assignment = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
-        if assignment.as_ref() == Some(&partitions) {
-            self.rejoin.store(true, Ordering::Relaxed);
-        }
         *assignment = Some(partitions);
         drop(assignment);
         self.changed.notify_one();
