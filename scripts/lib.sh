@@ -43,6 +43,18 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# free_ports N: N different free TCP ports on loopback, one per line (all held open until every one
+# is bound: separate free_port calls can hand out one port twice).
+free_ports() {
+    python3 -c '
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print("\n".join(str(s.getsockname()[1]) for s in socks))
+' "$1"
+}
+
 # PostgreSQL 15's server binaries, found the Debian way: postgresql-common's pg_config reports the
 # bindir of the installed server version (/usr/lib/postgresql/<version>/bin). PG_BINDIR overrides.
 pg_bindir() {
@@ -387,10 +399,11 @@ kafka_start() {
     mkdir -p "$dir"
     if [ ! -f "$dir/env" ]; then
         [ -f "$dir/tls/ca.pem" ] || test_certificates "$dir/tls"
-        local voters="" plain="" sasl="" saslplain="" mtls="" wrong="" node_env=""
+        local voters="" plain="" sasl="" saslplain="" mtls="" wrong="" node_env="" ports
+        ports=($(free_ports $(( nodes * 6 ))))
         for i in $(seq 1 "$nodes"); do
-            local p s sp m w c a
-            p=$(free_port); s=$(free_port); sp=$(free_port); m=$(free_port); w=$(free_port); c=$(free_port)
+            local p s sp m w c a k=$(( (i - 1) * 6 ))
+            p=${ports[k]}; s=${ports[k+1]}; sp=${ports[k+2]}; m=${ports[k+3]}; w=${ports[k+4]}; c=${ports[k+5]}
             a=$p
             if [ "$i" = 1 ] && [ -n "${KAFKA_PLAIN_PORT:-}" ]; then p=$KAFKA_PLAIN_PORT; a=${KAFKA_ADVERTISED_PORT:-$p}; fi
             echo "$p $s $sp $m $w $c $a" >"$dir/ports.$i"
