@@ -174,6 +174,7 @@ struct Own {
     lag_bytes: IntGauges<Connector>,
     lag_seconds: FloatGauges<Connector>,
     reconnects: Family<Connector, Counter>,
+    partition_changes: Family<Connector, Counter>,
     topic_records: Family<Topic, Counter>,
     topic_bytes: Family<Topic, Counter>,
     errors: Family<ErrorClass, Counter>,
@@ -225,6 +226,11 @@ impl Own {
             ),
             lag_seconds,
             reconnects: counter(r, "pgoutbox_reconnects", "Replication sessions started after the first"),
+            partition_changes: counter(
+                r,
+                "pgoutbox_topic_partition_changes",
+                "Times a topic this connector produces to was seen with another partition count than when it first produced to it: keys may map to other partitions from then on, so an aggregate's events before and after may be read out of order",
+            ),
             topic_records: per_topic(r, "pgoutbox_topic_records_sent", "Records handed to the producer, per topic"),
             topic_bytes: per_topic(
                 r,
@@ -267,6 +273,7 @@ impl Own {
         self.lag_bytes.get_or_create(&c).set(as_i64(g(&m.received_lsn).saturating_sub(g(&m.confirmed_lsn))));
         self.lag_seconds.get_or_create(&c).set(g(&m.slot_lag_ms) as f64 / 1e3);
         self.reconnects.get_or_create(&c).inc_by(g(&m.sessions).saturating_sub(1));
+        self.partition_changes.get_or_create(&c).inc_by(g(&m.partition_changes));
         for (topic, records, bytes) in m.sent_by_topic() {
             let labels = Topic { connector: c.connector.clone(), topic: escape(&topic) };
             self.topic_records.get_or_create(&labels).inc_by(records);

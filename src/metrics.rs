@@ -53,6 +53,9 @@ pub struct Metrics {
     pub confirmed_lsn: AtomicU64,
     pub received_lsn: AtomicU64,
     pub sessions: AtomicU64,
+    /// Times a topic this connector produces to was seen with another partition count than when
+    /// it first produced to it (see `pipeline::partitions`).
+    pub partition_changes: AtomicU64,
     /// How long the oldest unacknowledged event has waited (0 when none waits).
     pub unacknowledged_wait_ms: AtomicU64,
     /// The slot's lag in time: how long ago the oldest transaction read but not yet confirmed

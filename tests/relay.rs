@@ -582,3 +582,40 @@ async fn topic_creation_refused_for_good_stops_or_goes_to_the_dead_letter_topic(
     drop(relay);
     o.drop_slot().await;
 }
+
+/// Issue 20, item 22: partitions added to a topic under a running relay change where keys go, so an
+/// aggregate's events before and after can be read out of order. The relay says so: a warning
+/// naming the topic and both counts, and pgoutbox_topic_partition_changes_total.
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_warns_when_a_topic_gains_partitions() {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions};
+    use rdkafka::client::DefaultClientContext;
+    let o = Outbox::new("partgrow").await;
+    o.create_topics(&["Order"], 2).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let metrics = format!("127.0.0.1:{port}");
+    let relay = Relay::start_streaming_with_env(
+        &o.config(&[]),
+        &["--metrics-address", &metrics],
+        &[("PGOUTBOX_PARTITION_WATCH_MS", "300")],
+    );
+    let sql = o.env.sql().await;
+    sql.batch_execute(&o.insert_sql("Order", "a-1", Some("{}"))).await.unwrap();
+    let topic = o.topic("Order");
+    assert_eq!(consume(&o.env.broker, std::slice::from_ref(&topic), 1, Duration::from_secs(30)).len(), 1);
+    // Seen with 2 partitions first, then grown to 4.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!relay.log_text().contains("partition count changed"), "{}", relay.log_text());
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", &o.env.broker).create().unwrap();
+    for r in admin.create_partitions([&NewPartitions::new(&topic, 4)], &AdminOptions::new()).await.unwrap() {
+        r.unwrap();
+    }
+    relay.wait_for_log("partition count changed from 2 to 4", Duration::from_secs(30));
+    assert!(relay.log_text().contains(&topic), "{}", relay.log_text());
+    let (_, text) = http_get(&metrics, "/metrics").expect("metrics answer");
+    let line = text.lines().find(|l| l.starts_with("pgoutbox_topic_partition_changes_total")).unwrap_or_default();
+    assert!(line.ends_with(" 1"), "metrics:\n{text}");
+    drop(relay);
+    o.drop_slot().await;
+}

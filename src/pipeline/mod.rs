@@ -15,6 +15,7 @@
 //! acknowledgements and drops its watch; the reader sends the final confirmed position and closes.
 
 mod checkpoint;
+mod partitions;
 mod reader;
 mod session;
 mod sink;

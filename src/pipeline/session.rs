@@ -98,6 +98,13 @@ pub async fn run(
     let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
+    let watch_stop = CancellationToken::new();
+    let partition_watch = tokio::spawn(super::partitions::watch(
+        cfg.kafka.clone(),
+        metrics.clone(),
+        watch_stop.clone(),
+        partition_watch_interval(),
+    ));
     let source = Source { conn: started.conn, sql: started.sql, peer_timeout: started.peer_timeout };
     let handoff = Handoff { tx, confirmed: confirmed_rx };
     let reader = Reader::new(source, cfg, router(cfg, context), handoff, metrics.clone());
@@ -106,6 +113,8 @@ pub async fn run(
         Ok(r) => r,
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
+    watch_stop.cancel();
+    let _ = partition_watch.await;
     let result = match (reader_result, sink_result) {
         // A definite error wins: it is what the operator must act on.
         (Err(r), _) if !r.is_retryable() => Err(r),
@@ -116,6 +125,14 @@ pub async fn run(
         drop_slot(cfg).await;
     }
     result
+}
+
+/// `PGOUTBOX_PARTITION_WATCH_MS` shortens the watch's interval (tests).
+fn partition_watch_interval() -> Duration {
+    std::env::var("PGOUTBOX_PARTITION_WATCH_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(super::partitions::EVERY, Duration::from_millis)
 }
 
 /// What every step of starting a session shares.

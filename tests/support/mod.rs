@@ -252,6 +252,7 @@ pub struct Relay {
     pub log: PathBuf,
     config: PathBuf,
     args: Vec<String>,
+    envs: Vec<(String, String)>,
 }
 
 impl Relay {
@@ -263,7 +264,17 @@ impl Relay {
     pub fn start_with(config: &str, args: &[&str]) -> Relay {
         let cfg = write_config(config);
         let log = cfg.with_file_name("relay.log");
-        Self::spawn(cfg, log, args.iter().map(|a| a.to_string()).collect())
+        Self::spawn(cfg, log, args.iter().map(|a| a.to_string()).collect(), Vec::new())
+    }
+
+    /// [`Relay::start_with`] with extra environment variables, waiting until it streams.
+    pub fn start_streaming_with_env(config: &str, args: &[&str], envs: &[(&str, &str)]) -> Relay {
+        let cfg = write_config(config);
+        let log = cfg.with_file_name("relay.log");
+        let envs = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let r = Self::spawn(cfg, log, args.iter().map(|a| a.to_string()).collect(), envs);
+        r.wait_for_log("streaming", Duration::from_secs(30));
+        r
     }
 
     /// Starts a relay and waits until it streams (its slot exists, so later commits are captured).
@@ -273,24 +284,25 @@ impl Relay {
         r
     }
 
-    fn spawn(config: PathBuf, log: PathBuf, args: Vec<String>) -> Relay {
+    fn spawn(config: PathBuf, log: PathBuf, args: Vec<String>, envs: Vec<(String, String)>) -> Relay {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
             .args(["run", "--config"])
             .arg(&config)
             .args(&args)
             .env("RUST_LOG", std::env::var("PGOUTBOX_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(envs.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(out)
             .spawn()
             .expect("spawn pgoutbox");
-        Relay { child: Some(child), log, config, args }
+        Relay { child: Some(child), log, config, args, envs }
     }
 
     /// Starts the same relay again (same config, same log).
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "relay still running");
-        let mut r = Self::spawn(self.config.clone(), self.log.clone(), self.args.clone());
+        let mut r = Self::spawn(self.config.clone(), self.log.clone(), self.args.clone(), self.envs.clone());
         self.child = r.child.take();
     }
 
