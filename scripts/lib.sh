@@ -242,16 +242,22 @@ for _ in range(100):
 PY
 }
 
+# pid_stop PIDFILE [term|kill] [SECONDS]: signals the process PIDFILE names (kill: SIGKILL, as a lost
+# machine would), waits up to SECONDS (default 5) for it to exit, then SIGKILLs it; removes PIDFILE.
+pid_stop() {
+    local file=$1 signal=TERM pid
+    [ "${2:-term}" = kill ] && signal=KILL
+    [ -f "$file" ] || return 0
+    pid=$(cat "$file")
+    kill -s "$signal" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 $(( ${3:-5} * 10 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$file"
+}
+
 # broker_stop DIR [term|kill]: kill crashes it at once (SIGKILL), as a lost machine would.
 broker_stop() {
-    local dir=$1 signal=TERM pid
-    [ "${2:-term}" = kill ] && signal=KILL
-    [ -f "$dir/broker.pid" ] || return 0
-    pid=$(cat "$dir/broker.pid")
-    kill -s "$signal" "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$dir/broker.pid"
+    pid_stop "$1/broker.pid" "${2:-term}" 5
 }
 
 # Starts a throwaway PostgreSQL and broker under WORK on free ports; sets pg_port and broker_port.
@@ -478,14 +484,7 @@ kafka_node_wait() {
 
 # kafka_node_stop DIR ID [term|kill]: kill is SIGKILL, as a lost machine.
 kafka_node_stop() {
-    local dir=$1 i=$2 signal=TERM pid
-    [ "${3:-term}" = kill ] && signal=KILL
-    [ -f "$dir/node$i/pid" ] || return 0
-    pid=$(cat "$dir/node$i/pid")
-    kill -s "$signal" "$pid" 2>/dev/null || true
-    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$dir/node$i/pid"
+    pid_stop "$1/node$2/pid" "${3:-term}" 60
 }
 
 # kafka_stop DIR [term|kill]: stops every node (the data stays; kafka_start starts them again).
@@ -546,11 +545,5 @@ PROPS
 }
 
 connect_stop() {
-    local dir=$1 pid
-    [ -f "$1/pid" ] || return 0
-    pid=$(cat "$dir/pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$dir/pid"
+    pid_stop "$1/pid" term 20
 }

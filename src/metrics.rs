@@ -145,6 +145,11 @@ impl Metrics {
         out
     }
 
+    /// The names of the topics records were handed to the producer for, sorted.
+    pub fn topics_sent(&self) -> Vec<String> {
+        self.sent_by_topic().into_iter().map(|(t, ..)| t.to_string()).collect()
+    }
+
     /// Commit-to-acknowledgement latency since start as Prometheus histogram buckets: the sum and
     /// count in microseconds, and per bucket (upper bounds in microseconds, ascending) the samples in
     /// it and not in the one before; the last count is of the samples above every bound.

@@ -142,7 +142,7 @@ async fn check_policy(admin: &AdminClient<DefaultClientContext>, t: &Compacted<'
     };
     let described = match admin.describe_configs([&ResourceSpecifier::Topic(t.topic)], &opts).await {
         Ok(d) => d,
-        Err(e) if e.rdkafka_error_code().is_some_and(unreadable) => return unchecked(&e),
+        Err(e) if super::errors::code_of(&e).is_some_and(unreadable) => return unchecked(&e),
         Err(e) => return Err(TopicError::Kafka { topic: t.topic.to_string(), source: e }),
     };
     for resource in described {

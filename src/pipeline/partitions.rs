@@ -35,7 +35,7 @@ pub async fn watch(kafka: KafkaConfig, metrics: Arc<Metrics>, stop: Cancellation
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let topics: Vec<String> = metrics.sent_by_topic().into_iter().map(|(t, ..)| t.to_string()).collect();
+        let topics = metrics.topics_sent();
         if topics.is_empty() {
             continue;
         }

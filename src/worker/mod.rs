@@ -227,7 +227,7 @@ impl Worker {
         let connectors = self.lock();
         Ok(connectors
             .get(name)
-            .map(|c| c.metrics.sent_by_topic().into_iter().map(|(t, ..)| t.to_string()).collect())
+            .map(|c| c.metrics.topics_sent())
             .unwrap_or_default())
     }
 

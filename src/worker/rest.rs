@@ -307,11 +307,11 @@ async fn restart(
     Path(name): Path<String>,
     Query(q): Query<RestartQuery>,
 ) -> Result<Response, WorkerError> {
-    let before = status_of(&w, &name)?;
+    // The states before the restart, for the answer that reports them (a plain restart has none).
+    let before = if q.include_tasks || q.only_failed { Some(status_of(&w, &name)?) } else { None };
     w.restart(&name, q.only_failed).await?;
-    if q.include_tasks || q.only_failed {
+    if let Some(mut status) = before {
         // As Connect: what the restart covers is reported RESTARTING.
-        let mut status = before;
         let restarting = |s: &Value| !q.only_failed || s["state"] == "FAILED";
         if restarting(&status["connector"]) {
             status["connector"]["state"] = json!("RESTARTING");
