@@ -63,8 +63,13 @@ fn call(addr: &str, method: &str, path: &str, body: Option<&str>, json_type: boo
     let text = String::from_utf8_lossy(&raw).into_owned();
     let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let payload = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(payload) } else { payload.to_string() };
-    let value = serde_json::from_str(&payload).unwrap_or(if payload.is_empty() { Value::Null } else { Value::String(payload) });
+    let payload = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(payload)
+    } else {
+        payload.to_string()
+    };
+    let value =
+        serde_json::from_str(&payload).unwrap_or(if payload.is_empty() { Value::Null } else { Value::String(payload) });
     (code, value)
 }
 
@@ -196,9 +201,9 @@ impl Sides {
                 Value::String(s)
             }
             Value::Array(a) => Value::Array(a.iter().map(|x| self.normalise(side, x)).collect()),
-            Value::Object(o) => {
-                Value::Object(o.iter().filter(|(k, _)| *k != "trace").map(|(k, x)| (k.clone(), self.normalise(side, x))).collect())
-            }
+            Value::Object(o) => Value::Object(
+                o.iter().filter(|(k, _)| *k != "trace").map(|(k, x)| (k.clone(), self.normalise(side, x))).collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -209,17 +214,35 @@ impl Sides {
         self.both_raw(step, method, path, text.as_deref(), true)
     }
 
-    fn both_raw(&mut self, step: &str, method: &str, path: &str, body: Option<&str>, json_type: bool) -> [(u16, Value); 2] {
+    fn both_raw(
+        &mut self,
+        step: &str,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        json_type: bool,
+    ) -> [(u16, Value); 2] {
         self.each(step, method, path, [body, body], json_type)
     }
 
     /// Sends one call to each side, with a body of its own (`[Connect's, pgoutbox's]`), and records
     /// how their answers differ.
-    fn each(&mut self, step: &str, method: &str, path: &str, bodies: [Option<&str>; 2], json_type: bool) -> [(u16, Value); 2] {
+    fn each(
+        &mut self,
+        step: &str,
+        method: &str,
+        path: &str,
+        bodies: [Option<&str>; 2],
+        json_type: bool,
+    ) -> [(u16, Value); 2] {
         let (r, p) = (self.reference.clone(), self.pgoutbox.clone());
         let answers = [call(&r, method, path, bodies[0], json_type), call(&p, method, path, bodies[1], json_type)];
         if answers[0].0 != answers[1].0 {
-            self.differ(step, "status", format!("Connect {} / pgoutbox {}: {} / {}", answers[0].0, answers[1].0, answers[0].1, answers[1].1));
+            self.differ(
+                step,
+                "status",
+                format!("Connect {} / pgoutbox {}: {} / {}", answers[0].0, answers[1].0, answers[0].1, answers[1].1),
+            );
         }
         let (a, b) = (self.normalise(0, &answers[0].1), self.normalise(1, &answers[1].1));
         self.compare(step, "", &a, &b);
@@ -242,7 +265,11 @@ impl Sides {
                     self.compare(step, &format!("{at}[{i}]"), u, v);
                 }
             }
-            (u, v) if u != v => self.differ(step, if at.is_empty() { "body" } else { at }, format!("Connect {} / pgoutbox {}", short(u), short(v))),
+            (u, v) if u != v => self.differ(
+                step,
+                if at.is_empty() { "body" } else { at },
+                format!("Connect {} / pgoutbox {}", short(u), short(v)),
+            ),
             _ => {}
         }
     }
@@ -278,7 +305,11 @@ fn show(v: Option<&Value>) -> String {
 
 fn short(v: &Value) -> String {
     let s = v.to_string();
-    if s.len() > 300 { format!("{}…", &s[..300]) } else { s }
+    if s.len() > 300 {
+        format!("{}…", &s[..300])
+    } else {
+        s
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -322,8 +353,20 @@ async fn connect_rest_api_matches_kafka_connect() {
     };
 
     s.both("list, empty", "GET", "/connectors", None);
-    pair(&mut s, "create", "POST", "/connectors", [&json!({"name": "diff", "config": rc}), &json!({"name": "diff", "config": pc})]);
-    pair(&mut s, "create, duplicate", "POST", "/connectors", [&json!({"name": "diff", "config": rc}), &json!({"name": "diff", "config": pc})]);
+    pair(
+        &mut s,
+        "create",
+        "POST",
+        "/connectors",
+        [&json!({"name": "diff", "config": rc}), &json!({"name": "diff", "config": pc})],
+    );
+    pair(
+        &mut s,
+        "create, duplicate",
+        "POST",
+        "/connectors",
+        [&json!({"name": "diff", "config": rc}), &json!({"name": "diff", "config": pc})],
+    );
     s.wait_state("diff", "RUNNING");
     s.both("get", "GET", "/connectors/diff", None);
     s.both("config", "GET", "/connectors/diff/config", None);
@@ -383,11 +426,19 @@ async fn connect_rest_api_matches_kafka_connect() {
         assert_eq!(*code, 200, "{who}: {v}");
         assert!(v["error_count"].as_u64().unwrap_or(0) > 0, "{who}: {v}");
         let port_errors = v["configs"].as_array().into_iter().flatten().find(|c| c["value"]["name"] == "database.port");
-        assert!(port_errors.is_some_and(|c| !c["value"]["errors"].as_array().unwrap().is_empty()), "{who} names database.port");
+        assert!(
+            port_errors.is_some_and(|c| !c["value"]["errors"].as_array().unwrap().is_empty()),
+            "{who} names database.port"
+        );
     }
 
     let _ = std::fs::read_to_string(&pgo.log);
-    assert!(unexpected.is_empty(), "{} differences from Kafka Connect not listed as intended:\n{}", unexpected.len(), unexpected.join("\n"));
+    assert!(
+        unexpected.is_empty(),
+        "{} differences from Kafka Connect not listed as intended:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
     drop(pgo);
     drop(reference);
     let sql = env.sql().await;

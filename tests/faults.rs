@@ -730,7 +730,12 @@ async fn three_kafka_brokers_killed_rolled_reassigned_and_two_down_lose_nothing(
         // No offset.storage.replication.factor: Connect's 3, compacted, Connect's 25 partitions.
         let (partitions, replicas, policy) = topic_shape(&broker.addr(), "pgoutbox-offsets").await;
         assert_eq!((partitions, replicas, policy.as_str()), (25, 3, "compact"), "the offsets topic's shape");
-        let load = Load::start(&bed, bed.pg_port, LoadSpec { writers: 3, pause: Duration::from_millis(5), ..LoadSpec::default() }, seed);
+        let load = Load::start(
+            &bed,
+            bed.pg_port,
+            LoadSpec { writers: 3, pause: Duration::from_millis(5), ..LoadSpec::default() },
+            seed,
+        );
         let mut figures = Vec::new();
 
         // One broker SIGKILLed: leaders move to the other two; min.insync.replicas=2 still holds.

@@ -410,7 +410,12 @@ async fn sasl_plain_and_oauthbearer_deliver_across_reauthentication() {
         // Every row of the outbox: the 3 from before the expiry and 6 more.
         let ids = insert(o, 6).await;
         let got = read_back(s.get("SASL_SSL"), &reader, &o.topic("Order"), ids.len());
-        assert_eq!(got, ids, "every event, in commit order, after the session expired; relay log:\n{}", relay.log_text());
+        assert_eq!(
+            got,
+            ids,
+            "every event, in commit order, after the session expired; relay log:\n{}",
+            relay.log_text()
+        );
         let log = relay.log_text();
         assert!(!log.contains("reconnecting"), "the session restarted:\n{log}");
         assert!(!log.contains(&carol), "a secret reached the log:\n{log}");
@@ -440,8 +445,15 @@ fn acl(s: &Secure, add: bool, topic: &str, operations: &[&str]) {
     for op in operations {
         args.extend(["--operation".to_string(), op.to_string()]);
     }
-    let out = tokio::task::block_in_place(|| std::process::Command::new("bash").args(&args).output().expect("run AclCommand"));
-    assert!(out.status.success(), "AclCommand failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new("bash").args(&args).output().expect("run AclCommand")
+    });
+    assert!(
+        out.status.success(),
+        "AclCommand failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Kafka's authorizer on: a principal (dave) with exactly the grants docs/operations.md lists

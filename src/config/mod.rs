@@ -548,9 +548,11 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         offset_topic: r.string_or("offset.storage.topic", DEFAULT_OFFSET_TOPIC),
         offset_partitions: match r.str("offset.storage.partitions") {
             None => 25,
-            Some(v) => v.parse().ok().filter(|&n: &i32| n > 0).ok_or_else(|| {
-                invalid("offset.storage.partitions", "is not a positive number of partitions")
-            })?,
+            Some(v) => v
+                .parse()
+                .ok()
+                .filter(|&n: &i32| n > 0)
+                .ok_or_else(|| invalid("offset.storage.partitions", "is not a positive number of partitions"))?,
         },
         offset_replication: match r.str("offset.storage.replication.factor") {
             None => None,

@@ -106,13 +106,18 @@ async fn ensure_with(admin: &Arc<AdminClient<DefaultClientContext>>, t: &Compact
                 }
             }
         };
-        let new = NewTopic::new(t.topic, t.partitions, TopicReplication::Fixed(replication))
-            .set("cleanup.policy", "compact");
+        let new =
+            NewTopic::new(t.topic, t.partitions, TopicReplication::Fixed(replication)).set("cleanup.policy", "compact");
         let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
         for result in admin.create_topics([&new], &opts).await.map_err(kafka)? {
             match result {
                 Ok(_) => {
-                    tracing::info!(topic = t.topic, partitions = t.partitions, replication, "created the compacted topic");
+                    tracing::info!(
+                        topic = t.topic,
+                        partitions = t.partitions,
+                        replication,
+                        "created the compacted topic"
+                    );
                     return Ok(());
                 }
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -157,7 +162,9 @@ async fn check_policy(admin: &AdminClient<DefaultClientContext>, t: &Compacted<'
                 }
             }
             Err(code) if unreadable(code) => return unchecked(&code),
-            Err(code) => return Err(TopicError::Kafka { topic: t.topic.to_string(), source: KafkaError::AdminOp(code) }),
+            Err(code) => {
+                return Err(TopicError::Kafka { topic: t.topic.to_string(), source: KafkaError::AdminOp(code) })
+            }
         }
     }
     Ok(())

@@ -343,9 +343,9 @@ async fn kafka_preflight(cfg: &Config) -> Result<(), RelayError> {
 }
 
 fn offset_error(e: crate::kafka::offsets::OffsetError, offsets: &OffsetStore) -> RelayError {
-    use rdkafka::error::RDKafkaErrorCode as C;
     use crate::kafka::offsets::OffsetError as O;
     use crate::kafka::topics::TopicError as T;
+    use rdkafka::error::RDKafkaErrorCode as C;
     let code = match &e {
         O::Kafka { source, .. } | O::Topic(T::Kafka { source, .. }) => crate::kafka::errors::code_of(source),
         O::Metadata { code, .. } | O::Topic(T::Create { code, .. }) => Some(*code),

@@ -754,9 +754,30 @@ fn position(consumer: &BaseConsumer, topic: &str) -> Result<Offset, rdkafka::err
 async fn create_topics(s: &Settings, kafka: &KafkaConfig) -> Result<(), RelayError> {
     use crate::kafka::topics::{ensure_compacted, Compacted};
     for (topic, partitions, rf, key, key_partitions, key_rf) in [
-        (&s.config_topic, 1, s.config_replication, "config.storage.topic", "config.storage.topic", "config.storage.replication.factor"),
-        (&s.status_topic, s.status_partitions, s.status_replication, "status.storage.topic", "status.storage.partitions", "status.storage.replication.factor"),
-        (&s.offset_topic, s.offset_partitions, s.offset_replication, "offset.storage.topic", "offset.storage.partitions", "offset.storage.replication.factor"),
+        (
+            &s.config_topic,
+            1,
+            s.config_replication,
+            "config.storage.topic",
+            "config.storage.topic",
+            "config.storage.replication.factor",
+        ),
+        (
+            &s.status_topic,
+            s.status_partitions,
+            s.status_replication,
+            "status.storage.topic",
+            "status.storage.partitions",
+            "status.storage.replication.factor",
+        ),
+        (
+            &s.offset_topic,
+            s.offset_partitions,
+            s.offset_replication,
+            "offset.storage.topic",
+            "offset.storage.partitions",
+            "offset.storage.replication.factor",
+        ),
     ] {
         let t = Compacted {
             topic,

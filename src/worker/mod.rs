@@ -225,10 +225,7 @@ impl Worker {
     pub fn active_topics(&self, name: &str) -> Result<Vec<String>, WorkerError> {
         self.config(name)?;
         let connectors = self.lock();
-        Ok(connectors
-            .get(name)
-            .map(|c| c.metrics.topics_sent())
-            .unwrap_or_default())
+        Ok(connectors.get(name).map(|c| c.metrics.topics_sent()).unwrap_or_default())
     }
 
     pub fn state(&self, name: &str) -> Result<State, WorkerError> {

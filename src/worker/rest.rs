@@ -445,7 +445,9 @@ async fn validate(
         configs.push(json!({"definition": {"name": "connector", "type": "STRING", "required": false, "default_value": Value::Null, "importance": "HIGH", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": "connector", "dependents": [], "order": -1}, "value": {"name": "connector", "value": Value::Null, "recommended_values": [], "errors": [msg], "visible": true}}));
     }
     // Connect names the plugin's class, whichever alias the path used.
-    Ok(Json(json!({"name": POSTGRES_CONNECTOR_CLASS, "error_count": error_count, "groups": ["Common"], "configs": configs})))
+    Ok(Json(
+        json!({"name": POSTGRES_CONNECTOR_CLASS, "error_count": error_count, "groups": ["Common"], "configs": configs}),
+    ))
 }
 
 fn error_key(e: &crate::config::ConfigError) -> Option<String> {
