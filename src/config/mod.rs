@@ -8,6 +8,7 @@
 
 pub mod env;
 mod keys;
+pub mod polling;
 pub mod producer;
 mod properties;
 pub mod providers;
@@ -273,6 +274,10 @@ pub struct Config {
     /// `pgoutbox.commit.lsn.header` (off by default, so records stay Debezium's): a header with the
     /// LSN of the event's commit record, which orders events across aggregates and restarts.
     pub commit_lsn_header: Option<String>,
+    /// `pgoutbox.relay`: the log-tailing relay (the default) or the polling relay, whose options
+    /// `polling` holds (`Some` exactly when `relay` is `Polling`).
+    pub relay: polling::RelayKind,
+    pub polling: Option<polling::PollingConfig>,
     pub ignored: Vec<IgnoredKey>,
     /// Keys whose values keep a `${alias:...}` reference to a config provider the config does not
     /// declare (key, alias): used literally, as Connect would, and worth a warning.
@@ -310,6 +315,13 @@ impl Config {
         let heartbeat = parse_heartbeat(&mut r, &topic_prefix)?;
         let errors = parse_errors(&mut r)?;
         let commit_lsn_header = parse_commit_lsn_header(&mut r);
+        let (relay, polling) = polling::parse(&mut r)?;
+        if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
+            return Err(invalid(
+                "pgoutbox.commit.lsn.header",
+                "needs the log-tailing relay: the polling relay reads rows, not commit records; remove the key or set pgoutbox.relay=log_tailing",
+            ));
+        }
         // A bare config map (no `name`): named after its file, as the deployment named it.
         let connector_name = r.str("name").map(str::to_string).or(source_name).unwrap_or_else(|| "pgoutbox".into());
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
@@ -342,6 +354,8 @@ impl Config {
             snapshot_mode: stream.snapshot_mode,
             errors,
             commit_lsn_header,
+            relay,
+            polling,
             ignored,
             undeclared_providers: resolved.undeclared,
             warnings,

@@ -16,6 +16,7 @@
 
 mod checkpoint;
 mod partitions;
+mod polling;
 mod reader;
 mod session;
 mod sink;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use checkpoint::Checkpoint;
+pub(crate) use reader::{now_ms, tolerate_route_error, BATCH_MAX_BYTES};
 pub use session::drop_slot;
 
 use crate::config::Config;
@@ -68,6 +70,9 @@ fn jittered(base: Duration) -> Duration {
 
 /// Runs the relay until `shutdown` is cancelled (then returns `Ok`) or a definite error.
 pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metrics>) -> Result<(), RelayError> {
+    if config.relay == crate::config::polling::RelayKind::Polling {
+        return polling::run(&config, shutdown, metrics).await;
+    }
     let mut backoff = INITIAL_BACKOFF;
     let mut state = session::SessionState::default();
     let mut standing_by = false;

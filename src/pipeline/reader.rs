@@ -472,7 +472,7 @@ impl Reader<'_> {
 /// default, `none`); under `all` the row is skipped, and with a dead-letter topic its dead letter is
 /// returned, to be published in its place (the position then passes the row only once the letter is
 /// acknowledged). The stream and the snapshot both decide here.
-pub(super) fn tolerate_route_error(
+pub(crate) fn tolerate_route_error(
     cfg: &Config,
     table: &str,
     columns: &[String],
@@ -496,6 +496,6 @@ pub(super) fn tolerate_route_error(
     Ok(Some(crate::outbox::dead_letter::record(&dlq, &failure, Some((columns, row)), now_ms())))
 }
 
-pub(super) fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

@@ -267,6 +267,14 @@ impl Relay {
         Self::spawn(cfg, log, args.iter().map(|a| a.to_string()).collect(), Vec::new())
     }
 
+    /// [`Relay::start_with`] with extra environment variables.
+    pub fn start_with_env(config: &str, args: &[&str], envs: &[(&str, &str)]) -> Relay {
+        let cfg = write_config(config);
+        let log = cfg.with_file_name("relay.log");
+        let envs = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::spawn(cfg, log, args.iter().map(|a| a.to_string()).collect(), envs)
+    }
+
     /// [`Relay::start_with`] with extra environment variables, waiting until it streams.
     pub fn start_streaming_with_env(config: &str, args: &[&str], envs: &[(&str, &str)]) -> Relay {
         let cfg = write_config(config);

@@ -1,0 +1,124 @@
+//! The polling relay's progress rule, its only owner: a row's published column is set only after the
+//! broker acknowledged its record (or its dead letter), and in the transaction that read the row.
+//!
+//! One batch: `BEGIN`; read the oldest unpublished rows of the owned partitions, locking them; hand
+//! their records to the sink; wait until the sink saw every one acknowledged; mark those rows;
+//! `COMMIT`. A crash anywhere before the commit leaves the rows unpublished, and the next poll
+//! (of this or another instance) publishes them again: a duplicate, never a gap. Each poll starts
+//! from the oldest unpublished row, never from the last one seen, so a row whose transaction
+//! committed late (after rows with greater ids were published) is published at the next poll.
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::Client;
+
+use crate::config::Config;
+use crate::error::RelayError;
+use crate::outbox::{RoutePlan, Router};
+use crate::pipeline::Item;
+use crate::postgres::polling::PolledTable;
+use crate::postgres::PgError;
+
+/// Bound on one SQL step of a batch: a connection that stops answering (a cut network) must not hold
+/// the relay, which then reconnects and finds out whether it still owns its partitions.
+const SQL_STEP: std::time::Duration = std::time::Duration::from_secs(60);
+
+pub struct Batch<'a> {
+    pub cfg: &'a Config,
+    pub sql: &'a Client,
+    pub router: &'a mut Router,
+    pub tx: &'a mpsc::Sender<Vec<Item>>,
+    pub metrics: &'a crate::metrics::Metrics,
+}
+
+impl Batch<'_> {
+    /// Publishes and marks up to `limit` rows of `table` in `partitions`; returns how many it read.
+    pub async fn run(
+        &mut self,
+        table: &PolledTable,
+        plan: &RoutePlan,
+        partitions: &[i32],
+        limit: i64,
+    ) -> Result<usize, RelayError> {
+        step(async { self.sql.batch_execute("BEGIN").await.map_err(PgError::Sql) }).await?;
+        let result = self.publish(table, plan, partitions, limit).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        match (result, step(async { self.sql.batch_execute(end).await.map_err(PgError::Sql) }).await) {
+            (Ok(n), Ok(())) => Ok(n),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    async fn publish(
+        &mut self,
+        table: &PolledTable,
+        plan: &RoutePlan,
+        partitions: &[i32],
+        limit: i64,
+    ) -> Result<usize, RelayError> {
+        let rows = step(table.fetch(self.sql, partitions, limit)).await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        self.metrics.events_seen.fetch_add(rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let qualified = table.qualified();
+        let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+        let mut items = Vec::with_capacity(rows.len());
+        let mut bytes = 0;
+        for row in &rows {
+            let record = match self.router.route(plan, &row.tuple, crate::pipeline::now_ms()) {
+                Ok(record) => record,
+                Err(e) => {
+                    let letter = crate::pipeline::tolerate_route_error(self.cfg, &qualified, &names, &row.tuple, e)?;
+                    self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if letter.is_some() {
+                        self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    letter
+                }
+            };
+            bytes += record.as_ref().map_or(0, |r| r.size());
+            items.extend(record.map(Item::Event));
+            if bytes >= crate::pipeline::BATCH_MAX_BYTES {
+                self.send(std::mem::take(&mut items)).await?;
+                bytes = 0;
+            }
+        }
+        let (done, acked) = oneshot::channel();
+        items.push(Item::Barrier(done));
+        self.send(items).await?;
+        // The sink fires the barrier once everything before it is acknowledged, or drops it when it
+        // stops (its own error is then the one reported).
+        acked
+            .await
+            .map_err(|_| RelayError::TaskStopped("the sink stopped before the broker acknowledged the batch".into()))?;
+        let marked = step(table.mark(self.sql, &rows)).await?;
+        if marked != rows.len() as u64 {
+            // The rows were locked by this transaction: a difference means the table changed in a way
+            // polling cannot follow (a trigger rewriting the update). Not marking is safe: roll back.
+            return Err(RelayError::TaskStopped(format!(
+                "marked {marked} of the {} rows just published in {qualified}; rolling back (they will be published again)",
+                rows.len()
+            )));
+        }
+        self.metrics.transactions_confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(rows.len())
+    }
+
+    async fn send(&self, items: Vec<Item>) -> Result<(), RelayError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.tx.send(items).await.map_err(|_| RelayError::TaskStopped("the sink stopped".into()))
+    }
+}
+
+/// One SQL step, bounded by `SQL_STEP`.
+async fn step<T>(f: impl std::future::Future<Output = Result<T, impl Into<RelayError>>>) -> Result<T, RelayError> {
+    match tokio::time::timeout(SQL_STEP, f).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => Err(RelayError::Postgres(PgError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("a polling statement got no answer in {SQL_STEP:?}; reconnecting"),
+        )))),
+    }
+}

@@ -1,0 +1,213 @@
+//! The polling relay (seed step 3): reads unpublished rows from the outbox table, publishes them
+//! through the same stages as the log-tailing relay, and marks them published.
+//!
+//! ```text
+//!  outbox table ──SELECT … FOR UPDATE SKIP LOCKED──▶ poller ──batches──▶ sink ──▶ librdkafka ──▶ broker
+//!      ▲           (owned partitions, oldest first)   (route)   ◀── barrier: all acknowledged ──┘
+//!      └──────── UPDATE … SET published_at; COMMIT ◀──┘
+//! ```
+//!
+//! What differs from the log-tailing relay is the source (`postgres::polling`, the rows) and the
+//! progress record (`batch`, the published column, instead of the slot's confirmed position). What
+//! they share is everything after the row: the router, converters, transforms, the sink, the producer
+//! and dead letters. Ownership of the aggregates (`ownership`) keeps per-aggregate order when several
+//! instances run.
+//!
+//! Backpressure: the poller waits for each batch's acknowledgements before it reads the next, so at
+//! most one batch (`max.batch.size` rows) is between the table and the broker.
+
+mod batch;
+mod ownership;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::polling::PollingConfig;
+use crate::config::Config;
+use crate::error::RelayError;
+use crate::kafka::Producer;
+use crate::lsn::Lsn;
+use crate::metrics::{Metrics, RelayState};
+use crate::outbox::{RelationInfo, RoutePlan};
+use crate::postgres::polling::{lock_key, PolledTable};
+use crate::postgres::setup::{self, SetupError, SetupFailure};
+use crate::postgres::ConnectParams;
+
+const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const HEALTHY_SESSION: Duration = Duration::from_secs(30);
+
+/// Server settings of the polling connection, which holds the ownership locks: a client that
+/// vanishes (a cut network, a frozen host) loses them within about 25 s. Each is set on its own,
+/// and one the server does not know (`client_connection_check_interval` before PostgreSQL 14) is
+/// skipped.
+const SESSION_SETTINGS: [&str; 5] = [
+    "SET tcp_keepalives_idle = 10",
+    "SET tcp_keepalives_interval = 5",
+    "SET tcp_keepalives_count = 3",
+    "SET tcp_user_timeout = 25000",
+    "SET client_connection_check_interval = 5000",
+];
+
+/// Runs the polling relay until `shutdown` is cancelled (then `Ok`) or a definite error.
+pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metrics>) -> Result<(), RelayError> {
+    let polling = config.polling.as_ref().ok_or_else(|| {
+        RelayError::TaskStopped("pgoutbox.relay=polling without polling options (a bug: report it)".into())
+    })?;
+    let mut backoff = INITIAL_BACKOFF;
+    loop {
+        let started = std::time::Instant::now();
+        let result = session(config, polling, &shutdown, &metrics).await;
+        metrics.set_state(RelayState::Reconnecting);
+        if shutdown.is_cancelled() {
+            return match result {
+                // A batch cut short by the stop: its rows stay unmarked and are published again.
+                Err(e) if e.is_retryable() => {
+                    tracing::info!(reason = %e, "stopped in the middle of a batch; its rows stay unpublished and are published again at the next start");
+                    Ok(())
+                }
+                other => other,
+            };
+        }
+        let wait = match result {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_retryable() => {
+                if started.elapsed() > HEALTHY_SESSION {
+                    backoff = INITIAL_BACKOFF;
+                }
+                tracing::warn!(error = %e, retry_in = ?backoff, "polling session ended; reconnecting (unmarked rows are published again)");
+                let w = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                w
+            }
+            Err(e) => return Err(e),
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+async fn session(
+    cfg: &Config,
+    polling: &PollingConfig,
+    shutdown: &CancellationToken,
+    metrics: &Arc<Metrics>,
+) -> Result<(), RelayError> {
+    let params = ConnectParams::from_config(&cfg.database);
+    let sql = tokio::select! {
+        _ = shutdown.cancelled() => return Ok(()),
+        c = setup::connect_sql(&params) => c?,
+    };
+    for setting in SESSION_SETTINGS {
+        if let Err(e) = sql.batch_execute(setting).await {
+            tracing::debug!(setting, error = %e, "skipped a polling session setting");
+        }
+    }
+    let tables = describe(&sql, cfg, polling).await?;
+    let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
+    metrics.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
+    let (confirmed, _) = watch::channel(Lsn(0));
+    let (tx, rx) = mpsc::channel(2);
+    let sink = super::sink::Sink::new(producer, Lsn(0), confirmed, cfg.kafka.clone(), metrics.clone())
+        .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
+    let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
+    let mut router = super::session::router(cfg, super::session::context_headers(cfg));
+    let plans: Vec<RoutePlan> = tables
+        .iter()
+        .map(|t| {
+            router.plan(&RelationInfo {
+                oid: 0,
+                schema: t.schema.clone(),
+                table: t.table.clone(),
+                columns: t.columns.clone(),
+            })
+        })
+        .collect();
+    tracing::info!(
+        tables = ?tables.iter().map(PolledTable::qualified).collect::<Vec<_>>(),
+        partitions = polling.partitions,
+        ordering = ?polling.ordering,
+        "polling: publishing unpublished rows"
+    );
+    let mut poller = Poller { cfg, polling, sql: &sql, tables: &tables, plans: &plans, metrics };
+    let poll_result = poller.poll(&mut router, &tx, shutdown).await;
+    drop(tx);
+    let sink_result = match sink.await {
+        Ok(r) => r,
+        Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
+    };
+    match (poll_result, sink_result) {
+        (Err(p), _) if !p.is_retryable() => Err(p),
+        (_, Err(s)) => Err(s),
+        (p, Ok(())) => p,
+    }
+}
+
+/// The tables the include lists select, checked for polling.
+async fn describe(sql: &Client, cfg: &Config, polling: &PollingConfig) -> Result<Vec<PolledTable>, SetupFailure> {
+    let mut tables = Vec::new();
+    for (schema, table) in setup::captured_tables(sql, cfg).await? {
+        let t = PolledTable::describe(
+            sql,
+            &schema,
+            &table,
+            polling,
+            &cfg.router.field_event_id,
+            &cfg.router.field_event_key,
+        )
+        .await?;
+        tables.push(t);
+    }
+    if tables.is_empty() {
+        return Err(SetupFailure::Setup(SetupError::Server(format!(
+            "no table of database `{}` matches table.include.list / schema.include.list: the polling relay has nothing to poll; name the outbox table (e.g. table.include.list=public.outbox)",
+            cfg.database.dbname
+        ))));
+    }
+    Ok(tables)
+}
+
+struct Poller<'a> {
+    cfg: &'a Config,
+    polling: &'a PollingConfig,
+    sql: &'a Client,
+    tables: &'a [PolledTable],
+    plans: &'a [RoutePlan],
+    metrics: &'a Arc<Metrics>,
+}
+
+impl Poller<'_> {
+    async fn poll(
+        &mut self,
+        router: &mut crate::outbox::Router,
+        tx: &mpsc::Sender<Vec<crate::pipeline::Item>>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), RelayError> {
+        let mut ownership = ownership::Ownership::join(self.sql, lock_key(self.tables), self.polling).await?;
+        while !shutdown.is_cancelled() {
+            let mut full = false;
+            let owned = ownership.refresh(self.sql, self.metrics).await?.map(<[i32]>::to_vec);
+            if let Some(partitions) = owned {
+                for (table, plan) in self.tables.iter().zip(self.plans) {
+                    let mut batch = batch::Batch { cfg: self.cfg, sql: self.sql, router, tx, metrics: self.metrics };
+                    let n = batch.run(table, plan, &partitions, self.polling.batch_size).await?;
+                    full |= n as i64 >= self.polling.batch_size;
+                }
+            }
+            if !full {
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = tokio::time::sleep(self.polling.interval) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}

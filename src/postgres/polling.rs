@@ -1,0 +1,240 @@
+//! The SQL of the polling relay: which rows are unpublished, how they are read, marked and owned.
+//!
+//! A batch is one transaction on one connection: `SELECT ... FOR UPDATE SKIP LOCKED` the oldest
+//! unpublished rows, publish them, then `UPDATE ... SET published_at` on exactly those rows (by
+//! `ctid`, which cannot change while the transaction holds their row locks), then `COMMIT`. The
+//! same connection holds the advisory locks that say which aggregate partitions this instance owns:
+//! when it dies, its locks, its row locks and its open batch go together.
+
+use tokio_postgres::Client;
+
+use super::replication::quote_ident;
+use super::setup::{SetupError, SetupFailure};
+use super::PgError;
+use crate::config::polling::PollingConfig;
+use crate::outbox::ColumnInfo;
+use crate::pgoutput::{TupleData, Value};
+
+/// Integer types, in which an id column grows with insertion (a sequence or identity).
+const INTEGER_TYPES: [u32; 3] = [20, 21, 23];
+
+/// One outbox table as the polling relay reads it.
+#[derive(Debug, Clone)]
+pub struct PolledTable {
+    pub schema: String,
+    pub table: String,
+    pub columns: Vec<ColumnInfo>,
+    /// `SELECT ctid-and-relation, every column as text ... FOR UPDATE SKIP LOCKED`, with `$1` the
+    /// owned partitions (when partitioned) and `$2` the batch size.
+    select: String,
+    /// The published column, quoted.
+    published: String,
+}
+
+/// What a poll read: each row's relation (for a partitioned outbox, the partition holding it) and
+/// `ctid`, with its values.
+pub struct PolledRow {
+    pub relation: String,
+    pub ctid: String,
+    pub tuple: TupleData,
+}
+
+impl PolledTable {
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.schema, self.table)
+    }
+
+    /// Reads the table's columns and checks what polling needs: the published column, nullable,
+    /// and (when configured) the order column. Errors say which column to add or which key to fix.
+    pub async fn describe(
+        sql: &Client,
+        schema: &str,
+        table: &str,
+        cfg: &PollingConfig,
+        id_column: &str,
+        key_column: &str,
+    ) -> Result<PolledTable, SetupFailure> {
+        let columns = super::setup::table_columns(sql, schema, table).await?;
+        let qualified = format!("{}.{}", quote_ident(schema), quote_ident(table));
+        let find = |name: &str| columns.iter().find(|c| c.name == name);
+        let published = match find(&cfg.published_column) {
+            None => {
+                return Err(unpollable(format!(
+                    "outbox table {qualified} has no column `{col}`, where the polling relay records what it published; add it: \
+                     ALTER TABLE {qualified} ADD COLUMN {q} timestamptz; CREATE INDEX ON {qualified} ({order}) WHERE {q} IS NULL \
+                     (or name another column in pgoutbox.polling.published.column)",
+                    col = cfg.published_column,
+                    q = quote_ident(&cfg.published_column),
+                    order = quote_ident(cfg.order_column.as_deref().unwrap_or(id_column)),
+                )))
+            }
+            Some(c) if c.not_null => {
+                return Err(unpollable(format!(
+                    "column `{}` of {qualified} is NOT NULL, but the polling relay finds unpublished rows by its being null; \
+                     ALTER TABLE {qualified} ALTER COLUMN {} DROP NOT NULL",
+                    c.name,
+                    quote_ident(&c.name)
+                )))
+            }
+            Some(c) => quote_ident(&c.name),
+        };
+        let order = match &cfg.order_column {
+            Some(col) if find(col).is_none() => {
+                return Err(unpollable(format!(
+                    "pgoutbox.polling.order.column names `{col}`, which outbox table {qualified} does not have; name a column that grows with insertion (a bigserial or identity column)"
+                )))
+            }
+            Some(col) => quote_ident(col),
+            None => match find(id_column) {
+                Some(c) if INTEGER_TYPES.contains(&c.type_oid) => quote_ident(id_column),
+                // Transaction order: rows of an older inserting transaction first, then the order
+                // within it. No index serves it, so every poll sorts the backlog: fine for a small
+                // one; set pgoutbox.polling.order.column for a large one.
+                _ => "age(xmin) DESC, ctid".to_string(),
+            },
+        };
+        if find(key_column).is_none() && cfg.ordering == crate::config::polling::Ordering::PerAggregate {
+            return Err(unpollable(format!(
+                "outbox table {qualified} has no column `{key_column}` (table.field.event.key) to partition the aggregates by"
+            )));
+        }
+        let texts: Vec<String> = columns.iter().map(|c| format!("{}::text", quote_ident(&c.name))).collect();
+        let partition_filter = match cfg.ordering {
+            crate::config::polling::Ordering::PerAggregate => {
+                format!(" AND {} = ANY($1::int4[])", partition_of(key_column, cfg.partitions))
+            }
+            crate::config::polling::Ordering::None => " AND $1::int4[] IS NOT NULL".to_string(),
+        };
+        let select = format!(
+            "SELECT tableoid::regclass::text, ctid::text, {} FROM {qualified} WHERE {published} IS NULL{partition_filter} \
+             ORDER BY {order} LIMIT $2 FOR UPDATE SKIP LOCKED",
+            texts.join(", ")
+        );
+        Ok(PolledTable { schema: schema.into(), table: table.into(), columns, select, published })
+    }
+
+    /// The oldest unpublished rows of the owned `partitions`, locked for this transaction.
+    pub async fn fetch(&self, sql: &Client, partitions: &[i32], limit: i64) -> Result<Vec<PolledRow>, PgError> {
+        let rows = sql.query(self.select.as_str(), &[&partitions, &limit]).await.map_err(PgError::Sql)?;
+        Ok(rows
+            .iter()
+            .map(|r| PolledRow {
+                relation: r.get(0),
+                ctid: r.get(1),
+                tuple: TupleData {
+                    values: (0..self.columns.len())
+                        .map(|i| {
+                            r.get::<_, Option<String>>(i + 2)
+                                .map_or(Value::Null, |t| Value::Text(bytes::Bytes::from(t)))
+                        })
+                        .collect(),
+                },
+            })
+            .collect())
+    }
+
+    /// Sets the published column on `rows` (all read by `fetch` in this same transaction).
+    pub async fn mark(&self, sql: &Client, rows: &[PolledRow]) -> Result<u64, PgError> {
+        let mut by_relation: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for r in rows {
+            by_relation.entry(&r.relation).or_default().push(&r.ctid);
+        }
+        let mut marked = 0;
+        for (relation, ctids) in by_relation {
+            // `relation` is the server's own rendering of a regclass: quoted as the server needs it.
+            let update = format!(
+                "UPDATE {relation} SET {} = clock_timestamp() WHERE ctid = ANY($1::text[]::tid[])",
+                self.published
+            );
+            marked += sql.execute(update.as_str(), &[&ctids]).await.map_err(PgError::Sql)?;
+        }
+        Ok(marked)
+    }
+}
+
+/// The partition of an aggregate: its key's hash (the server's `hashtext`) modulo `partitions`.
+fn partition_of(key_column: &str, partitions: i32) -> String {
+    format!("((hashtext({}::text) & 2147483647) % {partitions})", quote_ident(key_column))
+}
+
+fn unpollable(message: String) -> SetupFailure {
+    SetupFailure::Setup(SetupError::Server(message))
+}
+
+/// Advisory locks `(key, partition)` say which instance owns which aggregate partition; each instance
+/// also holds a shared member lock `(key, MEMBER_BASE + partitions)`, so that instances can count each
+/// other (and notice one configured with another partition count). Session-level locks: they go
+/// with the connection, and the server drops a vanished client's connection after its keepalives
+/// (see `pipeline::polling`).
+pub const MEMBER_BASE: i32 = 1_000_000;
+
+/// The advisory lock namespace of the polling relays of these tables: a hash of their names, so that
+/// every instance polling the same tables agrees on it, whatever its connector is called.
+pub fn lock_key(tables: &[PolledTable]) -> i32 {
+    let mut names: Vec<String> = tables.iter().map(|t| t.qualified()).collect();
+    names.sort();
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in format!("pgoutbox.polling:{}", names.join(",")).bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h as i32
+}
+
+/// Joins the instances polling under `key`, announcing `partitions`.
+pub async fn join(sql: &Client, key: i32, partitions: i32) -> Result<(), PgError> {
+    sql.execute("SELECT pg_advisory_lock_shared($1, $2)", &[&key, &(MEMBER_BASE + partitions)])
+        .await
+        .map_err(PgError::Sql)?;
+    Ok(())
+}
+
+const LOCKS: &str = "SELECT objid::int8, pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 \
+     AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND classid::int8 = $1";
+
+/// Who holds what under `key`.
+#[derive(Debug, Default)]
+pub struct Holders {
+    /// The partition counts the live instances announced, one entry per instance.
+    pub members: Vec<i32>,
+    /// The partitions this session owns.
+    pub mine: Vec<i32>,
+}
+
+pub async fn holders(sql: &Client, key: i32) -> Result<Holders, PgError> {
+    let classid = i64::from(key as u32);
+    let rows = sql.query(LOCKS, &[&classid]).await.map_err(PgError::Sql)?;
+    let me: i32 = sql.query_one("SELECT pg_backend_pid()", &[]).await.map_err(PgError::Sql)?.get(0);
+    let mut h = Holders::default();
+    for r in rows {
+        let (objid, pid): (i64, i32) = (r.get(0), r.get(1));
+        let objid = objid as u32 as i32;
+        if objid >= MEMBER_BASE {
+            h.members.push(objid - MEMBER_BASE);
+        } else if pid == me {
+            h.mine.push(objid);
+        }
+    }
+    h.mine.sort_unstable();
+    Ok(h)
+}
+
+/// Tries to take up to `want` of the partitions `0..partitions` this session does not hold; returns
+/// those it took.
+pub async fn claim(sql: &Client, key: i32, partitions: i32, mine: &[i32], want: i64) -> Result<Vec<i32>, PgError> {
+    // The LIMIT stops the scan once `want` locks are taken, so no more are tried than needed.
+    let rows = sql
+        .query(
+            "SELECT p FROM generate_series(0, $2 - 1) p WHERE NOT p = ANY($3) AND pg_try_advisory_lock($1, p) LIMIT $4",
+            &[&key, &partitions, &mine, &want],
+        )
+        .await
+        .map_err(PgError::Sql)?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+pub async fn release(sql: &Client, key: i32, partition: i32) -> Result<(), PgError> {
+    sql.execute("SELECT pg_advisory_unlock($1, $2)", &[&key, &partition]).await.map_err(PgError::Sql)?;
+    Ok(())
+}
