@@ -84,13 +84,13 @@ impl PolledTable {
                     "pgoutbox.polling.order.column names `{col}`, which outbox table {qualified} does not have; name a column that grows with insertion (a bigserial or identity column)"
                 )))
             }
-            Some(col) => quote_ident(col),
+            Some(col) => format!("o.{}", quote_ident(col)),
             None => match find(id_column) {
-                Some(c) if INTEGER_TYPES.contains(&c.type_oid) => quote_ident(id_column),
+                Some(c) if INTEGER_TYPES.contains(&c.type_oid) => format!("o.{}", quote_ident(id_column)),
                 // Transaction order: rows of an older inserting transaction first, then the order
                 // within it. No index serves it, so every poll sorts the backlog: fine for a small
                 // one; set pgoutbox.polling.order.column for a large one.
-                _ => "age(xmin) DESC, ctid".to_string(),
+                _ => "age(o.xmin) DESC, o.ctid".to_string(),
             },
         };
         if find(key_column).is_none() && cfg.ordering == crate::config::polling::Ordering::PerAggregate {
@@ -98,7 +98,9 @@ impl PolledTable {
                 "outbox table {qualified} has no column `{key_column}` (table.field.event.key) to partition the aggregates by"
             )));
         }
-        let texts: Vec<String> = columns.iter().map(|c| format!("{}::text", quote_ident(&c.name))).collect();
+        // Every name is qualified with the table's alias: the output columns carry the same names
+        // (as text), and an unqualified ORDER BY name would sort by the text ("1017" before "557").
+        let texts: Vec<String> = columns.iter().map(|c| format!("o.{}::text", quote_ident(&c.name))).collect();
         let partition_filter = match cfg.ordering {
             crate::config::polling::Ordering::PerAggregate => {
                 format!(" AND {} = ANY($1::int4[])", partition_of(key_column, cfg.partitions))
@@ -106,7 +108,7 @@ impl PolledTable {
             crate::config::polling::Ordering::None => " AND $1::int4[] IS NOT NULL".to_string(),
         };
         let select = format!(
-            "SELECT tableoid::regclass::text, ctid::text, {} FROM {qualified} WHERE {published} IS NULL{partition_filter} \
+            "SELECT o.tableoid::regclass::text, o.ctid::text, {} FROM {qualified} AS o WHERE o.{published} IS NULL{partition_filter} \
              ORDER BY {order} LIMIT $2 FOR UPDATE SKIP LOCKED",
             texts.join(", ")
         );
@@ -154,7 +156,7 @@ impl PolledTable {
 
 /// The partition of an aggregate: its key's hash (the server's `hashtext`) modulo `partitions`.
 fn partition_of(key_column: &str, partitions: i32) -> String {
-    format!("((hashtext({}::text) & 2147483647) % {partitions})", quote_ident(key_column))
+    format!("((hashtext(o.{}::text) & 2147483647) % {partitions})", quote_ident(key_column))
 }
 
 fn unpollable(message: String) -> SetupFailure {

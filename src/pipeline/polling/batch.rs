@@ -28,6 +28,9 @@ pub struct Batch<'a> {
     pub router: &'a mut Router,
     pub tx: &'a mpsc::Sender<Vec<Item>>,
     pub metrics: &'a crate::metrics::Metrics,
+    /// `PGOUTBOX_POLLING_HOLD_MS` (tests only): how long to keep a batch read and locked before
+    /// publishing it, to force interleavings between instances.
+    pub hold: std::time::Duration,
 }
 
 impl Batch<'_> {
@@ -58,6 +61,11 @@ impl Batch<'_> {
         let rows = step(table.fetch(self.sql, partitions, limit)).await?;
         if rows.is_empty() {
             return Ok(0);
+        }
+        tracing::debug!(rows = rows.len(), ?partitions, "polling: batch read");
+        if !self.hold.is_zero() {
+            tracing::info!(rows = rows.len(), hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
+            tokio::time::sleep(self.hold).await;
         }
         self.metrics.events_seen.fetch_add(rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let qualified = table.qualified();

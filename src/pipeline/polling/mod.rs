@@ -110,6 +110,9 @@ async fn session(
         }
     }
     let tables = describe(&sql, cfg, polling).await?;
+    if let Ok(row) = sql.query_one("SELECT pg_backend_pid()", &[]).await {
+        tracing::debug!(backend = row.get::<_, i32>(0), "polling: connected");
+    }
     let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
     metrics.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
@@ -174,6 +177,14 @@ async fn describe(sql: &Client, cfg: &Config, polling: &PollingConfig) -> Result
     Ok(tables)
 }
 
+/// `PGOUTBOX_POLLING_HOLD_MS` (tests): see `batch::Batch::hold`.
+fn hold() -> Duration {
+    std::env::var("PGOUTBOX_POLLING_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis)
+}
+
 struct Poller<'a> {
     cfg: &'a Config,
     polling: &'a PollingConfig,
@@ -196,7 +207,8 @@ impl Poller<'_> {
             let owned = ownership.refresh(self.sql, self.metrics).await?.map(<[i32]>::to_vec);
             if let Some(partitions) = owned {
                 for (table, plan) in self.tables.iter().zip(self.plans) {
-                    let mut batch = batch::Batch { cfg: self.cfg, sql: self.sql, router, tx, metrics: self.metrics };
+                    let mut batch =
+                        batch::Batch { cfg: self.cfg, sql: self.sql, router, tx, metrics: self.metrics, hold: hold() };
                     let n = batch.run(table, plan, &partitions, self.polling.batch_size).await?;
                     full |= n as i64 >= self.polling.batch_size;
                 }
