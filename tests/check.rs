@@ -66,3 +66,51 @@ async fn check_warns_about_undeclared_providers_and_refuses_unresolved_reference
     assert_eq!(code, 0, "the resolved password is sent (trust auth accepts it): {out}");
     assert!(!out.contains("hunter2"), "{out}");
 }
+
+/// `check` for the polling relay: no replication needed; the published column, the partial index and
+/// the privileges are checked, and an outbox whose rows are deleted as they are inserted is named.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_validates_the_polling_table() {
+    let o = Outbox::new("checkpoll").await;
+    let sql = o.env.sql().await;
+    let polling = |extra: &[&str]| {
+        let mut lines = vec!["pgoutbox.relay=polling"];
+        lines.extend_from_slice(extra);
+        o.config(&lines)
+    };
+    let (code, out) = check(&polling(&[]));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no column `published_at`") && out.contains("ADD COLUMN \"published_at\" timestamptz"), "{out}");
+    assert!(!out.contains("wal_level") && !out.contains("slot"), "no replication checks: {out}");
+
+    sql.batch_execute(&format!("ALTER TABLE public.{} ADD COLUMN published_at timestamptz", o.table)).await.unwrap();
+    let (code, out) = check(&polling(&[]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("WARNING") && out.contains("WHERE \"published_at\" IS NULL"), "no partial index: {out}");
+
+    sql.batch_execute(&format!("CREATE INDEX ON public.{} (seq) WHERE published_at IS NULL", o.table)).await.unwrap();
+    let (code, out) = check(&polling(&[]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("a partial index covers the unpublished rows"), "{out}");
+
+    let role = unique("poll_ro");
+    sql.batch_execute(&format!("CREATE ROLE {role} LOGIN; GRANT SELECT ON public.{} TO {role}", o.table)).await.unwrap();
+    let (code, out) = check(&polling(&[]).replace("database.user=postgres", &format!("database.user={role}")));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("GRANT UPDATE (\"published_at\") ON public.{} TO {role}", o.table)) || out.contains("lacks UPDATE"), "{out}");
+
+    // Debezium's pattern: insert and delete in one transaction.
+    for _ in 0..3 {
+        sql.batch_execute(&format!("BEGIN; {}; DELETE FROM public.{}; COMMIT", o.insert_sql("x", "a", None), o.table))
+            .await
+            .unwrap();
+    }
+    // The statistics reach the cumulative views when the session flushes them (PostgreSQL 15+ can
+    // be asked to at once; older ones within their stats interval).
+    let _ = sql.batch_execute("SELECT pg_stat_force_next_flush()").await;
+    let _ = sql.batch_execute("SELECT 1").await;
+    support::wait_for_async("table statistics", std::time::Duration::from_secs(30), || async {
+        check(&polling(&[])).1.contains("delete each outbox row in the transaction that inserts it")
+    })
+    .await;
+}

@@ -29,6 +29,8 @@ pub struct PolledTable {
     select: String,
     /// The published column, quoted.
     published: String,
+    /// The column a partial index on unpublished rows should cover (the order column, quoted).
+    pub index_column: String,
 }
 
 /// What a poll read: each row's relation (for a partitioned outbox, the partition holding it) and
@@ -78,6 +80,7 @@ impl PolledTable {
             }
             Some(c) => quote_ident(&c.name),
         };
+        let index_column = quote_ident(cfg.order_column.as_deref().unwrap_or(id_column));
         let order = match &cfg.order_column {
             Some(col) if find(col).is_none() => {
                 return Err(unpollable(format!(
@@ -112,7 +115,7 @@ impl PolledTable {
              ORDER BY {order} LIMIT $2 FOR UPDATE SKIP LOCKED",
             texts.join(", ")
         );
-        Ok(PolledTable { schema: schema.into(), table: table.into(), columns, select, published })
+        Ok(PolledTable { schema: schema.into(), table: table.into(), columns, select, published, index_column })
     }
 
     /// The oldest unpublished rows of the owned `partitions`, locked for this transaction.

@@ -1,6 +1,8 @@
 //! `pgoutbox check`: validates the configuration against the database and the broker before the
 //! relay runs, and says for each problem exactly what to fix.
 
+mod polling;
+
 use crate::kafka::security::PreflightError;
 use std::time::Duration;
 
@@ -40,6 +42,13 @@ pub async fn check(cfg: &Config) -> Vec<Finding> {
         "database",
         format!("connected to {}:{} as {}", cfg.database.hostname, cfg.database.port, cfg.database.user),
     ));
+    if let Some(p) = &cfg.polling {
+        // The polling relay needs no replication: no wal_level, slot or publication to check.
+        out.extend(check_tables(&sql, cfg).await);
+        out.extend(polling::check(&sql, cfg, p).await);
+        out.extend(check_broker(cfg).await);
+        return out;
+    }
     match setup::check_wal_level(&sql).await {
         Ok(()) => out.push(ok("wal_level", "logical")),
         Err(e) => out.push(problem("wal_level", e.to_string())),
