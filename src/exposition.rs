@@ -173,6 +173,9 @@ struct Own {
     latency_histogram: Family<Connector, Counted>,
     lag_bytes: IntGauges<Connector>,
     lag_seconds: FloatGauges<Connector>,
+    unpublished: IntGauges<Connector>,
+    oldest_unpublished: FloatGauges<Connector>,
+    stalled: IntGauges<Connector>,
     reconnects: Family<Connector, Counter>,
     partition_changes: Family<Connector, Counter>,
     topic_records: Family<Topic, Counter>,
@@ -217,7 +220,24 @@ impl Own {
             "Events skipped under errors.tolerance=all, by class (route: the router refused the row; delivery: the broker refused the record), and dead letters queued",
             errors.clone(),
         );
+        let oldest_unpublished = FloatGauges::<Connector>::default();
+        r.register(
+            "pgoutbox_outbox_oldest_unpublished_age_seconds",
+            "Age of the oldest outbox event committed but not yet acknowledged by the broker (polling: the oldest unpublished row; log tailing: the oldest transaction read but not yet confirmed); 0 when none",
+            oldest_unpublished.clone(),
+        );
         Own {
+            unpublished: int_gauge(
+                r,
+                "pgoutbox_outbox_unpublished_events",
+                "Outbox events committed but not yet acknowledged by the broker (polling: unpublished rows in the table; log tailing: events decoded but not yet acknowledged, WAL not decoded yet is in pgoutbox_slot_lag_bytes)",
+            ),
+            oldest_unpublished,
+            stalled: int_gauge(
+                r,
+                "pgoutbox_outbox_stalled",
+                "1 while the oldest unpublished event is older than pgoutbox.stall.threshold.ms",
+            ),
             latency_histogram,
             lag_bytes: int_gauge(
                 r,
@@ -272,6 +292,9 @@ impl Own {
             (sum_us as f64 / 1e6, count, buckets);
         self.lag_bytes.get_or_create(&c).set(as_i64(g(&m.received_lsn).saturating_sub(g(&m.confirmed_lsn))));
         self.lag_seconds.get_or_create(&c).set(g(&m.slot_lag_ms) as f64 / 1e3);
+        self.unpublished.get_or_create(&c).set(as_i64(g(&m.unpublished_events)));
+        self.oldest_unpublished.get_or_create(&c).set(g(&m.oldest_unpublished_ms) as f64 / 1e3);
+        self.stalled.get_or_create(&c).set(i64::from(m.stalled.load(std::sync::atomic::Ordering::Relaxed)));
         self.reconnects.get_or_create(&c).inc_by(g(&m.sessions).saturating_sub(1));
         self.partition_changes.get_or_create(&c).inc_by(g(&m.partition_changes));
         for (topic, records, bytes) in m.sent_by_topic() {

@@ -56,6 +56,16 @@ async fn handle(State(relay): State<Relay>, uri: Uri) -> Response {
 fn respond(path: &str, m: &Metrics) -> (&'static str, &'static str, String) {
     match path {
         // Liveness: the process runs its loop, whatever the state (a standby or a snapshot is alive).
+        // Health: alive and not stalled (the oldest unpublished event within pgoutbox.stall.threshold.ms).
+        "/health" if m.stalled.load(std::sync::atomic::Ordering::Relaxed) == 1 => (
+            "503 Service Unavailable",
+            "text/plain",
+            format!(
+                "stalled: {} unpublished event(s), the oldest {}s old\n",
+                m.unpublished_events.load(std::sync::atomic::Ordering::Relaxed),
+                m.oldest_unpublished_ms.load(std::sync::atomic::Ordering::Relaxed) / 1000
+            ),
+        ),
         "/health" | "/health/live" => ("200 OK", "text/plain", format!("{}\n", m.state().name())),
         // Readiness: events flow.
         "/ready" | "/health/ready" => {
@@ -101,6 +111,24 @@ mod tests {
             assert_eq!(respond("/ready", &m).0, "503 Service Unavailable", "a {state:?} relay is not ready");
         }
         assert_eq!(respond("/nope", &m).0, "404 Not Found");
+    }
+
+    /// A stall fails `/health` (naming the backlog) but not liveness: restarting cannot fix a broker.
+    #[test]
+    fn health_reports_a_stall_and_liveness_does_not() {
+        let m = Metrics::default();
+        m.set_state(RelayState::Streaming);
+        m.unpublished_events.store(42, std::sync::atomic::Ordering::Relaxed);
+        m.oldest_unpublished_ms.store(400_000, std::sync::atomic::Ordering::Relaxed);
+        m.stalled.store(1, std::sync::atomic::Ordering::Relaxed);
+        let (code, _, body) = respond("/health", &m);
+        assert_eq!(
+            (code, body.trim()),
+            ("503 Service Unavailable", "stalled: 42 unpublished event(s), the oldest 400s old")
+        );
+        assert_eq!(respond("/health/live", &m).0, "200 OK");
+        m.stalled.store(0, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(respond("/health", &m).0, "200 OK");
     }
 
     /// A request that arrives in pieces (a client writing the request line and each header

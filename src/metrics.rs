@@ -76,6 +76,13 @@ pub struct Metrics {
     pub delivery_errors: AtomicU64,
     /// Dead letters queued for the dead-letter topic.
     pub dead_letters: AtomicU64,
+    /// Outbox events committed but not yet acknowledged by the broker, as far as the relay can
+    /// know (see `pipeline::backlog`).
+    pub unpublished_events: AtomicU64,
+    /// The age of the oldest of them, in milliseconds (0: none).
+    pub oldest_unpublished_ms: AtomicU64,
+    /// 1 while that age is past `pgoutbox.stall.threshold.ms`.
+    pub stalled: AtomicU8,
     state: AtomicU8,
     latency: Mutex<Latencies>,
     /// Records and bytes (key, value and headers) handed to the producer, per topic.

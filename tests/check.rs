@@ -80,7 +80,10 @@ async fn check_validates_the_polling_table() {
     };
     let (code, out) = check(&polling(&[]));
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("no column `published_at`") && out.contains("ADD COLUMN \"published_at\" timestamptz"), "{out}");
+    assert!(
+        out.contains("no column `published_at`") && out.contains("ADD COLUMN \"published_at\" timestamptz"),
+        "{out}"
+    );
     assert!(!out.contains("wal_level") && !out.contains("slot"), "no replication checks: {out}");
 
     sql.batch_execute(&format!("ALTER TABLE public.{} ADD COLUMN published_at timestamptz", o.table)).await.unwrap();
@@ -94,10 +97,16 @@ async fn check_validates_the_polling_table() {
     assert!(out.contains("a partial index covers the unpublished rows"), "{out}");
 
     let role = unique("poll_ro");
-    sql.batch_execute(&format!("CREATE ROLE {role} LOGIN; GRANT SELECT ON public.{} TO {role}", o.table)).await.unwrap();
+    sql.batch_execute(&format!("CREATE ROLE {role} LOGIN; GRANT SELECT ON public.{} TO {role}", o.table))
+        .await
+        .unwrap();
     let (code, out) = check(&polling(&[]).replace("database.user=postgres", &format!("database.user={role}")));
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains(&format!("GRANT UPDATE (\"published_at\") ON public.{} TO {role}", o.table)) || out.contains("lacks UPDATE"), "{out}");
+    assert!(
+        out.contains(&format!("GRANT UPDATE (\"published_at\") ON public.{} TO {role}", o.table))
+            || out.contains("lacks UPDATE"),
+        "{out}"
+    );
 
     // Debezium's pattern: insert and delete in one transaction.
     for _ in 0..3 {

@@ -370,3 +370,49 @@ async fn polling_relay_keeps_each_aggregates_order_under_a_concurrent_writer() {
         }
     }
 }
+
+/// Seed step 6: the unpublished rows' count and the oldest one's age are exported, and a relay that
+/// cannot publish (here: no broker) reports a stall in the log, the metric and `/health`; once it
+/// publishes again the backlog drains to zero and the stall ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_relay_reports_its_backlog_and_a_stall() {
+    let o = polled_outbox("poll_backlog").await;
+    o.create_topics(&["order"], 1).await;
+    let sql = o.env.sql().await;
+    for i in 0..7 {
+        sql.batch_execute(&o.insert_sql("order", &format!("a{i}"), None)).await.unwrap();
+    }
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let envs = [("PGOUTBOX_BACKLOG_MS", "200")];
+    let extra = [
+        "pgoutbox.stall.threshold.ms=1500",
+        "pgoutbox.polling.timestamp.column=created_at",
+        "task.shutdown.graceful.timeout.ms=500",
+    ];
+    let dead = format!("bootstrap.servers=127.0.0.1:{}", free_port());
+    let config = polling_config(&o, &extra).replace(&format!("bootstrap.servers={}", o.env.broker), &dead);
+    let args = ["--metrics-address", metrics.as_str()];
+    let mut relay = Relay::start_with_env(&config, &args, &envs);
+    let sample = |name: &str| -> Option<f64> {
+        let (_, body) = http_get(&metrics, "/metrics")?;
+        body.lines().find(|l| l.starts_with(name)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+    };
+    wait_for("a stall reported", Duration::from_secs(30), || sample("pgoutbox_outbox_stalled") == Some(1.0));
+    assert_eq!(sample("pgoutbox_outbox_unpublished_events"), Some(7.0));
+    assert!(sample("pgoutbox_outbox_oldest_unpublished_age_seconds").unwrap() > 1.5);
+    let (code, body) = http_get(&metrics, "/health").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("stalled: 7 unpublished"), "{body}");
+    relay.wait_for_log(
+        "stalled: the oldest unpublished outbox event is older than pgoutbox.stall.threshold.ms",
+        Duration::from_secs(5),
+    );
+    relay.stop();
+
+    let mut relay = Relay::start_with_env(&polling_config(&o, &extra), &args, &envs);
+    wait_for("the backlog drained", Duration::from_secs(30), || {
+        sample("pgoutbox_outbox_unpublished_events") == Some(0.0) && sample("pgoutbox_outbox_stalled") == Some(0.0)
+    });
+    assert_eq!(http_get(&metrics, "/health").unwrap().0, 200);
+    relay.stop();
+}

@@ -7,7 +7,7 @@ use tokio_postgres::Client;
 use super::{ok, problem, Finding};
 use crate::config::polling::PollingConfig;
 use crate::config::Config;
-use crate::postgres::polling::PolledTable;
+use crate::postgres::polling::{event_columns, PolledTable};
 use crate::postgres::replication::{quote_ident, quote_literal};
 use crate::postgres::setup;
 
@@ -24,9 +24,7 @@ pub async fn check(sql: &Client, cfg: &Config, p: &PollingConfig) -> Vec<Finding
     for (schema, table) in tables {
         let qualified = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
         let subject = format!("polling {schema}.{table}");
-        match PolledTable::describe(sql, &schema, &table, p, &cfg.router.field_event_id, &cfg.router.field_event_key)
-            .await
-        {
+        match PolledTable::describe(sql, &schema, &table, p, &event_columns(cfg)).await {
             Ok(t) => {
                 out.push(ok(&subject, format!("column `{}` records what was published", p.published_column)));
                 out.extend(privileges(sql, &subject, &qualified, cfg, p).await);

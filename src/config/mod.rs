@@ -278,6 +278,9 @@ pub struct Config {
     /// `polling` holds (`Some` exactly when `relay` is `Polling`).
     pub relay: polling::RelayKind,
     pub polling: Option<polling::PollingConfig>,
+    /// `pgoutbox.stall.threshold.ms` (default 300000): the oldest unpublished event's age past which
+    /// the relay reports itself stalled (log, metric, `/health`).
+    pub stall_threshold: Duration,
     pub ignored: Vec<IgnoredKey>,
     /// Keys whose values keep a `${alias:...}` reference to a config provider the config does not
     /// declare (key, alias): used literally, as Connect would, and worth a warning.
@@ -316,6 +319,7 @@ impl Config {
         let errors = parse_errors(&mut r)?;
         let commit_lsn_header = parse_commit_lsn_header(&mut r);
         let (relay, polling) = polling::parse(&mut r)?;
+        let stall_threshold = r.millis_or("pgoutbox.stall.threshold.ms", 300_000)?;
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
             return Err(invalid(
                 "pgoutbox.commit.lsn.header",
@@ -356,6 +360,7 @@ impl Config {
             commit_lsn_header,
             relay,
             polling,
+            stall_threshold,
             ignored,
             undeclared_providers: resolved.undeclared,
             warnings,

@@ -47,13 +47,17 @@ pub struct PollingConfig {
     /// `pgoutbox.polling.partitions` (default 1): how many parts the aggregate ids are hashed into;
     /// each is owned by one instance at a time. Every instance must use the same number.
     pub partitions: i32,
+    /// `pgoutbox.polling.timestamp.column`: a column dating each row (a timestamp, or epoch
+    /// milliseconds), for the age of the oldest unpublished row. Unset: `table.field.event.timestamp`.
+    pub timestamp_column: Option<String>,
     /// `pgoutbox.polling.notify.channel` (off by default): a channel to LISTEN on; a NOTIFY on it
     /// wakes the poller at once instead of after `poll.interval.ms`.
     pub notify_channel: Option<String>,
 }
 
 /// The polling relay's own keys (it also reads Debezium's `poll.interval.ms` and `max.batch.size`).
-const POLLING_KEYS: [&str; 5] = [
+const POLLING_KEYS: [&str; 6] = [
+    "pgoutbox.polling.timestamp.column",
     "pgoutbox.polling.partitions",
     "pgoutbox.polling.ordering",
     "pgoutbox.polling.order.column",
@@ -104,6 +108,7 @@ pub fn parse(r: &mut Reader<'_>) -> Result<(RelayKind, Option<PollingConfig>), C
     let published_column = column(r, "pgoutbox.polling.published.column")?.unwrap_or_else(|| "published_at".into());
     let order_column = column(r, "pgoutbox.polling.order.column")?;
     let notify_channel = column(r, "pgoutbox.polling.notify.channel")?;
+    let timestamp_column = column(r, "pgoutbox.polling.timestamp.column")?;
     Ok((
         kind,
         Some(PollingConfig {
@@ -114,6 +119,7 @@ pub fn parse(r: &mut Reader<'_>) -> Result<(RelayKind, Option<PollingConfig>), C
             ordering,
             partitions,
             notify_channel,
+            timestamp_column,
         }),
     ))
 }

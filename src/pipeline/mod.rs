@@ -14,6 +14,7 @@
 //! Shutdown: the reader stops reading and closes the channel; the sink waits (bounded) for outstanding
 //! acknowledgements and drops its watch; the reader sends the final confirmed position and closes.
 
+mod backlog;
 mod checkpoint;
 mod partitions;
 mod polling;

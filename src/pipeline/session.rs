@@ -96,7 +96,8 @@ pub async fn run(
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
     let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
-        .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
+        .with_tolerance(cfg.errors.clone(), &cfg.connector_name)
+        .with_backlog(cfg.stall_threshold);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let watch_stop = CancellationToken::new();
     let partition_watch = tokio::spawn(super::partitions::watch(
@@ -399,7 +400,8 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
     let sink = Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone())
-        .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
+        .with_tolerance(cfg.errors.clone(), &cfg.connector_name)
+        .with_backlog(cfg.stall_threshold);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx, metrics).await;
     drop(tx);

@@ -47,6 +47,8 @@ pub struct Sink {
     sent: Vec<(Arc<str>, u64, u64)>,
     /// Warns while the oldest unacknowledged event waits.
     stall: StallWatch,
+    /// The log-tailing relay's backlog report (the polling relay measures its backlog in the table).
+    backlog: Option<super::backlog::Backlog>,
 }
 
 impl Sink {
@@ -73,7 +75,15 @@ impl Sink {
             acks: Vec::new(),
             sent: Vec::new(),
             stall: StallWatch::new(WARN_AFTER),
+            backlog: None,
         }
+    }
+
+    /// Reports the events decoded but not yet acknowledged as the backlog, dated by the oldest
+    /// unconfirmed transaction (the log-tailing relay).
+    pub fn with_backlog(mut self, stall_threshold: Duration) -> Self {
+        self.backlog = Some(super::backlog::Backlog::new(stall_threshold));
+        self
     }
 
     /// Applies `errors.tolerance` to records the broker refuses.
@@ -239,6 +249,9 @@ impl Sink {
             .oldest_unconfirmed_commit()
             .map_or(0, |commit| pg_epoch_micros(std::time::SystemTime::now()).saturating_sub(commit).max(0) as u64);
         self.metrics.slot_lag_ms.store(lag_us / 1000, Ordering::Relaxed);
+        if let Some(b) = &mut self.backlog {
+            b.report(&self.metrics, self.checkpoint.in_flight(), Duration::from_micros(lag_us));
+        }
     }
 
     fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {

@@ -18,6 +18,16 @@ use crate::pgoutput::{TupleData, Value};
 /// Integer types, in which an id column grows with insertion (a sequence or identity).
 const INTEGER_TYPES: [u32; 3] = [20, 21, 23];
 
+/// The Event Router's columns the polling relay uses besides its own.
+pub struct EventColumns<'a> {
+    /// `table.field.event.id`: the default order when it is an integer.
+    pub id: &'a str,
+    /// `table.field.event.key`: what the aggregates are partitioned by.
+    pub key: &'a str,
+    /// `table.field.event.timestamp`, when set: dates the rows when no polling timestamp column is.
+    pub timestamp: Option<&'a str>,
+}
+
 /// One outbox table as the polling relay reads it.
 #[derive(Debug, Clone)]
 pub struct PolledTable {
@@ -31,6 +41,16 @@ pub struct PolledTable {
     published: String,
     /// The column a partial index on unpublished rows should cover (the order column, quoted).
     pub index_column: String,
+    /// The unpublished rows' count, the oldest one's age in seconds when the rows are dated (else
+    /// null), and which row is the oldest (to date the rows by sighting when they carry no date).
+    backlog: String,
+}
+
+/// The unpublished rows, as `backlog` measures them.
+pub struct BacklogRow {
+    pub count: i64,
+    pub oldest_age_s: Option<f64>,
+    pub oldest_key: Option<String>,
 }
 
 /// What a poll read: each row's relation (for a partitioned outbox, the partition holding it) and
@@ -53,9 +73,9 @@ impl PolledTable {
         schema: &str,
         table: &str,
         cfg: &PollingConfig,
-        id_column: &str,
-        key_column: &str,
+        event: &EventColumns<'_>,
     ) -> Result<PolledTable, SetupFailure> {
+        let (id_column, key_column) = (event.id, event.key);
         let columns = super::setup::table_columns(sql, schema, table).await?;
         let qualified = format!("{}.{}", quote_ident(schema), quote_ident(table));
         let find = |name: &str| columns.iter().find(|c| c.name == name);
@@ -103,6 +123,27 @@ impl PolledTable {
         }
         // Every name is qualified with the table's alias: the output columns carry the same names
         // (as text), and an unqualified ORDER BY name would sort by the text ("1017" before "557").
+        let dated = match cfg.timestamp_column.as_deref().or(event.timestamp) {
+            Some(col) => match find(col) {
+                None => {
+                    return Err(unpollable(format!(
+                        "outbox table {qualified} has no column `{col}` (pgoutbox.polling.timestamp.column or table.field.event.timestamp) to date unpublished rows by"
+                    )))
+                }
+                // Epoch milliseconds.
+                Some(c) if INTEGER_TYPES.contains(&c.type_oid) => {
+                    format!("extract(epoch FROM clock_timestamp()) - min(o.{}) / 1000.0", quote_ident(col))
+                }
+                Some(_) => {
+                    format!("extract(epoch FROM clock_timestamp() - min(o.{})::timestamptz)", quote_ident(col))
+                }
+            },
+            None => "NULL::float8".to_string(),
+        };
+        let backlog = format!(
+            "SELECT count(*), ({dated})::float8, (SELECT o.tableoid::text || ':' || o.ctid::text FROM {qualified} AS o \
+             WHERE o.{published} IS NULL ORDER BY {order} LIMIT 1) FROM {qualified} AS o WHERE o.{published} IS NULL"
+        );
         let texts: Vec<String> = columns.iter().map(|c| format!("o.{}::text", quote_ident(&c.name))).collect();
         let partition_filter = match cfg.ordering {
             crate::config::polling::Ordering::PerAggregate => {
@@ -115,7 +156,15 @@ impl PolledTable {
              ORDER BY {order} LIMIT $2 FOR UPDATE SKIP LOCKED",
             texts.join(", ")
         );
-        Ok(PolledTable { schema: schema.into(), table: table.into(), columns, select, published, index_column })
+        Ok(PolledTable {
+            schema: schema.into(),
+            table: table.into(),
+            columns,
+            select,
+            published,
+            index_column,
+            backlog,
+        })
     }
 
     /// The oldest unpublished rows of the owned `partitions`, locked for this transaction.
@@ -136,6 +185,12 @@ impl PolledTable {
                 },
             })
             .collect())
+    }
+
+    /// Counts and dates the unpublished rows (through the partial index on them, when there is one).
+    pub async fn backlog(&self, sql: &Client) -> Result<BacklogRow, PgError> {
+        let r = sql.query_one(self.backlog.as_str(), &[]).await.map_err(PgError::Sql)?;
+        Ok(BacklogRow { count: r.get(0), oldest_age_s: r.get(1), oldest_key: r.get(2) })
     }
 
     /// Sets the published column on `rows` (all read by `fetch` in this same transaction).
@@ -242,4 +297,13 @@ pub async fn claim(sql: &Client, key: i32, partitions: i32, mine: &[i32], want: 
 pub async fn release(sql: &Client, key: i32, partition: i32) -> Result<(), PgError> {
     sql.execute("SELECT pg_advisory_unlock($1, $2)", &[&key, &partition]).await.map_err(PgError::Sql)?;
     Ok(())
+}
+
+/// The Event Router's columns of `cfg`.
+pub fn event_columns(cfg: &crate::config::Config) -> EventColumns<'_> {
+    EventColumns {
+        id: &cfg.router.field_event_id,
+        key: &cfg.router.field_event_key,
+        timestamp: cfg.router.field_event_timestamp.as_deref(),
+    }
 }

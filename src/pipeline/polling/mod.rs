@@ -33,7 +33,7 @@ use crate::kafka::Producer;
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, RelayState};
 use crate::outbox::{RelationInfo, RoutePlan};
-use crate::postgres::polling::{lock_key, PolledTable};
+use crate::postgres::polling::{event_columns, lock_key, PolledTable};
 use crate::postgres::setup::{self, SetupError, SetupFailure};
 use crate::postgres::ConnectParams;
 
@@ -139,9 +139,19 @@ async fn session(
         ordering = ?polling.ordering,
         "polling: publishing unpublished rows"
     );
+    let watch_stop = shutdown.child_token();
+    let watch = tokio::spawn(watch_backlog(
+        params.clone(),
+        tables.clone(),
+        cfg.stall_threshold,
+        metrics.clone(),
+        watch_stop.clone(),
+    ));
     let mut poller = Poller { cfg, polling, sql: &sql, tables: &tables, plans: &plans, metrics };
     let poll_result = poller.poll(&mut router, &tx, shutdown).await;
     drop(tx);
+    watch_stop.cancel();
+    let _ = watch.await;
     let sink_result = match sink.await {
         Ok(r) => r,
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
@@ -157,15 +167,7 @@ async fn session(
 async fn describe(sql: &Client, cfg: &Config, polling: &PollingConfig) -> Result<Vec<PolledTable>, SetupFailure> {
     let mut tables = Vec::new();
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
-        let t = PolledTable::describe(
-            sql,
-            &schema,
-            &table,
-            polling,
-            &cfg.router.field_event_id,
-            &cfg.router.field_event_key,
-        )
-        .await?;
+        let t = PolledTable::describe(sql, &schema, &table, polling, &event_columns(cfg)).await?;
         tables.push(t);
     }
     if tables.is_empty() {
@@ -183,6 +185,83 @@ fn hold() -> Duration {
         .ok()
         .and_then(|v| v.parse().ok())
         .map_or(Duration::ZERO, Duration::from_millis)
+}
+
+/// How often the unpublished rows are counted and dated (`PGOUTBOX_BACKLOG_MS` shortens it, tests).
+fn backlog_every() -> Duration {
+    std::env::var("PGOUTBOX_BACKLOG_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(5), Duration::from_millis)
+}
+
+/// The age of the oldest unpublished row, where rows carry no date: how long the same row has been
+/// seen as the oldest unpublished one. It restarts with every row the relay publishes, so it grows
+/// exactly while nothing moves.
+#[derive(Default)]
+struct Sighting {
+    key: Option<String>,
+    since: Option<std::time::Instant>,
+}
+
+impl Sighting {
+    fn age(&mut self, key: Option<String>) -> Duration {
+        let now = std::time::Instant::now();
+        if key.is_none() || key != self.key {
+            self.key = key;
+            self.since = Some(now);
+        }
+        self.since.map_or(Duration::ZERO, |s| now - s)
+    }
+}
+
+/// Counts and dates the unpublished rows of every table, on a connection of its own so that a batch
+/// waiting for acknowledgements (the case worth reporting) does not hold it. Every instance measures
+/// the whole table: the backlog is the table's, not an instance's.
+async fn watch_backlog(
+    params: ConnectParams,
+    tables: Vec<PolledTable>,
+    threshold: Duration,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let mut backlog = super::backlog::Backlog::new(threshold);
+    let mut sightings: Vec<Sighting> = tables.iter().map(|_| Sighting::default()).collect();
+    let mut sql: Option<Client> = None;
+    loop {
+        if sql.as_ref().is_none_or(Client::is_closed) {
+            sql = setup::connect_sql(&params)
+                .await
+                .map_err(|e| tracing::debug!(error = %e, "backlog: cannot connect"))
+                .ok();
+        }
+        if let Some(c) = &sql {
+            let (mut count, mut oldest, mut measured) = (0u64, Duration::ZERO, true);
+            for (table, sighting) in tables.iter().zip(sightings.iter_mut()) {
+                match table.backlog(c).await {
+                    Ok(b) => {
+                        count += b.count.max(0) as u64;
+                        let age = match b.oldest_age_s {
+                            Some(s) => Duration::from_secs_f64(s.max(0.0)),
+                            None => sighting.age(b.oldest_key),
+                        };
+                        oldest = oldest.max(if b.count > 0 { age } else { Duration::ZERO });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot count the unpublished rows for the backlog metrics; retrying");
+                        measured = false;
+                    }
+                }
+            }
+            if measured {
+                backlog.report(&metrics, count, oldest);
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(backlog_every()) => {}
+        }
+    }
 }
 
 struct Poller<'a> {
@@ -221,5 +300,20 @@ impl Poller<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sighting_ages_while_the_same_row_stays_oldest() {
+        let mut s = Sighting::default();
+        assert_eq!(s.age(Some("a".into())), Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(s.age(Some("a".into())) >= Duration::from_millis(20));
+        assert!(s.age(Some("b".into())) < Duration::from_millis(20), "a newer oldest row: progress");
+        assert_eq!(s.age(None), Duration::ZERO, "nothing unpublished");
     }
 }
