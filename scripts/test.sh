@@ -67,13 +67,13 @@ for major in $majors; do
     log "PostgreSQL $major: $("$bindir/postgres" --version) on 127.0.0.1:$mport"
     (
         export PG_BINDIR=$bindir PGOUTBOX_TEST_PG_PORT=$mport PGOUTBOX_TEST_TLS_DIR=$mdir/tls
-        cargo test --locked --test relay --test edges -- --nocapture
+        cargo test --locked --test relay --test edges --test polling --test prune -- --nocapture
         # Decoding from a standby needs 16+ (the main run tests it on 16 from the npm registry).
         if [ "$major" -ge 16 ]; then cargo test --locked --test standby -- --nocapture; fi
         PGOUTBOX_FAULTS_KILLS=${PGOUTBOX_FAULTS_KILLS:-8} cargo test --locked --test faults -- --nocapture \
             relay_killed_at_random_moments_loses_nothing postgres_fast_shutdown_is_not_held_by_an_idle_relay
     )
     PG_BINDIR=$bindir pg_stop "$mdir" immediate
-    log "PostgreSQL $major: relay, edge and fault-kill tests took $(( $(date +%s) - mstart ))s"
+    log "PostgreSQL $major: relay, edge, polling, pruning and fault-kill tests took $(( $(date +%s) - mstart ))s"
 done
 log "test suite and version matrix took $(( $(date +%s) - start ))s"

@@ -176,6 +176,7 @@ struct Own {
     unpublished: IntGauges<Connector>,
     oldest_unpublished: FloatGauges<Connector>,
     stalled: IntGauges<Connector>,
+    pruned: Family<Connector, Counter>,
     reconnects: Family<Connector, Counter>,
     partition_changes: Family<Connector, Counter>,
     topic_records: Family<Topic, Counter>,
@@ -238,6 +239,7 @@ impl Own {
                 "pgoutbox_outbox_stalled",
                 "1 while the oldest unpublished event is older than pgoutbox.stall.threshold.ms",
             ),
+            pruned: counter(r, "pgoutbox_outbox_pruned_rows", "Outbox rows deleted or archived by pgoutbox.prune.*"),
             latency_histogram,
             lag_bytes: int_gauge(
                 r,
@@ -294,6 +296,7 @@ impl Own {
         self.lag_seconds.get_or_create(&c).set(g(&m.slot_lag_ms) as f64 / 1e3);
         self.unpublished.get_or_create(&c).set(as_i64(g(&m.unpublished_events)));
         self.oldest_unpublished.get_or_create(&c).set(g(&m.oldest_unpublished_ms) as f64 / 1e3);
+        self.pruned.get_or_create(&c).inc_by(g(&m.pruned_rows));
         self.stalled.get_or_create(&c).set(i64::from(m.stalled.load(std::sync::atomic::Ordering::Relaxed)));
         self.reconnects.get_or_create(&c).inc_by(g(&m.sessions).saturating_sub(1));
         self.partition_changes.get_or_create(&c).inc_by(g(&m.partition_changes));

@@ -83,6 +83,8 @@ pub struct Metrics {
     pub oldest_unpublished_ms: AtomicU64,
     /// 1 while that age is past `pgoutbox.stall.threshold.ms`.
     pub stalled: AtomicU8,
+    /// Outbox rows deleted or archived by pruning (`pipeline::prune`).
+    pub pruned_rows: AtomicU64,
     state: AtomicU8,
     latency: Mutex<Latencies>,
     /// Records and bytes (key, value and headers) handed to the producer, per topic.

@@ -12,6 +12,7 @@ pub mod polling;
 pub mod producer;
 mod properties;
 pub mod providers;
+pub mod prune;
 pub mod security;
 
 use std::time::Duration;
@@ -281,6 +282,8 @@ pub struct Config {
     /// `pgoutbox.stall.threshold.ms` (default 300000): the oldest unpublished event's age past which
     /// the relay reports itself stalled (log, metric, `/health`).
     pub stall_threshold: Duration,
+    /// `pgoutbox.prune.*`: `None` unless `pgoutbox.prune.retention.ms` is set.
+    pub prune: Option<prune::PruneConfig>,
     pub ignored: Vec<IgnoredKey>,
     /// Keys whose values keep a `${alias:...}` reference to a config provider the config does not
     /// declare (key, alias): used literally, as Connect would, and worth a warning.
@@ -320,6 +323,7 @@ impl Config {
         let commit_lsn_header = parse_commit_lsn_header(&mut r);
         let (relay, polling) = polling::parse(&mut r)?;
         let stall_threshold = r.millis_or("pgoutbox.stall.threshold.ms", 300_000)?;
+        let prune = prune::parse(&mut r)?;
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
             return Err(invalid(
                 "pgoutbox.commit.lsn.header",
@@ -361,6 +365,7 @@ impl Config {
             relay,
             polling,
             stall_threshold,
+            prune,
             ignored,
             undeclared_providers: resolved.undeclared,
             warnings,

@@ -18,6 +18,7 @@ mod backlog;
 mod checkpoint;
 mod partitions;
 mod polling;
+mod prune;
 mod reader;
 mod session;
 mod sink;

@@ -2,6 +2,7 @@
 //! and inspects publications and slots (`setup`, over tokio-postgres).
 
 pub mod polling;
+pub mod prune;
 pub mod replication;
 pub mod setup;
 pub mod slot;

@@ -59,8 +59,17 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
         RelayError::TaskStopped("pgoutbox.relay=polling without polling options (a bug: report it)".into())
     })?;
     let mut backoff = INITIAL_BACKOFF;
+    let mut pruner = None;
     loop {
         let started = std::time::Instant::now();
+        if pruner.is_none() {
+            // Pruning takes only published rows: it may start at once.
+            pruner = match super::prune::start(config, metrics.clone(), shutdown.child_token()).await {
+                Ok(p) => p.or(Some(tokio::spawn(async {}))),
+                Err(e) if e.is_retryable() => None,
+                Err(e) => return Err(e),
+            };
+        }
         let result = session(config, polling, &shutdown, &metrics).await;
         metrics.set_state(RelayState::Reconnecting);
         if shutdown.is_cancelled() {
@@ -229,7 +238,7 @@ async fn watch_backlog(
     let mut sightings: Vec<Sighting> = tables.iter().map(|_| Sighting::default()).collect();
     let mut sql: Option<Client> = None;
     loop {
-        if sql.as_ref().is_none_or(Client::is_closed) {
+        if sql.as_ref().map_or(true, Client::is_closed) {
             sql = setup::connect_sql(&params)
                 .await
                 .map_err(|e| tracing::debug!(error = %e, "backlog: cannot connect"))
