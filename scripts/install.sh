@@ -37,6 +37,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# promtool (Debian's prometheus package) tests the alert rules docs/operations.md ships.
+if [ "$with_tls_tools" = 1 ] && ! command -v promtool >/dev/null; then
+    log "installing prometheus (for promtool)"
+    export DEBIAN_FRONTEND=noninteractive
+    [ ${#need_apt[@]} -gt 0 ] || apt-get update -qq
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
 pg_bindir >/dev/null || die "PostgreSQL server binaries still not found after install"
 
 # tansu_ok BIN: BIN is the pinned tansu release.

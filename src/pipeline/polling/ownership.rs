@@ -56,6 +56,7 @@ impl Ownership {
     /// The partitions to poll now (`None`: poll nothing; `Some(&[])` with `ordering=none`: every row).
     pub async fn refresh(&mut self, sql: &Client, metrics: &Metrics) -> Result<Option<&[i32]>, PgError> {
         if self.ordering == Ordering::None {
+            metrics.set_state(RelayState::Streaming);
             return Ok(Some(&[]));
         }
         if Instant::now() >= self.next_check {
