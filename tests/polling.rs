@@ -416,3 +416,37 @@ async fn polling_relay_reports_its_backlog_and_a_stall() {
     assert_eq!(http_get(&metrics, "/health").unwrap().0, 200);
     relay.stop();
 }
+
+/// `pgoutbox.polling.notify.channel`: a NOTIFY at commit (here from a statement trigger) wakes the
+/// poller at once; without it, the row would wait for the next poll a minute later.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_notify_wakes_the_poller_before_its_interval() {
+    let o = polled_outbox("poll_notify").await;
+    o.create_topics(&["order"], 1).await;
+    let channel = format!("ch_{}", o.table);
+    o.env
+        .sql()
+        .await
+        .batch_execute(&format!(
+            "CREATE FUNCTION public.{t}_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('{channel}', ''); RETURN NULL; END $$; \
+             CREATE TRIGGER {t}_notify AFTER INSERT ON public.{t} FOR EACH STATEMENT EXECUTE FUNCTION public.{t}_notify()",
+            t = o.table
+        ))
+        .await
+        .unwrap();
+    let config = o.config(&[
+        "pgoutbox.relay=polling",
+        "poll.interval.ms=60000",
+        &format!("pgoutbox.polling.notify.channel={channel}"),
+    ]);
+    let mut relay = start_polling(&config, &[]);
+    relay.wait_for_log("woken by NOTIFY", Duration::from_secs(10));
+    // Past the first poll, which runs at once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    o.env.sql().await.batch_execute(&o.insert_sql("order", "a", None)).await.unwrap();
+    let records = consume(&o.env.broker, &[o.topic("order")], 1, Duration::from_secs(20));
+    assert_eq!(records.len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(10), "published after {:?}", started.elapsed());
+    relay.stop();
+}

@@ -51,6 +51,14 @@ impl From<tokio_postgres::Error> for SetupFailure {
 }
 
 pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
+    connect_sql_notified(p, None).await
+}
+
+/// [`connect_sql`], passing every NOTIFY the session receives (after a LISTEN) to `notices`.
+pub async fn connect_sql_notified(
+    p: &ConnectParams,
+    notices: Option<tokio::sync::mpsc::Sender<()>>,
+) -> Result<Client, PgError> {
     let mut c = tokio_postgres::Config::new();
     c.host(&p.host)
         .port(p.port)
@@ -83,11 +91,7 @@ pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
     let (want, must) = super::tls::wants_tls(p.sslmode);
     if !want {
         let (client, connection) = c.connect(NoTls).await.map_err(map_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "SQL connection ended");
-            }
-        });
+        tokio::spawn(drive(connection, notices));
         return Ok(client);
     }
     let config = p
@@ -97,12 +101,36 @@ pub async fn connect_sql(p: &ConnectParams) -> Result<Client, PgError> {
     c.ssl_mode(if must { tokio_postgres::config::SslMode::Require } else { tokio_postgres::config::SslMode::Prefer });
     let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*config).clone());
     let (client, connection) = c.connect(tls).await.map_err(map_err)?;
-    tokio::spawn(async move {
+    tokio::spawn(drive(connection, notices));
+    Ok(client)
+}
+
+/// Runs a SQL connection until it ends; with `notices`, each notification it receives is signalled
+/// there (a full channel already holds a wake-up, so more are dropped).
+async fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>, notices: Option<tokio::sync::mpsc::Sender<()>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let Some(notices) = notices else {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "SQL connection ended");
         }
-    });
-    Ok(client)
+        return;
+    };
+    loop {
+        match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => {
+                let _ = notices.try_send(());
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "SQL connection ended");
+                return;
+            }
+            None => return,
+        }
+    }
 }
 
 /// A TLS failure (e.g. an untrusted certificate) somewhere in the error's causes: not worth a retry.

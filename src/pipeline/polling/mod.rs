@@ -156,7 +156,8 @@ async fn session(
         metrics.clone(),
         watch_stop.clone(),
     ));
-    let mut poller = Poller { cfg, polling, sql: &sql, tables: &tables, plans: &plans, metrics };
+    let notices = listen(&params, polling).await?;
+    let mut poller = Poller { cfg, polling, sql: &sql, tables: &tables, plans: &plans, metrics, notices };
     let poll_result = poller.poll(&mut router, &tx, shutdown).await;
     drop(tx);
     watch_stop.cancel();
@@ -273,6 +274,24 @@ async fn watch_backlog(
     }
 }
 
+/// With `pgoutbox.polling.notify.channel`, a connection that LISTENs on it: each NOTIFY wakes the
+/// poller at once. The application (or a trigger, docs/operations.md) sends the NOTIFY; that takes a
+/// database-wide lock at commit, which is why this is opt-in.
+async fn listen(
+    params: &ConnectParams,
+    polling: &PollingConfig,
+) -> Result<Option<(Client, mpsc::Receiver<()>)>, RelayError> {
+    let Some(channel) = &polling.notify_channel else { return Ok(None) };
+    let (tx, rx) = mpsc::channel(1);
+    let client = setup::connect_sql_notified(params, Some(tx)).await?;
+    client
+        .batch_execute(&format!("LISTEN {}", crate::postgres::replication::quote_ident(channel)))
+        .await
+        .map_err(crate::postgres::PgError::Sql)?;
+    tracing::info!(channel = %channel, "polling: woken by NOTIFY on this channel, and every poll.interval.ms");
+    Ok(Some((client, rx)))
+}
+
 struct Poller<'a> {
     cfg: &'a Config,
     polling: &'a PollingConfig,
@@ -280,9 +299,31 @@ struct Poller<'a> {
     tables: &'a [PolledTable],
     plans: &'a [RoutePlan],
     metrics: &'a Arc<Metrics>,
+    /// The LISTEN connection (kept open) and its wake-ups.
+    notices: Option<(Client, mpsc::Receiver<()>)>,
 }
 
 impl Poller<'_> {
+    /// Waits for the poll interval, a NOTIFY, or `shutdown`.
+    async fn idle(&mut self, shutdown: &CancellationToken) {
+        let interval = self.polling.interval;
+        let Some((_, rx)) = &mut self.notices else {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(interval) => {}
+            }
+            return;
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(interval) => {}
+            notice = rx.recv() => if notice.is_none() {
+                tracing::warn!("polling: the LISTEN connection closed; polling every poll.interval.ms until the next session");
+                self.notices = None;
+            },
+        }
+    }
+
     async fn poll(
         &mut self,
         router: &mut crate::outbox::Router,
@@ -302,10 +343,7 @@ impl Poller<'_> {
                 }
             }
             if !full {
-                tokio::select! {
-                    _ = shutdown.cancelled() => {}
-                    _ = tokio::time::sleep(self.polling.interval) => {}
-                }
+                self.idle(shutdown).await;
             }
         }
         Ok(())
