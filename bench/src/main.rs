@@ -15,6 +15,7 @@
 
 mod e2e;
 mod env;
+mod polling;
 mod procstat;
 mod report;
 mod workload;
@@ -57,6 +58,13 @@ pub struct Args {
     pub skip_debezium: bool,
     #[arg(long)]
     pub skip_steady: bool,
+    /// Measure the polling relay beside the log-tailing relay instead (see `polling`); uses
+    /// --events, --rates and --steady-seconds.
+    #[arg(long)]
+    pub polling: bool,
+    /// With --polling: the table size the poll query is timed up to.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub polling_table_rows: usize,
     /// Where result.json, result.md and chart.svg go.
     #[arg(long, default_value = "target/bench")]
     pub out: PathBuf,
@@ -68,13 +76,16 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(run(args))
 }
 
-const PUBLICATION: &str = "bench_pub";
+pub(crate) const PUBLICATION: &str = "bench_pub";
 
 async fn run(args: Args) -> anyhow::Result<()> {
     // The repository root: this crate is its `bench/` member.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let relay_bin = std::env::current_exe()?.with_file_name("pgoutbox");
     anyhow::ensure!(relay_bin.exists(), "{} not found: build with `cargo build --release --bins`", relay_bin.display());
+    if args.polling {
+        return polling::run(&args, &root, &relay_bin).await;
+    }
     let mut svc = env::Services::start(root.join("scripts"))?;
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
     let sql = workload::connect(svc.pg_port).await?;
@@ -147,7 +158,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
+pub(crate) async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
     let cfg = pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),
         producer_overrides: Default::default(),
@@ -184,7 +195,7 @@ async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_config(svc: &env::Services, name: &str, broker: &str, slot: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn write_config(svc: &env::Services, name: &str, broker: &str, slot: &str) -> anyhow::Result<PathBuf> {
     let path = svc.root.join(format!("{name}.properties"));
     std::fs::write(
         &path,
@@ -245,7 +256,7 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
-fn metric(addr: &str, name: &str) -> Option<u64> {
+pub(crate) fn metric(addr: &str, name: &str) -> Option<u64> {
     let body = http_get(addr, "/metrics")?;
     // `name value` or `name{labels} value`.
     body.lines()
@@ -257,12 +268,12 @@ fn metric(addr: &str, name: &str) -> Option<u64> {
         .map(|v| v as u64)
 }
 
-fn free_addr() -> anyhow::Result<String> {
+pub(crate) fn free_addr() -> anyhow::Result<String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.to_string())
 }
 
-fn spawn_relay(bin: &Path, cfg: &Path, metrics: &str, log: &Path) -> anyhow::Result<Child> {
+pub(crate) fn spawn_relay(bin: &Path, cfg: &Path, metrics: &str, log: &Path) -> anyhow::Result<Child> {
     Ok(Command::new(bin)
         .args(["run", "--config"])
         .arg(cfg)
@@ -273,7 +284,7 @@ fn spawn_relay(bin: &Path, cfg: &Path, metrics: &str, log: &Path) -> anyhow::Res
         .spawn()?)
 }
 
-fn stop(child: &mut Child) {
+pub(crate) fn stop(child: &mut Child) {
     let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {

@@ -146,10 +146,11 @@ impl PolledTable {
         );
         let texts: Vec<String> = columns.iter().map(|c| format!("o.{}::text", quote_ident(&c.name))).collect();
         let partition_filter = match cfg.ordering {
-            crate::config::polling::Ordering::PerAggregate => {
+            // One partition holds every aggregate: no filter, which would only mislead the planner.
+            crate::config::polling::Ordering::PerAggregate if cfg.partitions > 1 => {
                 format!(" AND {} = ANY($1::int4[])", partition_of(key_column, cfg.partitions))
             }
-            crate::config::polling::Ordering::None => " AND $1::int4[] IS NOT NULL".to_string(),
+            _ => " AND $1::int4[] IS NOT NULL".to_string(),
         };
         let select = format!(
             "SELECT o.tableoid::regclass::text, o.ctid::text, {} FROM {qualified} AS o WHERE o.{published} IS NULL{partition_filter} \
@@ -167,24 +168,30 @@ impl PolledTable {
         })
     }
 
-    /// The oldest unpublished rows of the owned `partitions`, locked for this transaction.
-    pub async fn fetch(&self, sql: &Client, partitions: &[i32], limit: i64) -> Result<Vec<PolledRow>, PgError> {
-        let rows = sql.query(self.select.as_str(), &[&partitions, &limit]).await.map_err(PgError::Sql)?;
-        Ok(rows
-            .iter()
-            .map(|r| PolledRow {
-                relation: r.get(0),
-                ctid: r.get(1),
-                tuple: TupleData {
-                    values: (0..self.columns.len())
-                        .map(|i| {
-                            r.get::<_, Option<String>>(i + 2)
-                                .map_or(Value::Null, |t| Value::Text(bytes::Bytes::from(t)))
-                        })
-                        .collect(),
-                },
-            })
-            .collect())
+    /// The oldest unpublished rows of the owned `partitions`, locked for this transaction, as the
+    /// server sends them: the caller publishes each while the next is on its way, and holds no more
+    /// than its row identities.
+    pub async fn fetch(
+        &self,
+        sql: &Client,
+        partitions: &[i32],
+        limit: i64,
+    ) -> Result<impl futures_util::Stream<Item = Result<PolledRow, PgError>> + '_, PgError> {
+        use futures_util::TryStreamExt;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&partitions, &limit];
+        let rows = sql.query_raw(self.select.as_str(), params).await.map_err(PgError::Sql)?;
+        let width = self.columns.len();
+        Ok(rows.map_err(PgError::Sql).map_ok(move |r| PolledRow {
+            relation: r.get(0),
+            ctid: r.get(1),
+            tuple: TupleData {
+                values: (0..width)
+                    .map(|i| {
+                        r.get::<_, Option<String>>(i + 2).map_or(Value::Null, |t| Value::Text(bytes::Bytes::from(t)))
+                    })
+                    .collect(),
+            },
+        }))
     }
 
     /// Counts and dates the unpublished rows (through the partial index on them, when there is one).
@@ -193,11 +200,12 @@ impl PolledTable {
         Ok(BacklogRow { count: r.get(0), oldest_age_s: r.get(1), oldest_key: r.get(2) })
     }
 
-    /// Sets the published column on `rows` (all read by `fetch` in this same transaction).
-    pub async fn mark(&self, sql: &Client, rows: &[PolledRow]) -> Result<u64, PgError> {
+    /// Sets the published column on `rows`, `(relation, ctid)` as `fetch` read them in this same
+    /// transaction.
+    pub async fn mark(&self, sql: &Client, rows: &[(String, String)]) -> Result<u64, PgError> {
         let mut by_relation: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-        for r in rows {
-            by_relation.entry(&r.relation).or_default().push(&r.ctid);
+        for (relation, ctid) in rows {
+            by_relation.entry(relation).or_default().push(ctid);
         }
         let mut marked = 0;
         for (relation, ctids) in by_relation {

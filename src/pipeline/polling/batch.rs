@@ -8,6 +8,7 @@
 //! from the oldest unpublished row, never from the last one seen, so a row whose transaction
 //! committed late (after rows with greater ids were published) is published at the next poll.
 
+use futures_util::TryStreamExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
 
@@ -20,6 +21,9 @@ use crate::postgres::PgError;
 
 /// Bound on one SQL step of a batch: a connection that stops answering (a cut network) must not hold
 /// the relay, which then reconnects and finds out whether it still owns its partitions.
+/// Records handed to the sink at a time.
+const CHUNK: usize = 1024;
+
 const SQL_STEP: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub struct Batch<'a> {
@@ -59,20 +63,19 @@ impl Batch<'_> {
         limit: i64,
     ) -> Result<usize, RelayError> {
         let rows = step(table.fetch(self.sql, partitions, limit)).await?;
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        tracing::debug!(rows = rows.len(), ?partitions, "polling: batch read");
-        if !self.hold.is_zero() {
-            tracing::info!(rows = rows.len(), hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
-            tokio::time::sleep(self.hold).await;
-        }
-        self.metrics.events_seen.fetch_add(rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        futures_util::pin_mut!(rows);
         let qualified = table.qualified();
         let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
-        let mut items = Vec::with_capacity(rows.len());
+        // What to mark once acknowledged: only the rows' identities are kept, the records go on to
+        // the sink as they are routed, in chunks (so a batch of large rows is never all in memory).
+        let mut read: Vec<(String, String)> = Vec::new();
+        let mut items = Vec::with_capacity(CHUNK);
         let mut bytes = 0;
-        for row in &rows {
+        while let Some(row) = step(rows.try_next()).await? {
+            if read.is_empty() && !self.hold.is_zero() {
+                tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
+                tokio::time::sleep(self.hold).await;
+            }
             let record = match self.router.route(plan, &row.tuple, crate::pipeline::now_ms()) {
                 Ok(record) => record,
                 Err(e) => {
@@ -84,13 +87,19 @@ impl Batch<'_> {
                     letter
                 }
             };
+            read.push((row.relation, row.ctid));
             bytes += record.as_ref().map_or(0, |r| r.size());
             items.extend(record.map(Item::Event));
-            if bytes >= crate::pipeline::BATCH_MAX_BYTES {
-                self.send(std::mem::take(&mut items)).await?;
+            if items.len() >= CHUNK || bytes >= crate::pipeline::BATCH_MAX_BYTES {
+                self.send(std::mem::replace(&mut items, Vec::with_capacity(CHUNK))).await?;
                 bytes = 0;
             }
         }
+        if read.is_empty() {
+            return Ok(0);
+        }
+        tracing::debug!(rows = read.len(), ?partitions, "polling: batch read");
+        self.metrics.events_seen.fetch_add(read.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let (done, acked) = oneshot::channel();
         items.push(Item::Barrier(done));
         self.send(items).await?;
@@ -99,17 +108,17 @@ impl Batch<'_> {
         acked
             .await
             .map_err(|_| RelayError::TaskStopped("the sink stopped before the broker acknowledged the batch".into()))?;
-        let marked = step(table.mark(self.sql, &rows)).await?;
-        if marked != rows.len() as u64 {
+        let marked = step(table.mark(self.sql, &read)).await?;
+        if marked != read.len() as u64 {
             // The rows were locked by this transaction: a difference means the table changed in a way
             // polling cannot follow (a trigger rewriting the update). Not marking is safe: roll back.
             return Err(RelayError::TaskStopped(format!(
                 "marked {marked} of the {} rows just published in {qualified}; rolling back (they will be published again)",
-                rows.len()
+                read.len()
             )));
         }
         self.metrics.transactions_confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(rows.len())
+        Ok(read.len())
     }
 
     async fn send(&self, items: Vec<Item>) -> Result<(), RelayError> {
