@@ -2,6 +2,9 @@
 //! the log-tailing relay, rows marked only once acknowledged, late commits never skipped, and the
 //! order it keeps (and, with unpartitioned workers, the order it does not).
 
+#[allow(dead_code)]
+#[path = "faults_support/proxy.rs"]
+mod proxy;
 mod support;
 
 use std::collections::HashMap;
@@ -449,4 +452,50 @@ async fn a_notify_wakes_the_poller_before_its_interval() {
     assert_eq!(records.len(), 1);
     assert!(started.elapsed() < Duration::from_secs(10), "published after {:?}", started.elapsed());
     relay.stop();
+}
+
+/// An instance cut off from PostgreSQL behind a proxy that keeps the server's side of the connection
+/// open (so TCP alone never tells the server) loses its partition within 30 s: the server ends its
+/// silent session (the relay heartbeats its polling connection, and sets idle timeouts on it), and
+/// the standby takes over; every event arrives, each aggregate's first copies in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_off_pollers_partitions_are_taken_over_within_30_seconds() {
+    let o = polled_outbox("poll_cut").await;
+    o.create_topics(&["order"], 1).await;
+    let cut_off = proxy::Proxy::start(([127, 0, 0, 1], o.env.pg_port).into()).await;
+    let config = polling_config(&o, &["pgoutbox.polling.order.column=seq"]);
+    let via_proxy =
+        config.replace(&format!("database.port={}", o.env.pg_port), &format!("database.port={}", cut_off.port));
+    let mut a = start_polling(&via_proxy, &[]);
+    a.wait_for_log("owned=[0]", Duration::from_secs(10));
+    let mut b = start_polling(&config, &[]);
+    let sql = o.env.sql().await;
+    for i in 0..20 {
+        sql.batch_execute(&o.insert_sql("order", &format!("agg-{}", i % 4), None)).await.unwrap();
+    }
+    consume(&o.env.broker, &[o.topic("order")], 20, Duration::from_secs(30));
+    assert!(!b.log_text().contains("owned=[0]"), "the standby owns nothing while the first instance is alive");
+    let cut = std::time::Instant::now();
+    assert!(cut_off.stall_all() > 0);
+    for i in 20..40 {
+        sql.batch_execute(&o.insert_sql("order", &format!("agg-{}", i % 4), None)).await.unwrap();
+    }
+    b.wait_for_log("owned=[0]", Duration::from_secs(45));
+    let took = cut.elapsed();
+    assert!(took < Duration::from_secs(30), "taken over after {took:?}");
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(3));
+    let rows = o.rows().await;
+    assert_eq!(by_id(&records).len(), 40, "every event arrived");
+    let seq_of: HashMap<&str, i64> = rows.iter().map(|r| (r.id.as_str(), r.seq)).collect();
+    for (key, ids) in first_copies_per_aggregate(&records) {
+        let seqs: Vec<i64> = ids.iter().map(|id| seq_of[id.as_str()]).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "aggregate {} out of order: {seqs:?}",
+            String::from_utf8_lossy(&key)
+        );
+    }
+    eprintln!("cut-off instance's partition taken over after {took:?}");
+    b.stop();
+    a.kill9();
 }

@@ -31,6 +31,8 @@ pub struct CommittedEvent {
     pub aggregate: Option<String>,
     /// Its place in commit order; `None` when unknown.
     pub order: Option<CommitOrder>,
+    /// With the polling relay: whether the row is marked published (`None`: log tailing).
+    pub published: Option<bool>,
 }
 
 /// A position in commit order: `rank` compares (equal ranks are the same position, e.g. one
@@ -175,6 +177,12 @@ pub struct Outcome {
     pub order_violations: Tally<OrderViolation>,
     /// First copies whose commit order was known and compared.
     pub order_checked: u64,
+    /// Polling relay: rows not marked published and not in the topics yet (waiting to be polled,
+    /// not missing).
+    pub pending: u64,
+    /// Polling relay: rows in the topics but not marked published yet (a batch in flight, or a
+    /// crash after acknowledgement: they are published again).
+    pub unmarked_published: u64,
 }
 
 /// A record's place, compactly: topics are interned.
@@ -192,6 +200,7 @@ struct EventState {
     topic: Option<u32>,
     aggregate: Option<u32>,
     order: Option<CommitOrder>,
+    published: Option<bool>,
     copies: u64,
     first: Option<Loc>,
 }
@@ -291,6 +300,7 @@ impl Comparison {
             topic: event.topic.as_deref().map(|t| self.topics.intern(t)),
             aggregate: event.aggregate.as_deref().map(|a| self.aggregates.intern(a)),
             order: event.order,
+            published: event.published,
             copies: 0,
             first: None,
         });
@@ -453,6 +463,9 @@ impl Comparison {
             duplicate_records,
             order_violations: self.violations,
             order_checked: self.order_checked,
+            pending: self.events.iter().filter(|e| e.copies == 0 && e.published == Some(false)).count() as u64,
+            unmarked_published: self.events.iter().filter(|e| e.copies > 0 && e.published == Some(false)).count()
+                as u64,
         }
     }
 
@@ -467,7 +480,10 @@ impl Comparison {
 
     fn missing(&self) -> Tally<MissingEvent> {
         let mut missing = Tally::default();
-        let mut unseen: Vec<&EventState> = self.events.iter().filter(|e| e.copies == 0).collect();
+        // A row the polling relay has not marked is waiting for a poll, not missing; one it marked
+        // and no topic has is.
+        let mut unseen: Vec<&EventState> =
+            self.events.iter().filter(|e| e.copies == 0 && e.published != Some(false)).collect();
         // Examples in commit order, so the first one shown is where a gap starts.
         unseen
             .sort_by(|a, b| (a.order.as_ref().map(|o| o.rank), &a.id).cmp(&(b.order.as_ref().map(|o| o.rank), &b.id)));

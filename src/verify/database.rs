@@ -231,6 +231,7 @@ pub async fn read_rows(
     router: &RouterConfig,
     order: &OrderSource,
     window: (Option<&Bound>, Option<&Bound>),
+    published: Option<&str>,
     mut sink: impl FnMut(CommittedEvent),
 ) -> Result<(), VerifyError> {
     let (order_rank, order_text) = match order.sql() {
@@ -249,8 +250,9 @@ pub async fn read_rows(
         }
     }
     let filter = if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
+    let marked = published.map_or("NULL::bool".to_string(), |c| format!("{} IS NOT NULL", quote_ident(c)));
     let query = format!(
-        "SELECT {}::text, {}::text, {}::text, {order_rank}, {order_text} FROM {}{filter}",
+        "SELECT {}::text, {}::text, {}::text, {order_rank}, {order_text}, {marked} FROM {}{filter}",
         quote_ident(&router.field_event_id),
         quote_ident(&router.route_by_field),
         quote_ident(&router.field_event_key),
@@ -279,7 +281,7 @@ pub async fn read_rows(
             (Some(rank), Some(value)) => Some(CommitOrder { rank, value }),
             _ => None,
         };
-        sink(CommittedEvent { id, topic, aggregate: row.get(2), order });
+        sink(CommittedEvent { id, topic, aggregate: row.get(2), order, published: row.get(5) });
     }
     Ok(())
 }

@@ -105,7 +105,8 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
 
     let mut cmp = Comparison::new();
     cmp.use_commit_lsn_header(config.commit_lsn_header.clone());
-    database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), |e| {
+    let published = config.polling.as_ref().map(|p| p.published_column.as_str());
+    database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), published, |e| {
         cmp.add_committed(e)
     })
     .await?;
@@ -228,6 +229,18 @@ fn notes(
             "orphans not checked: no record matched a row still in the table, so there is no window to count them in (records may belong to rows deleted by outbox cleanup); give --since, or --orphans all if the outbox is never cleaned up".to_string(),
         ),
         _ => {}
+    }
+    if o.pending > 0 {
+        notes.push(format!(
+            "{} row(s) not yet published by the polling relay (published column null, no record): waiting for a poll, not counted as missing",
+            o.pending
+        ));
+    }
+    if o.unmarked_published > 0 {
+        notes.push(format!(
+            "{} row(s) are in the topics but not marked published: a batch in flight, or one acknowledged before a crash (the polling relay publishes them again)",
+            o.unmarked_published
+        ));
     }
     if o.rows_outside_window > 0 {
         notes.push(format!(

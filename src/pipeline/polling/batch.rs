@@ -105,9 +105,7 @@ impl Batch<'_> {
         self.send(items).await?;
         // The sink fires the barrier once everything before it is acknowledged, or drops it when it
         // stops (its own error is then the one reported).
-        acked
-            .await
-            .map_err(|_| RelayError::TaskStopped("the sink stopped before the broker acknowledged the batch".into()))?;
+        self.wait_for(acked).await?;
         let marked = step(table.mark(self.sql, &read)).await?;
         if marked != read.len() as u64 {
             // The rows were locked by this transaction: a difference means the table changed in a way
@@ -121,6 +119,22 @@ impl Batch<'_> {
         Ok(read.len())
     }
 
+    /// Waits for the sink's barrier, keeping the polling session visibly alive meanwhile: the server
+    /// ends a session idle in a transaction for `idle_in_transaction_session_timeout` (see
+    /// `pipeline::polling`), which is how a vanished instance loses its partitions.
+    async fn wait_for(&self, mut acked: oneshot::Receiver<()>) -> Result<(), RelayError> {
+        loop {
+            tokio::select! {
+                r = &mut acked => {
+                    return r.map_err(|_| RelayError::TaskStopped("the sink stopped before the broker acknowledged the batch".into()));
+                }
+                _ = tokio::time::sleep(super::HEARTBEAT) => {
+                    step(async { self.sql.batch_execute("SELECT 1").await.map_err(PgError::Sql) }).await?;
+                }
+            }
+        }
+    }
+
     async fn send(&self, items: Vec<Item>) -> Result<(), RelayError> {
         if items.is_empty() {
             return Ok(());
@@ -130,7 +144,9 @@ impl Batch<'_> {
 }
 
 /// One SQL step, bounded by `SQL_STEP`.
-async fn step<T>(f: impl std::future::Future<Output = Result<T, impl Into<RelayError>>>) -> Result<T, RelayError> {
+pub(super) async fn step<T>(
+    f: impl std::future::Future<Output = Result<T, impl Into<RelayError>>>,
+) -> Result<T, RelayError> {
     match tokio::time::timeout(SQL_STEP, f).await {
         Ok(r) => r.map_err(Into::into),
         Err(_) => Err(RelayError::Postgres(PgError::Io(std::io::Error::new(

@@ -37,19 +37,28 @@ use crate::postgres::polling::{event_columns, lock_key, PolledTable};
 use crate::postgres::setup::{self, SetupError, SetupFailure};
 use crate::postgres::ConnectParams;
 
+/// The longest the polling connection goes without a statement (see `SESSION_SETTINGS`).
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(5);
+
 const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 
 /// Server settings of the polling connection, which holds the ownership locks: a client that
-/// vanishes (a cut network, a frozen host) loses them within about 25 s. Each is set on its own,
-/// and one the server does not know (`client_connection_check_interval` before PostgreSQL 14) is
-/// skipped. The planner settings keep the poll on the partial index: it underestimates how many
+/// vanishes (a cut network, a frozen host, a proxy that keeps the server's side open) loses them
+/// within about 20 s. The relay's own heartbeat does it: it runs a statement on the connection at
+/// least every `HEARTBEAT` (its polls, its ownership checks, or `SELECT 1` while a batch waits for
+/// acknowledgements), so a session idle for 20 s, in a transaction or not, belongs to an instance
+/// that is gone, and the server ends it (`idle_session_timeout` needs PostgreSQL 14; before it the
+/// TCP settings below bound the wait, when TCP can tell). Each is set on its own, and one the server
+/// does not know is skipped. The planner settings keep the poll on the partial index: it underestimates how many
 /// rows the partition filter keeps, and then prefers reading and sorting the whole table on every
 /// poll (measured: the drain rate fell with the table's size).
-const SESSION_SETTINGS: [&str; 7] = [
+const SESSION_SETTINGS: [&str; 9] = [
     "SET enable_seqscan = off",
     "SET enable_bitmapscan = off",
+    "SET idle_in_transaction_session_timeout = 20000",
+    "SET idle_session_timeout = 20000",
     "SET tcp_keepalives_idle = 10",
     "SET tcp_keepalives_interval = 5",
     "SET tcp_keepalives_count = 3",
@@ -308,23 +317,34 @@ struct Poller<'a> {
 }
 
 impl Poller<'_> {
-    /// Waits for the poll interval, a NOTIFY, or `shutdown`.
-    async fn idle(&mut self, shutdown: &CancellationToken) {
-        let interval = self.polling.interval;
-        let Some((_, rx)) = &mut self.notices else {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(interval) => {}
+    /// Waits for the poll interval, a NOTIFY, or `shutdown`, with a heartbeat on the polling
+    /// connection at least every `HEARTBEAT` of a long interval.
+    async fn idle(&mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
+        let until = tokio::time::Instant::now() + self.polling.interval;
+        loop {
+            let slice = until.min(tokio::time::Instant::now() + HEARTBEAT);
+            let woken = match &mut self.notices {
+                None => tokio::select! {
+                    _ = shutdown.cancelled() => true,
+                    _ = tokio::time::sleep_until(slice) => false,
+                },
+                Some((_, rx)) => tokio::select! {
+                    _ = shutdown.cancelled() => true,
+                    _ = tokio::time::sleep_until(slice) => false,
+                    notice = rx.recv() => {
+                        if notice.is_none() {
+                            tracing::warn!("polling: the LISTEN connection closed; polling every poll.interval.ms until the next session");
+                            self.notices = None;
+                        }
+                        true
+                    }
+                },
+            };
+            if woken || slice >= until {
+                return Ok(());
             }
-            return;
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => {}
-            _ = tokio::time::sleep(interval) => {}
-            notice = rx.recv() => if notice.is_none() {
-                tracing::warn!("polling: the LISTEN connection closed; polling every poll.interval.ms until the next session");
-                self.notices = None;
-            },
+            batch::step(async { self.sql.batch_execute("SELECT 1").await.map_err(crate::postgres::PgError::Sql) })
+                .await?;
         }
     }
 
@@ -337,7 +357,7 @@ impl Poller<'_> {
         let mut ownership = ownership::Ownership::join(self.sql, lock_key(self.tables), self.polling).await?;
         while !shutdown.is_cancelled() {
             let mut full = false;
-            let owned = ownership.refresh(self.sql, self.metrics).await?.map(<[i32]>::to_vec);
+            let owned = batch::step(ownership.refresh(self.sql, self.metrics)).await?.map(<[i32]>::to_vec);
             if let Some(partitions) = owned {
                 for (table, plan) in self.tables.iter().zip(self.plans) {
                     let mut batch =
@@ -347,7 +367,7 @@ impl Poller<'_> {
                 }
             }
             if !full {
-                self.idle(shutdown).await;
+                self.idle(shutdown).await?;
             }
         }
         Ok(())
