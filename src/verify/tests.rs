@@ -14,6 +14,7 @@ fn row(id: &str, aggregate: &str, rank: i64) -> CommittedEvent {
         topic: Some(T.to_string()),
         aggregate: Some(aggregate.to_string()),
         order: Some(CommitOrder { rank, value: rank.to_string() }),
+        published: None,
     }
 }
 
@@ -229,14 +230,22 @@ fn comparison_skips_order_without_order_value_or_aggregate() {
             topic: Some(T.into()),
             aggregate: None,
             order: Some(CommitOrder { rank: 2, value: "2".into() }),
+            published: None,
         },
         CommittedEvent {
             id: "n2".into(),
             topic: Some(T.into()),
             aggregate: None,
             order: Some(CommitOrder { rank: 1, value: "1".into() }),
+            published: None,
         },
-        CommittedEvent { id: "u1".into(), topic: Some(T.into()), aggregate: Some("A".into()), order: None },
+        CommittedEvent {
+            id: "u1".into(),
+            topic: Some(T.into()),
+            aggregate: Some("A".into()),
+            order: None,
+            published: None,
+        },
         row("a1", "A", 5),
     ];
     let records = [rec(0, 0, 1, "n1"), rec(0, 1, 1, "n2"), rec(0, 2, 1, "a1"), rec(0, 3, 1, "u1")];
@@ -246,8 +255,16 @@ fn comparison_skips_order_without_order_value_or_aggregate() {
 
 #[test]
 fn comparison_unroutable_row_is_missing_without_topic() {
-    let c =
-        compare(vec![CommittedEvent { id: "e1".into(), topic: None, aggregate: Some("a".into()), order: None }], &[]);
+    let c = compare(
+        vec![CommittedEvent {
+            id: "e1".into(),
+            topic: None,
+            aggregate: Some("a".into()),
+            order: None,
+            published: None,
+        }],
+        &[],
+    );
     assert!(c.committed_topics().is_empty());
     let o = finish(c, OrphanPolicy::Window);
     assert_eq!(o.missing.examples[0].topic, None);
