@@ -358,6 +358,7 @@ fn comparison_orders_by_the_commit_lsn_header_when_records_carry_it() {
             topic: Some(T.into()),
             aggregate: Some("a".into()),
             order: None,
+            published: None,
         });
     }
     // e2 committed first (0/20) but sits after e1 (0/30) in the partition: a violation, found from
