@@ -162,17 +162,19 @@ async fn steady(
     Ok(out)
 }
 
+/// The trigger docs/operations.md gives for `pgoutbox.polling.notify.channel`.
+const NOTIFY_TRIGGER: &str = "CREATE FUNCTION public.outbox_notify() RETURNS trigger LANGUAGE plpgsql \
+     AS $$ BEGIN PERFORM pg_notify('outbox_events', ''); RETURN NULL; END $$; \
+     CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox FOR EACH STATEMENT EXECUTE FUNCTION public.outbox_notify()";
+const DROP_NOTIFY_TRIGGER: &str = "DROP TRIGGER outbox_notify ON public.outbox; DROP FUNCTION public.outbox_notify()";
+
 /// The application's commit latency at `rate`, with or without a NOTIFY trigger on the outbox.
 async fn commit_latency(svc: &env::Services, shape: &Shape, rate: usize, seconds: u64) -> anyhow::Result<Vec<String>> {
     let sql = workload::connect(svc.pg_port).await?;
     let mut lines = Vec::new();
     for notify in [false, true] {
         if notify {
-            sql.batch_execute(
-                "CREATE FUNCTION public.outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('outbox_events', ''); RETURN NULL; END $$; \
-                 CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox FOR EACH STATEMENT EXECUTE FUNCTION public.outbox_notify()",
-            )
-            .await?;
+            sql.batch_execute(NOTIFY_TRIGGER).await?;
         }
         let (written, mut lat) = write_steadily(svc.pg_port, shape, rate, seconds).await?;
         let mut us = |q: f64| e2e::quantile_ms(&mut lat, q);
@@ -185,7 +187,7 @@ async fn commit_latency(svc: &env::Services, shape: &Shape, rate: usize, seconds
             us(0.999)
         ));
     }
-    sql.batch_execute("DROP TRIGGER outbox_notify ON public.outbox; DROP FUNCTION public.outbox_notify()").await?;
+    sql.batch_execute(DROP_NOTIFY_TRIGGER).await?;
     Ok(lines)
 }
 
@@ -300,8 +302,22 @@ pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
     let mut poll_child =
         crate::spawn_relay(bin, &poll_cfg, &crate::free_addr()?, &poll_cfg.with_extension("steady.log"))?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let poll_steady = steady("polling", poll_child.id(), &svc, &shape, args, &broker).await?;
+    let mut poll_steady = steady("polling", poll_child.id(), &svc, &shape, args, &broker).await?;
     crate::stop(&mut poll_child);
+    // The same with the NOTIFY wake-up (pgoutbox.polling.notify.channel and its trigger).
+    sql.execute("UPDATE public.outbox SET published_at = now() WHERE published_at IS NULL", &[]).await?;
+    sql.batch_execute(NOTIFY_TRIGGER).await?;
+    let notify_cfg = poll_cfg.with_extension("notify.properties");
+    std::fs::write(
+        &notify_cfg,
+        std::fs::read_to_string(&poll_cfg)? + "pgoutbox.polling.notify.channel=outbox_events\n",
+    )?;
+    let mut notify_child =
+        crate::spawn_relay(bin, &notify_cfg, &crate::free_addr()?, &notify_cfg.with_extension("log"))?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    poll_steady.extend(steady("polling + NOTIFY", notify_child.id(), &svc, &shape, args, &broker).await?);
+    crate::stop(&mut notify_child);
+    sql.batch_execute(DROP_NOTIFY_TRIGGER).await?;
 
     let top = args.rates.iter().copied().max().unwrap_or(5000);
     let commits = commit_latency(&svc, &shape, top, args.steady_seconds).await?;

@@ -9,11 +9,11 @@
 //! what it published, so the next owner starts after the last row the previous one published.
 //!
 //! Hand-over after a failure: the locks live as long as the polling connection. A process that dies
-//! closes it at once. One that is cut off is dropped by the server when its keepalives go unanswered
-//! (`tcp_keepalives_idle` 10 s, 3 probes 5 s apart) or its unacknowledged data times out
-//! (`tcp_user_timeout` 25 s): its partitions are free within about 25 s, and another instance takes
-//! them at its next check, within a second. The cut-off instance cannot mark anything (its connection
-//! is gone) and reads no more rows, so it publishes nothing it did not read while it owned them.
+//! closes it at once. One that is cut off goes silent, and the server ends its session after 20 s
+//! (the idle timeouts the polling connection sets, against the heartbeat it keeps: see
+//! `pipeline::polling`); another instance takes its partitions at its next check, within a second.
+//! The cut-off instance cannot mark anything (its connection is gone) and reads no more rows, so it
+//! publishes nothing it did not read while it owned them.
 
 use std::time::{Duration, Instant};
 
