@@ -35,6 +35,9 @@ pub struct Batch<'a> {
     /// `PGOUTBOX_POLLING_HOLD_MS` (tests only): how long to keep a batch read and locked before
     /// publishing it, to force interleavings between instances.
     pub hold: std::time::Duration,
+    /// `PGOUTBOX_POLLING_HOLD_MARK_MS` (tests only): how long to wait between the acknowledgement of
+    /// a batch and its marking, to crash the relay there.
+    pub hold_mark: std::time::Duration,
 }
 
 impl Batch<'_> {
@@ -73,7 +76,7 @@ impl Batch<'_> {
         let mut bytes = 0;
         while let Some(row) = step(rows.try_next()).await? {
             if read.is_empty() && !self.hold.is_zero() {
-                tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
+                tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it, holding it (PGOUTBOX_POLLING_HOLD_MS)");
                 tokio::time::sleep(self.hold).await;
             }
             let record = match self.router.route(plan, &row.tuple, crate::pipeline::now_ms()) {
@@ -106,6 +109,10 @@ impl Batch<'_> {
         // The sink fires the barrier once everything before it is acknowledged, or drops it when it
         // stops (its own error is then the one reported).
         self.wait_for(acked).await?;
+        if !self.hold_mark.is_zero() {
+            tracing::info!(hold = ?self.hold_mark, "polling: batch acknowledged, holding it before marking (PGOUTBOX_POLLING_HOLD_MARK_MS)");
+            tokio::time::sleep(self.hold_mark).await;
+        }
         let marked = step(table.mark(self.sql, &read)).await?;
         if marked != read.len() as u64 {
             // The rows were locked by this transaction: a difference means the table changed in a way

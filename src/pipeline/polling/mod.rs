@@ -202,12 +202,9 @@ async fn describe(sql: &Client, cfg: &Config, polling: &PollingConfig) -> Result
     Ok(tables)
 }
 
-/// `PGOUTBOX_POLLING_HOLD_MS` (tests): see `batch::Batch::hold`.
-fn hold() -> Duration {
-    std::env::var("PGOUTBOX_POLLING_HOLD_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::ZERO, Duration::from_millis)
+/// `PGOUTBOX_POLLING_HOLD_MS` and `PGOUTBOX_POLLING_HOLD_MARK_MS` (tests): see `batch::Batch`.
+fn hold(var: &str) -> Duration {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).map_or(Duration::ZERO, Duration::from_millis)
 }
 
 /// How often the unpublished rows are counted and dated (`PGOUTBOX_BACKLOG_MS` shortens it, tests).
@@ -360,8 +357,15 @@ impl Poller<'_> {
             let owned = batch::step(ownership.refresh(self.sql, self.metrics)).await?.map(<[i32]>::to_vec);
             if let Some(partitions) = owned {
                 for (table, plan) in self.tables.iter().zip(self.plans) {
-                    let mut batch =
-                        batch::Batch { cfg: self.cfg, sql: self.sql, router, tx, metrics: self.metrics, hold: hold() };
+                    let mut batch = batch::Batch {
+                        cfg: self.cfg,
+                        sql: self.sql,
+                        router,
+                        tx,
+                        metrics: self.metrics,
+                        hold: hold("PGOUTBOX_POLLING_HOLD_MS"),
+                        hold_mark: hold("PGOUTBOX_POLLING_HOLD_MARK_MS"),
+                    };
                     let n = batch.run(table, plan, &partitions, self.polling.batch_size).await?;
                     full |= n as i64 >= self.polling.batch_size;
                 }
