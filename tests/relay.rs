@@ -619,3 +619,33 @@ async fn relay_warns_when_a_topic_gains_partitions() {
     drop(relay);
     o.drop_slot().await;
 }
+
+/// The log-tailing relay's backlog: events decoded but not acknowledged, dated by the oldest
+/// unconfirmed transaction. A topic that does not exist (the broker creates none) holds an event
+/// unacknowledged: the relay reports it as a stall in /metrics and on /health, and both return to
+/// normal for an idle relay.
+#[tokio::test(flavor = "multi_thread")]
+async fn log_tailing_relay_reports_its_backlog_and_a_stall() {
+    let o = Outbox::new("backlog_log").await;
+    o.create_topics(&["ok"], 1).await;
+    let metrics = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let mut relay = Relay::start_with(&o.config(&["pgoutbox.stall.threshold.ms=1500"]), &["--metrics-address", &metrics]);
+    relay.wait_for_log("streaming", Duration::from_secs(30));
+    let sample = |name: &str| -> Option<f64> {
+        let (_, body) = http_get(&metrics, "/metrics")?;
+        body.lines().find(|l| l.starts_with(name)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+    };
+    let sql = o.env.sql().await;
+    sql.batch_execute(&o.insert_sql("ok", "a", None)).await.unwrap();
+    consume(&o.env.broker, &[o.topic("ok")], 1, Duration::from_secs(30));
+    wait_for("an empty backlog", Duration::from_secs(10), || sample("pgoutbox_outbox_unpublished_events") == Some(0.0));
+    assert_eq!(sample("pgoutbox_outbox_stalled"), Some(0.0));
+    sql.batch_execute(&o.insert_sql("missing_topic", "b", None)).await.unwrap();
+    wait_for("a stall reported", Duration::from_secs(20), || sample("pgoutbox_outbox_stalled") == Some(1.0));
+    assert_eq!(sample("pgoutbox_outbox_unpublished_events"), Some(1.0));
+    assert!(sample("pgoutbox_outbox_oldest_unpublished_age_seconds").unwrap() > 1.5);
+    let (code, body) = http_get(&metrics, "/health").unwrap();
+    assert_eq!(code, 503, "{body}");
+    relay.kill9();
+    o.drop_slot().await;
+}
