@@ -628,8 +628,10 @@ async fn relay_warns_when_a_topic_gains_partitions() {
 async fn log_tailing_relay_reports_its_backlog_and_a_stall() {
     let o = Outbox::new("backlog_log").await;
     o.create_topics(&["ok"], 1).await;
-    let metrics = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
-    let mut relay = Relay::start_with(&o.config(&["pgoutbox.stall.threshold.ms=1500"]), &["--metrics-address", &metrics]);
+    let metrics =
+        format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let mut relay =
+        Relay::start_with(&o.config(&["pgoutbox.stall.threshold.ms=1500"]), &["--metrics-address", &metrics]);
     relay.wait_for_log("streaming", Duration::from_secs(30));
     let sample = |name: &str| -> Option<f64> {
         let (_, body) = http_get(&metrics, "/metrics")?;
