@@ -64,6 +64,26 @@ const STANDBY_POLL: Duration = Duration::from_secs(1);
 /// A session that streamed this long resets the backoff.
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 
+/// Capped exponential backoff between the sessions of a relay, reset by a session that lasted.
+pub(crate) struct Backoff(Duration);
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff(INITIAL_BACKOFF)
+    }
+
+    /// The wait before the next session, after one that lasted `lasted` and ended for a passing
+    /// reason.
+    pub(crate) fn next(&mut self, lasted: Duration) -> Duration {
+        if lasted > HEALTHY_SESSION {
+            self.0 = INITIAL_BACKOFF;
+        }
+        let wait = self.0;
+        self.0 = (self.0 * 2).min(MAX_BACKOFF);
+        wait
+    }
+}
+
 /// `base` scaled by a factor between 0.5 and 1.5, from the clock's low bits (no crate needed for this).
 fn jittered(base: Duration) -> Duration {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
@@ -75,7 +95,7 @@ pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metri
     if config.relay == crate::config::polling::RelayKind::Polling {
         return polling::run(&config, shutdown, metrics).await;
     }
-    let mut backoff = INITIAL_BACKOFF;
+    let mut backoff = Backoff::new();
     let mut state = session::SessionState::default();
     let mut standing_by = false;
     loop {
@@ -97,13 +117,9 @@ pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metri
             }
             Err(e) if e.is_retryable() => {
                 standing_by = false;
-                if started.elapsed() > HEALTHY_SESSION {
-                    backoff = INITIAL_BACKOFF;
-                }
-                tracing::warn!(error = %e, retry_in = ?backoff, "replication session ended; reconnecting and resuming from the slot's confirmed position");
-                let w = backoff;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                w
+                let wait = backoff.next(started.elapsed());
+                tracing::warn!(error = %e, retry_in = ?wait, "replication session ended; reconnecting and resuming from the slot's confirmed position");
+                wait
             }
             Err(e) => return Err(e),
         };

@@ -40,10 +40,6 @@ use crate::postgres::ConnectParams;
 /// The longest the polling connection goes without a statement (see `SESSION_SETTINGS`).
 pub(super) const HEARTBEAT: Duration = Duration::from_secs(5);
 
-const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-const HEALTHY_SESSION: Duration = Duration::from_secs(30);
-
 /// Server settings of the polling connection, which holds the ownership locks: a client that
 /// vanishes (a cut network, a frozen host, a proxy that keeps the server's side open) loses them
 /// within about 20 s. The relay's own heartbeat does it: it runs a statement on the connection at
@@ -71,7 +67,7 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
     let polling = config.polling.as_ref().ok_or_else(|| {
         RelayError::TaskStopped("pgoutbox.relay=polling without polling options (a bug: report it)".into())
     })?;
-    let mut backoff = INITIAL_BACKOFF;
+    let mut backoff = super::Backoff::new();
     let mut pruner = None;
     loop {
         let started = std::time::Instant::now();
@@ -98,13 +94,9 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
         let wait = match result {
             Ok(()) => return Ok(()),
             Err(e) if e.is_retryable() => {
-                if started.elapsed() > HEALTHY_SESSION {
-                    backoff = INITIAL_BACKOFF;
-                }
-                tracing::warn!(error = %e, retry_in = ?backoff, "polling session ended; reconnecting (unmarked rows are published again)");
-                let w = backoff;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                w
+                let wait = backoff.next(started.elapsed());
+                tracing::warn!(error = %e, retry_in = ?wait, "polling session ended; reconnecting (unmarked rows are published again)");
+                wait
             }
             Err(e) => return Err(e),
         };
