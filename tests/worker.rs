@@ -672,3 +672,40 @@ async fn unreadable_config_records_keep_the_last_good_state() {
     worker.stop();
     let _ = std::fs::remove_dir_all(root);
 }
+
+/// The polling relay runs under the Connect worker like any connector: created through REST, it
+/// publishes the table's unpublished rows and marks them; deleting it stops it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_runs_a_polling_connector_created_through_rest() {
+    let o = Outbox::new("wrkpoll").await;
+    o.create_topics(&["Order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} ADD COLUMN published_at timestamptz", o.table)).await.unwrap();
+    for n in 0..5 {
+        sql.batch_execute(&o.insert_sql("Order", &format!("a-{n}"), None)).await.unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("pgoutbox-worker-{}-{}", std::process::id(), o.slot));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut worker, addr) = standalone_worker(&dir, &o.env.broker, &[]);
+    let mut config = connector_json(&o, "polled");
+    config["pgoutbox.relay"] = json!("polling");
+    config["poll.interval.ms"] = json!("50");
+    let (code, body) = call(&addr, "POST", "/connectors", Some(&json!({"name": "polled", "config": config})));
+    assert_eq!(code, 201, "{body}");
+    wait_state(&addr, "polled", "RUNNING");
+    assert_eq!(by_id(&consume(&o.env.broker, &[o.topic("Order")], 5, Duration::from_secs(30))).len(), 5);
+    wait_for_async("rows marked", Duration::from_secs(30), || async {
+        o.env
+            .sql()
+            .await
+            .query_one(&format!("SELECT count(*) FROM public.{} WHERE published_at IS NULL", o.table), &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+    })
+    .await;
+    assert_eq!(call(&addr, "DELETE", "/connectors/polled", None).0, 204);
+    worker.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -291,10 +291,13 @@ pub async fn holders(sql: &Client, key: i32) -> Result<Holders, PgError> {
 /// Tries to take up to `want` of the partitions `0..partitions` this session does not hold; returns
 /// those it took.
 pub async fn claim(sql: &Client, key: i32, partitions: i32, mine: &[i32], want: i64) -> Result<Vec<i32>, PgError> {
-    // The LIMIT stops the scan once `want` locks are taken, so no more are tried than needed.
+    // The LIMIT stops the scan once `want` locks are taken, so no more are tried than needed. The
+    // held partitions are left out in a fenced subquery (OFFSET 0): were the lock tried first, a
+    // held one would be taken a second time (advisory locks count) and a release would not free it.
     let rows = sql
         .query(
-            "SELECT p FROM generate_series(0, $2 - 1) p WHERE NOT p = ANY($3) AND pg_try_advisory_lock($1, p) LIMIT $4",
+            "SELECT p FROM (SELECT p FROM generate_series(0, $2 - 1) p WHERE NOT p = ANY($3) OFFSET 0) free \
+             WHERE pg_try_advisory_lock($1, p) LIMIT $4",
             &[&key, &partitions, &mine, &want],
         )
         .await
