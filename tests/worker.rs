@@ -646,7 +646,11 @@ async fn unreadable_config_records_keep_the_last_good_state() {
     config["slot.drop.on.stop"] = json!("true");
     assert_eq!(call(&addr, "PUT", "/connectors/keeper/config", Some(&config)).0, 201);
     wait_state(&addr, "keeper", "RUNNING");
-    assert!(o.confirmed_flush().await.is_some(), "the connector made its slot");
+    // RUNNING is reported when the task starts; its session creates the slot just after.
+    wait_for_async("the connector made its slot", Duration::from_secs(30), || async {
+        o.confirmed_flush().await.is_some()
+    })
+    .await;
     assert_eq!(call(&addr, "PUT", "/connectors/keeper/stop", None).0, 204);
     wait_state(&addr, "keeper", "STOPPED");
     let producer: BaseProducer = rdkafka::ClientConfig::new().set("bootstrap.servers", &broker).create().unwrap();

@@ -124,6 +124,8 @@ async fn session(
         }
     }
     let tables = describe(&sql, cfg, polling).await?;
+    // Before any task starts: an error here leaves nothing running behind.
+    let notices = listen(&params, polling).await?;
     if let Ok(row) = sql.query_one("SELECT pg_backend_pid()", &[]).await {
         tracing::debug!(backend = row.get::<_, i32>(0), "polling: connected");
     }
@@ -161,7 +163,6 @@ async fn session(
         metrics.clone(),
         watch_stop.clone(),
     ));
-    let notices = listen(&params, polling).await?;
     let mut poller = Poller { cfg, polling, sql: &sql, tables: &tables, plans: &plans, metrics, notices };
     let poll_result = poller.poll(&mut router, &tx, shutdown).await;
     drop(tx);
