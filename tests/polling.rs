@@ -42,13 +42,7 @@ fn start_polling(config: &str, envs: &[(&str, &str)]) -> Relay {
 }
 
 async fn unpublished(o: &Outbox) -> i64 {
-    o.env
-        .sql()
-        .await
-        .query_one(&format!("SELECT count(*) FROM public.{} WHERE published_at IS NULL", o.table), &[])
-        .await
-        .unwrap()
-        .get(0)
+    o.count_where("published_at IS NULL").await
 }
 
 fn id_of(r: &ConsumedRecord) -> String {

@@ -220,14 +220,7 @@ async fn verify_audits_the_polling_relays_marks() {
     let mut relay = Relay::start(&o.config(&polling));
     assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 10, Duration::from_secs(30)).len(), 10);
     wait_for_async("all marked", Duration::from_secs(30), || async {
-        o.env
-            .sql()
-            .await
-            .query_one(&format!("SELECT count(*) FROM public.{} WHERE published_at IS NULL", o.table), &[])
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
-            == 0
+        o.count_where("published_at IS NULL").await == 0
     })
     .await;
     relay.stop();

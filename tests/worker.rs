@@ -699,14 +699,7 @@ async fn a_worker_runs_a_polling_connector_created_through_rest() {
     wait_state(&addr, "polled", "RUNNING");
     assert_eq!(by_id(&consume(&o.env.broker, &[o.topic("Order")], 5, Duration::from_secs(30))).len(), 5);
     wait_for_async("rows marked", Duration::from_secs(30), || async {
-        o.env
-            .sql()
-            .await
-            .query_one(&format!("SELECT count(*) FROM public.{} WHERE published_at IS NULL", o.table), &[])
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
-            == 0
+        o.count_where("published_at IS NULL").await == 0
     })
     .await;
     assert_eq!(call(&addr, "DELETE", "/connectors/polled", None).0, 204);

@@ -157,6 +157,17 @@ impl Outbox {
             .collect()
     }
 
+    /// Rows of the outbox that match `filter` (an SQL condition).
+    pub async fn count_where(&self, filter: &str) -> i64 {
+        self.env
+            .sql()
+            .await
+            .query_one(&format!("SELECT count(*) FROM public.{} WHERE {filter}", self.table), &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
     pub async fn confirmed_flush(&self) -> Option<String> {
         self.env
             .sql()
