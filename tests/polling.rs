@@ -499,7 +499,10 @@ async fn a_cut_off_pollers_partitions_are_taken_over_within_30_seconds() {
 /// publishes the batch again after the restart (a duplicate, never a gap).
 #[tokio::test(flavor = "multi_thread")]
 async fn polling_relay_killed_while_publishing_or_marking_loses_nothing() {
-    for (hook, duplicates) in [("PGOUTBOX_POLLING_HOLD_MS", false), ("PGOUTBOX_POLLING_HOLD_MARK_MS", true)] {
+    for (hook, held, duplicates) in [
+        ("PGOUTBOX_POLLING_HOLD_MS", "holding a batch before publishing it", false),
+        ("PGOUTBOX_POLLING_HOLD_MARK_MS", "holding it before marking", true),
+    ] {
         let o = polled_outbox("poll_crash").await;
         o.create_topics(&["order"], 1).await;
         let sql = o.env.sql().await;
@@ -508,7 +511,7 @@ async fn polling_relay_killed_while_publishing_or_marking_loses_nothing() {
         }
         let config = polling_config(&o, &["pgoutbox.polling.order.column=seq"]);
         let mut relay = start_polling(&config, &[(hook, "60000")]);
-        relay.wait_for_log("holding it", Duration::from_secs(20));
+        relay.wait_for_log(held, Duration::from_secs(20));
         relay.kill9();
         assert_eq!(unpublished(&o).await, 10, "{hook}: nothing marked");
         let mut relay = start_polling(&config, &[]);

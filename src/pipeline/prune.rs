@@ -23,13 +23,9 @@ use crate::postgres::{setup, ConnectParams};
 const MAX_BATCHES_PER_ROUND: usize = 1000;
 
 /// Checks what pruning needs (a definite error stops the relay at start, naming the key), then
-/// returns the task that prunes until `stop`.
-pub async fn start(
-    cfg: &Config,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-) -> Result<Option<tokio::task::JoinHandle<()>>, RelayError> {
-    let Some(p) = cfg.prune.clone() else { return Ok(None) };
+/// starts the task that prunes until `stop` (nothing when pruning is off).
+pub async fn start(cfg: &Config, metrics: Arc<Metrics>, stop: CancellationToken) -> Result<(), RelayError> {
+    let Some(p) = cfg.prune.clone() else { return Ok(()) };
     let params = ConnectParams::from_config(&cfg.database);
     let sql = setup::connect_sql(&params).await?;
     let mut targets = Vec::new();
@@ -37,7 +33,8 @@ pub async fn start(
         targets.push(PruneTarget::plan(&sql, &schema, &table, cfg, &p).await?);
     }
     drop(sql);
-    Ok(Some(tokio::spawn(run(params, targets, p, metrics, stop))))
+    tokio::spawn(run(params, targets, p, metrics, stop));
+    Ok(())
 }
 
 async fn run(

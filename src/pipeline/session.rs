@@ -38,9 +38,9 @@ pub struct SessionState {
     /// Whether this process has taken its snapshot: `snapshot.mode=always` snapshots once per start
     /// of the process, not again on every reconnect.
     pub snapshot_taken: bool,
-    /// The pruner (`pgoutbox.prune.*`), started once the first session streams: before that a
+    /// Whether the pruner (`pgoutbox.prune.*`) runs: it starts once the first session streams: before that a
     /// snapshot may still need the rows.
-    pub pruner: Option<tokio::task::JoinHandle<()>>,
+    pub pruning: bool,
 }
 
 /// Everything a session needs once the server streams.
@@ -92,8 +92,9 @@ pub async fn run(
     // Only now, with the slot ours: a standby builds no producer.
     let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
     state.streamed = true;
-    if state.pruner.is_none() {
-        state.pruner = super::prune::start(cfg, metrics.clone(), shutdown.child_token()).await?;
+    if !state.pruning {
+        super::prune::start(cfg, metrics.clone(), shutdown.child_token()).await?;
+        state.pruning = true;
     }
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
     metrics.set_state(RelayState::Streaming);

@@ -258,7 +258,7 @@ pub async fn join(sql: &Client, key: i32, partitions: i32) -> Result<(), PgError
     Ok(())
 }
 
-const LOCKS: &str = "SELECT objid::int8, pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 \
+const LOCKS: &str = "SELECT objid::int8, pid = pg_backend_pid() FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 \
      AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND classid::int8 = $1";
 
 /// Who holds what under `key`.
@@ -273,14 +273,13 @@ pub struct Holders {
 pub async fn holders(sql: &Client, key: i32) -> Result<Holders, PgError> {
     let classid = i64::from(key as u32);
     let rows = sql.query(LOCKS, &[&classid]).await.map_err(PgError::Sql)?;
-    let me: i32 = sql.query_one("SELECT pg_backend_pid()", &[]).await.map_err(PgError::Sql)?.get(0);
     let mut h = Holders::default();
     for r in rows {
-        let (objid, pid): (i64, i32) = (r.get(0), r.get(1));
+        let (objid, mine): (i64, bool) = (r.get(0), r.get(1));
         let objid = objid as u32 as i32;
         if objid >= MEMBER_BASE {
             h.members.push(objid - MEMBER_BASE);
-        } else if pid == me {
+        } else if mine {
             h.mine.push(objid);
         }
     }

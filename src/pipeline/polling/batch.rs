@@ -67,8 +67,6 @@ impl Batch<'_> {
     ) -> Result<usize, RelayError> {
         let rows = step(table.fetch(self.sql, partitions, limit)).await?;
         futures_util::pin_mut!(rows);
-        let qualified = table.qualified();
-        let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
         // What to mark once acknowledged: only the rows' identities are kept, the records go on to
         // the sink as they are routed, in chunks (so a batch of large rows is never all in memory).
         let mut read: Vec<(String, String)> = Vec::new();
@@ -76,13 +74,15 @@ impl Batch<'_> {
         let mut bytes = 0;
         while let Some(row) = step(rows.try_next()).await? {
             if read.is_empty() && !self.hold.is_zero() {
-                tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it, holding it (PGOUTBOX_POLLING_HOLD_MS)");
+                tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
                 tokio::time::sleep(self.hold).await;
             }
             let record = match self.router.route(plan, &row.tuple, crate::pipeline::now_ms()) {
                 Ok(record) => record,
                 Err(e) => {
-                    let letter = crate::pipeline::tolerate_route_error(self.cfg, &qualified, &names, &row.tuple, e)?;
+                    let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+                    let letter =
+                        crate::pipeline::tolerate_route_error(self.cfg, &table.qualified(), &names, &row.tuple, e)?;
                     self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if letter.is_some() {
                         self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -118,8 +118,9 @@ impl Batch<'_> {
             // The rows were locked by this transaction: a difference means the table changed in a way
             // polling cannot follow (a trigger rewriting the update). Not marking is safe: roll back.
             return Err(RelayError::TaskStopped(format!(
-                "marked {marked} of the {} rows just published in {qualified}; rolling back (they will be published again)",
-                read.len()
+                "marked {marked} of the {} rows just published in {}; rolling back (they will be published again)",
+                read.len(),
+                table.qualified()
             )));
         }
         self.metrics.transactions_confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -68,16 +68,18 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
         RelayError::TaskStopped("pgoutbox.relay=polling without polling options (a bug: report it)".into())
     })?;
     let mut backoff = super::Backoff::new();
-    let mut pruner = None;
+    let mut pruning = false;
     loop {
         let started = std::time::Instant::now();
-        if pruner.is_none() {
+        if !pruning {
             // Pruning takes only published rows: it may start at once.
-            pruner = match super::prune::start(config, metrics.clone(), shutdown.child_token()).await {
-                Ok(p) => p.or(Some(tokio::spawn(async {}))),
-                Err(e) if e.is_retryable() => None,
+            match super::prune::start(config, metrics.clone(), shutdown.child_token()).await {
+                Ok(()) => pruning = true,
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!(error = %e, "pruning could not start; trying again with the next session")
+                }
                 Err(e) => return Err(e),
-            };
+            }
         }
         let result = session(config, polling, &shutdown, &metrics).await;
         metrics.set_state(RelayState::Reconnecting);
@@ -126,9 +128,6 @@ async fn session(
     let tables = describe(&sql, cfg, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
     let notices = listen(&params, polling).await?;
-    if let Ok(row) = sql.query_one("SELECT pg_backend_pid()", &[]).await {
-        tracing::debug!(backend = row.get::<_, i32>(0), "polling: connected");
-    }
     let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
     metrics.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
