@@ -164,6 +164,7 @@ fn escape(value: &str) -> String {
 struct Own {
     acked: Family<Connector, Counter>,
     confirmed: Family<Connector, Counter>,
+    kafka_transactions: Family<Connector, Counter>,
     sessions: Family<Connector, Counter>,
     confirmed_lsn: IntGauges<Connector>,
     received_lsn: IntGauges<Connector>,
@@ -262,6 +263,11 @@ impl Own {
             errors,
             acked: counter(r, "pgoutbox_events_acked", "Events the broker acknowledged"),
             confirmed: counter(r, "pgoutbox_transactions_confirmed", "Transactions whose position was confirmed"),
+            kafka_transactions: counter(
+                r,
+                "pgoutbox_kafka_transactions_committed",
+                "Kafka transactions committed (exactly.once.source.support=enabled), each with its offset record",
+            ),
             sessions: counter(r, "pgoutbox_sessions", "Replication sessions started"),
             confirmed_lsn: int_gauge(r, "pgoutbox_confirmed_lsn", "The confirmed LSN, as a number"),
             received_lsn: int_gauge(r, "pgoutbox_received_lsn", "The LSN received from the server"),
@@ -277,6 +283,7 @@ impl Own {
         let c = Connector { connector: s.connector.to_string() };
         self.acked.get_or_create(&c).inc_by(g(&m.events_acked));
         self.confirmed.get_or_create(&c).inc_by(g(&m.transactions_confirmed));
+        self.kafka_transactions.get_or_create(&c).inc_by(g(&m.kafka_transactions));
         self.sessions.get_or_create(&c).inc_by(g(&m.sessions));
         self.confirmed_lsn.get_or_create(&c).set(as_i64(g(&m.confirmed_lsn)));
         self.received_lsn.get_or_create(&c).set(as_i64(g(&m.received_lsn)));

@@ -50,6 +50,8 @@ impl RelayState {
 pub struct Metrics {
     pub events_acked: AtomicU64,
     pub transactions_confirmed: AtomicU64,
+    /// Exactly once: Kafka transactions committed.
+    pub kafka_transactions: AtomicU64,
     pub confirmed_lsn: AtomicU64,
     pub received_lsn: AtomicU64,
     pub sessions: AtomicU64,

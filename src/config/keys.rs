@@ -28,9 +28,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("replica.identity.autoset.values", "not needed: outbox tables are insert-only"),
     ("unavailable.value.placeholder", "only affects UPDATEs, which the Event Router drops"),
     ("database.sslfactory", "a Java class; pgoutbox uses database.sslmode / sslrootcert / sslcert / sslkey"),
-    ("exactly.once.support", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
-    ("exactly.once.source.support", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
-    ("transaction.boundary", "pgoutbox is at-least-once: consumers deduplicate by the id header"),
     ("heartbeat.topics.prefix", "topic.heartbeat.prefix is set and takes precedence"),
     ("slot.stream.params", "not implemented yet"),
     (

@@ -7,6 +7,7 @@
 //! reason, so `run` can list them once.
 
 pub mod env;
+pub mod exactly_once;
 mod keys;
 pub mod polling;
 pub mod producer;
@@ -284,6 +285,9 @@ pub struct Config {
     pub stall_threshold: Duration,
     /// `pgoutbox.prune.*`: `None` unless `pgoutbox.prune.retention.ms` is set.
     pub prune: Option<prune::PruneConfig>,
+    /// Connect's exactly-once keys (`exactly.once.source.support=enabled`): `None` publishes at
+    /// least once.
+    pub exactly_once: Option<exactly_once::ExactlyOnce>,
     pub ignored: Vec<IgnoredKey>,
     /// Keys whose values keep a `${alias:...}` reference to a config provider the config does not
     /// declare (key, alias): used literally, as Connect would, and worth a warning.
@@ -333,6 +337,7 @@ impl Config {
         // A bare config map (no `name`): named after its file, as the deployment named it.
         let connector_name = r.str("name").map(str::to_string).or(source_name).unwrap_or_else(|| "pgoutbox".into());
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
+        let exactly_once = exactly_once::parse(&mut r, &connector_name, relay == polling::RelayKind::Polling)?;
         let warnings = r.take_warnings();
         let mut ignored = keys::ignored(raw, r.used());
         ignored.extend(producer_ignored);
@@ -366,6 +371,7 @@ impl Config {
             polling,
             stall_threshold,
             prune,
+            exactly_once,
             ignored,
             undeclared_providers: resolved.undeclared,
             warnings,
@@ -569,7 +575,11 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         slot_drop_on_stop: r.bool_or("slot.drop.on.stop", false)?,
         publish_via_partition_root: r.bool_or("publish.via.partition.root", false)?,
         slot_failover: r.bool_or("slot.failover", false)?,
-        offset_topic: r.string_or("offset.storage.topic", DEFAULT_OFFSET_TOPIC),
+        // Connect's connector-level `offsets.storage.topic` (KIP-618) wins over the worker's.
+        offset_topic: match r.str("offsets.storage.topic") {
+            Some(t) => t.to_string(),
+            None => r.string_or("offset.storage.topic", DEFAULT_OFFSET_TOPIC),
+        },
         offset_partitions: match r.str("offset.storage.partitions") {
             None => 25,
             Some(v) => v

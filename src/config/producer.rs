@@ -16,6 +16,7 @@ const PROTECTED: &[(&str, &str)] = &[
     ("enable.idempotence", "idempotence is required for per-aggregate order under retries"),
     ("partitioner", "murmur2 partitioning is required to match Debezium's partitions"),
     ("partitioner.class", "murmur2 partitioning is required to match Debezium's partitions"),
+    ("transactional.id", "Connect derives it per task, <group.id>-<connector>-0 (exactly.once.source.support=enabled)"),
     ("key.serializer", "records are already bytes"),
     ("value.serializer", "records are already bytes"),
 ];

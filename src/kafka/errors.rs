@@ -45,6 +45,28 @@ impl Error {
     }
 }
 
+/// A failed step of a Kafka transaction (exactly once), by consequence: a producer another
+/// instance fenced, or one the cluster may not use transactionally, stops with what to do; anything
+/// else ends the session, which resumes after the last committed transaction.
+pub fn transaction(what: &str, transactional_id: &str, error: KafkaError) -> Error {
+    use RDKafkaErrorCode as C;
+    let fatal = matches!(&error, KafkaError::Transaction(e) if e.is_fatal());
+    match error.rdkafka_error_code() {
+        Some(C::ProducerFenced | C::InvalidProducerEpoch) => Error::Fatal {
+            reason: format!("{what}: another producer with transactional.id `{transactional_id}` fenced this one (another instance of this connector started; each connector must run once per group.id)"),
+            code: error.rdkafka_error_code(),
+        },
+        Some(C::TransactionalIdAuthorizationFailed | C::ClusterAuthorizationFailed) => Error::Refused(format!(
+            "{what}: {error}; grant this client WRITE and DESCRIBE on transactional id `{transactional_id}` (and IDEMPOTENT_WRITE on the cluster), or turn exactly once off (exactly.once.source.support)"
+        )),
+        Some(C::UnsupportedVersion | C::UnsupportedForMessageFormat) => Error::Refused(format!(
+            "{what}: {error}; the Kafka cluster does not support transactions, which exactly.once.source.support=enabled needs: use Kafka 0.11 or later with its transaction state log, or turn exactly once off"
+        )),
+        _ if fatal => Error::Fatal { reason: format!("{what}: {error}"), code: error.rdkafka_error_code() },
+        _ => Error::transient(format!("{what} (transactional.id `{transactional_id}`)"), error),
+    }
+}
+
 /// A record the broker refused for good, with what the operator needs to fix it.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the broker refused event `{event_id}` for topic `{topic}`: {error}; {fix}")]

@@ -8,4 +8,6 @@ pub mod security;
 pub mod topics;
 
 pub use errors::{is_permanent, DeliveryFailure, Error};
-pub use producer::{base_config, base_record, client_config, create_topics, topic_exists, Ack, Producer};
+pub use producer::{
+    base_config, base_record, client_config, create_topics, topic_exists, transaction_timeout, Ack, Producer,
+};

@@ -37,15 +37,67 @@ pub use crate::config::DEFAULT_OFFSET_TOPIC as DEFAULT_TOPIC;
 const READ_DEADLINE: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the relay remembers of its slot.
+/// What the relay remembers of its slot: Debezium's offset map for the PostgreSQL connector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceOffset {
     /// `None` in a record Debezium wrote (same key, no slot name): that slot is the configured one.
     pub slot: Option<String>,
-    /// The position confirmed to the slot when this was written.
+    /// `lsn_commit`: every transaction whose commit ends at or before it is published.
     pub lsn: Lsn,
-    /// When it was written, microseconds since 1970 (Debezium's `ts_usec`).
+    /// When it was written or the transaction committed, microseconds since 1970 (`ts_usec`).
     pub ts_usec: i64,
+    /// `txId`: the transaction of the last event, when known.
+    pub xid: Option<u32>,
+    /// Set when the offset stops inside a transaction (a Kafka transaction held part of a large
+    /// one, or Debezium's offset after an event).
+    pub partial: Option<Partial>,
+}
+
+/// How far into the transaction after `lsn_commit` the published events go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partial {
+    /// `txId`: the transaction.
+    pub xid: u32,
+    /// `lsn`: the change of the last published event.
+    pub lsn: Lsn,
+    /// `lsn_events_processed`: changes at `lsn` already handled (several rows can share one LSN,
+    /// e.g. a multi-row INSERT ... SELECT or COPY).
+    pub events: u64,
+}
+
+impl SourceOffset {
+    /// A position between transactions.
+    pub fn at_commit(slot: &str, lsn: Lsn) -> Self {
+        SourceOffset { slot: Some(slot.to_string()), lsn, ts_usec: now_usec(), xid: None, partial: None }
+    }
+
+    /// The record's value, as Debezium's PostgreSQL connector writes it, plus the slot's name.
+    /// Inside a transaction `lsn_proc` and `lsn_commit` stay at the last commit and `lsn` names
+    /// the last event, as Debezium's offsets do.
+    pub fn value(&self) -> Vec<u8> {
+        let c = self.lsn.0;
+        let mut v = serde_json::Map::new();
+        v.insert("lsn_proc".into(), json!(c));
+        v.insert("lsn_commit".into(), json!(c));
+        match self.partial {
+            None => {
+                v.insert("lsn".into(), json!(c));
+                if let Some(x) = self.xid {
+                    v.insert("txId".into(), json!(x));
+                }
+                v.insert("messageType".into(), json!("COMMIT"));
+            }
+            Some(p) => {
+                v.insert("lsn".into(), json!(p.lsn.0));
+                v.insert("txId".into(), json!(p.xid));
+                v.insert("messageType".into(), json!("INSERT"));
+                v.insert("lsn_events_processed".into(), json!(p.events));
+            }
+        }
+        v.insert("ts_usec".into(), json!(self.ts_usec));
+        v.insert("pgoutbox.slot".into(), json!(self.slot.as_deref()));
+        serde_json::Value::Object(v).to_string().into_bytes()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +177,9 @@ impl OffsetStore {
         let consumer: BaseConsumer<QuietEof> = client_config(&self.kafka)
             .set("group.id", "pgoutbox-offsets-reader")
             .set("enable.auto.commit", "false")
+            // Records of aborted (or still open) Kafka transactions are not offsets: under exactly
+            // once only a committed transaction's record says what was published.
+            .set("isolation.level", "read_committed")
             // The end of each partition as the fetcher sees it (past compaction gaps and
             // transaction markers, which no delivered record shows).
             .set("enable.partition.eof", "true")
@@ -193,23 +248,17 @@ impl OffsetStore {
     /// Records `offset` and waits for the broker's acknowledgement. Creates the topic (compacted)
     /// when it is missing, and refuses one that is not compacted.
     pub async fn store(&self, offset: &SourceOffset) -> Result<(), OffsetError> {
-        let lsn = offset.lsn.0;
-        let value = json!({
-            "lsn_proc": lsn,
-            "lsn_commit": lsn,
-            "lsn": lsn,
-            "ts_usec": offset.ts_usec,
-            "pgoutbox.slot": offset.slot.as_deref(),
-        });
-        self.write(Some(value.to_string().into_bytes())).await
+        self.write(Some(offset.value())).await
     }
 
-    /// Forgets this connector's record (a tombstone), e.g. after an operator accepted a lost slot.
-    pub async fn clear(&self) -> Result<(), OffsetError> {
-        self.write(None).await
+    /// The record key: Connect's `["<connector>",{"server":"<topic.prefix>"}]`.
+    pub fn key(&self) -> &[u8] {
+        &self.key
     }
 
-    async fn write(&self, value: Option<Vec<u8>>) -> Result<(), OffsetError> {
+    /// Creates the topic (compacted) when it is missing, and refuses one that is not compacted;
+    /// checked once.
+    pub async fn ensure_topic(&self) -> Result<(), OffsetError> {
         self.ensured
             .get_or_try_init(|| async {
                 let t = Compacted {
@@ -222,7 +271,17 @@ impl OffsetStore {
                 };
                 ensure_compacted(&self.kafka, &t).await.map_err(OffsetError::from)
             })
-            .await?;
+            .await
+            .map(|_| ())
+    }
+
+    /// Forgets this connector's record (a tombstone), e.g. after an operator accepted a lost slot.
+    pub async fn clear(&self) -> Result<(), OffsetError> {
+        self.write(None).await
+    }
+
+    async fn write(&self, value: Option<Vec<u8>>) -> Result<(), OffsetError> {
+        self.ensure_topic().await?;
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.write_blocking(value.as_deref()))
             .await
@@ -297,12 +356,34 @@ impl ProducerContext for Delivered {
     }
 }
 
+/// Reads pgoutbox's records and Debezium's. `lsn_commit` is where whole transactions end (Debezium
+/// keeps it at the previous commit while inside a transaction); a record whose `lsn` is past it,
+/// with a `txId` and a change as its `messageType`, stops inside that transaction. Without
+/// `lsn_events_processed` (Debezium before 3.7) one change at `lsn` counts as handled: any others
+/// sharing that LSN are published again rather than lost.
 fn parse_value(bytes: &[u8]) -> Option<SourceOffset> {
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let last = Lsn(v.get("lsn")?.as_u64()?);
+    let commit = v.get("lsn_commit").and_then(|c| c.as_u64()).map_or(last, Lsn);
+    let xid = v.get("txId").and_then(|x| x.as_u64()).and_then(|x| u32::try_from(x).ok());
+    let change = v
+        .get("messageType")
+        .and_then(|m| m.as_str())
+        .is_some_and(|m| matches!(m, "INSERT" | "UPDATE" | "DELETE" | "TRUNCATE"));
+    let partial = match xid {
+        Some(xid) if change && last > commit => Some(Partial {
+            xid,
+            lsn: last,
+            events: v.get("lsn_events_processed").and_then(|n| n.as_u64()).unwrap_or(1),
+        }),
+        _ => None,
+    };
     Some(SourceOffset {
         slot: v.get("pgoutbox.slot").and_then(|s| s.as_str()).map(str::to_string),
-        lsn: Lsn(v.get("lsn")?.as_u64()?),
+        lsn: commit,
         ts_usec: v.get("ts_usec").and_then(|t| t.as_i64()).unwrap_or(0),
+        xid,
+        partial,
     })
 }
 
@@ -325,12 +406,29 @@ mod tests {
         let s = OffsetStore::new(&kafka, DEFAULT_TOPIC, "inventory-connector", "dbserver1");
         assert_eq!(s.key, br#"["inventory-connector",{"server":"dbserver1"}]"#);
         let v = br#"{"lsn_proc":100,"lsn_commit":100,"lsn":100,"ts_usec":7,"pgoutbox.slot":"debezium"}"#;
-        assert_eq!(parse_value(v), Some(SourceOffset { slot: Some("debezium".into()), lsn: Lsn(100), ts_usec: 7 }));
+        let at = |slot: Option<&str>, lsn, ts_usec| SourceOffset {
+            slot: slot.map(str::to_string),
+            lsn: Lsn(lsn),
+            ts_usec,
+            xid: None,
+            partial: None,
+        };
+        assert_eq!(parse_value(v), Some(at(Some("debezium"), 100, 7)));
         // Debezium's own offset (no slot name) says the same: this connector streamed up to there.
-        assert_eq!(
-            parse_value(br#"{"lsn":100,"txId":5}"#),
-            Some(SourceOffset { slot: None, lsn: Lsn(100), ts_usec: 0 })
-        );
+        assert_eq!(parse_value(br#"{"lsn":100}"#), Some(at(None, 100, 0)));
+        // Debezium's offset after an event: lsn_commit at the previous commit, lsn at the event.
+        let dbz = br#"{"lsn_proc":90,"lsn_commit":90,"lsn":120,"txId":77,"ts_usec":5,"messageType":"INSERT","lsn_events_processed":2}"#;
+        let o = parse_value(dbz).unwrap();
+        assert_eq!((o.lsn, o.xid), (Lsn(90), Some(77)));
+        assert_eq!(o.partial, Some(Partial { xid: 77, lsn: Lsn(120), events: 2 }));
+        // Before Debezium 3.7: no count; one change at that LSN counts as handled.
+        let old = br#"{"lsn_proc":90,"lsn_commit":90,"lsn":120,"txId":77,"messageType":"INSERT"}"#;
+        assert_eq!(parse_value(old).unwrap().partial.map(|p| p.events), Some(1));
+        // What pgoutbox writes reads back, inside a transaction and between two.
+        for partial in [None, Some(Partial { xid: 9, lsn: Lsn(500), events: 3 })] {
+            let o = SourceOffset { slot: Some("s".into()), lsn: Lsn(400), ts_usec: 1, xid: Some(9), partial };
+            assert_eq!(parse_value(&o.value()), Some(o));
+        }
         assert_eq!(parse_value(b"not json"), None);
     }
 }

@@ -220,10 +220,42 @@ fn librdkafka_log_level() -> RDKafkaLogLevel {
     }
 }
 
+/// The Java producer's `transaction.timeout.ms` default, which Connect keeps.
+pub const TRANSACTION_TIMEOUT_MS: u64 = 60_000;
+
+/// A transactional producer's settings: `transactional.id`, and `message.timeout.ms` within
+/// `transaction.timeout.ms` (librdkafka requires it; a record that cannot be delivered within the
+/// transaction fails it, the transaction is aborted and the session resumes from the last committed
+/// one).
+pub fn transactional_config(cfg: &KafkaConfig, transactional_id: &str) -> ClientConfig {
+    let mut c = base_config(cfg);
+    let timeout = transaction_timeout(cfg);
+    c.set("transactional.id", transactional_id)
+        .set("transaction.timeout.ms", timeout.as_millis().to_string())
+        .set("message.timeout.ms", timeout.as_millis().to_string());
+    c
+}
+
+/// `transaction.timeout.ms` (a `producer.override.` key may change it).
+pub fn transaction_timeout(cfg: &KafkaConfig) -> Duration {
+    let ms = cfg.producer_overrides.get("transaction.timeout.ms").and_then(|v| v.trim().parse().ok());
+    Duration::from_millis(ms.unwrap_or(TRANSACTION_TIMEOUT_MS))
+}
+
 impl Producer {
     /// Must be called within the Tokio runtime that will serve the producer.
     pub fn new(cfg: &KafkaConfig) -> Result<Self, KafkaError> {
-        let inner: BaseProducer<ReportingContext> = base_config(cfg).create_with_context(ReportingContext {
+        Self::with_config(base_config(cfg))
+    }
+
+    /// A transactional producer (exactly once). [`init_transactions`](Self::init_transactions)
+    /// must run before it sends.
+    pub fn transactional(cfg: &KafkaConfig, transactional_id: &str) -> Result<Self, KafkaError> {
+        Self::with_config(transactional_config(cfg, transactional_id))
+    }
+
+    fn with_config(config: ClientConfig) -> Result<Self, KafkaError> {
+        let inner: BaseProducer<ReportingContext> = config.create_with_context(ReportingContext {
             acks: Mutex::new(Vec::new()),
             warned: Mutex::new(Default::default()),
         })?;
@@ -250,6 +282,28 @@ impl Producer {
     #[allow(clippy::result_large_err)]
     pub fn send<'a>(&self, record: Record<'a>) -> Result<(), (KafkaError, Record<'a>)> {
         self.inner.send(record)
+    }
+
+    /// Registers the transactional id with its coordinator, which fences any older producer with the
+    /// same id and aborts the transaction it left open. Blocks: call it off the runtime's threads.
+    pub fn init_transactions(&self, timeout: Duration) -> Result<(), KafkaError> {
+        self.inner.init_transactions(timeout)
+    }
+
+    /// Opens a transaction (local: no request to the broker).
+    pub fn begin_transaction(&self) -> Result<(), KafkaError> {
+        self.inner.begin_transaction()
+    }
+
+    /// Delivers everything queued and commits the open transaction. Delivery reports are queued
+    /// for [`serve`](Self::serve) as usual. Blocks: call it off the runtime's threads.
+    pub fn commit_transaction(&self, timeout: Duration) -> Result<(), KafkaError> {
+        self.inner.commit_transaction(timeout)
+    }
+
+    /// Aborts the open transaction: nothing of it reaches a `read_committed` consumer. Blocks.
+    pub fn abort_transaction(&self, timeout: Duration) -> Result<(), KafkaError> {
+        self.inner.abort_transaction(timeout)
     }
 
     /// Records queued or in flight, not yet reported.

@@ -17,10 +17,57 @@
 //!
 //! The confirmed LSN never goes backwards: PostgreSQL 15 accepts a smaller confirmed position and
 //! would then resend, so the checkpoint starts at the slot's `confirmed_flush_lsn` and only rises.
+//!
+//! **Exactly once** ([`Checkpoint::transactional`]). An acknowledged event is not yet published: a
+//! `read_committed` consumer sees it only once its Kafka transaction commits, and an aborted one
+//! (a crash, a fenced producer, a transaction the broker timed out) never shows it. So the
+//! confirmed LSN rises only over events below `committed_below`, which moves when a Kafka
+//! transaction commits ([`Checkpoint::kafka_committed`]). Each transaction carries an offset
+//! record, the checkpoint's [`Position`] at its end; on restart the newest committed one says what
+//! to skip ([`Resume`]), because the slot's confirmed position can be behind it (a crash between the
+//! Kafka commit and the next status update) and PostgreSQL then sends those transactions again.
 
 use std::collections::VecDeque;
 
 use crate::lsn::Lsn;
+
+/// How far the events handed to the producer go in the stream: every transaction whose commit
+/// ends at or before `commit` and, when `partial` is set, the next transaction's changes up to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub commit: Lsn,
+    pub partial: Option<Partial>,
+}
+
+/// Inside transaction `xid`: every change before `lsn`, and the first `changes` changes at `lsn`
+/// (rows of one multi-row statement can share an LSN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partial {
+    pub xid: u32,
+    pub lsn: Lsn,
+    pub changes: u64,
+}
+
+/// What a new session skips: what a committed Kafka transaction already holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume(pub Position);
+
+impl Resume {
+    /// A transaction whose commit record (Begin's final LSN) starts before `commit`, the end of
+    /// the last published commit, committed at or before it: skip it whole.
+    pub fn skips_transaction(&self, final_lsn: Lsn) -> bool {
+        final_lsn < self.0.commit
+    }
+
+    /// The `nth` change (counted from 1) at `lsn` of transaction `xid`: published already when the
+    /// position stops inside that transaction at or after it.
+    pub fn skips_change(&self, xid: u32, lsn: Lsn, nth: u64) -> bool {
+        match self.0.partial {
+            Some(p) if p.xid == xid => lsn < p.lsn || (lsn == p.lsn && nth <= p.changes),
+            _ => false,
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct Checkpoint {
@@ -38,6 +85,11 @@ pub struct Checkpoint {
     confirmed_commit_times: Vec<i64>,
     /// Events sent before the latest commit, to tell whether the next transaction had any.
     sent_at_last_commit: u64,
+    /// Exactly once: events below it are in a committed Kafka transaction (`None`: acknowledged is
+    /// published).
+    committed_below: Option<u64>,
+    /// How far the events handed over go (for the offset record of the next Kafka transaction).
+    position: Position,
 }
 
 impl Checkpoint {
@@ -51,7 +103,48 @@ impl Checkpoint {
             confirmed: start,
             confirmed_commit_times: Vec::new(),
             sent_at_last_commit: 0,
+            committed_below: None,
+            position: Position { commit: start, partial: None },
         }
+    }
+
+    /// Exactly once: starts at the slot's position, or at the committed offset `resume` when that
+    /// is further (the stream then skips up to it); events count as published only once their Kafka
+    /// transaction committed.
+    pub fn transactional(start: Lsn, resume: Option<Resume>) -> Self {
+        let mut c = Self::new(start);
+        c.committed_below = Some(0);
+        if let Some(Resume(p)) = resume {
+            if p.commit > start || (p.commit == start && p.partial.is_some()) {
+                c.position = p;
+            }
+        }
+        c
+    }
+
+    /// Where the events handed over so far end in the stream: what the offset record of a Kafka
+    /// transaction holding all of them says.
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    /// The change `(lsn, nth)` of transaction `xid` has been handed over, with its event if it made
+    /// one.
+    pub fn progress(&mut self, xid: u32, lsn: Lsn, changes: u64) {
+        self.position.partial = Some(Partial { xid, lsn, changes });
+    }
+
+    /// Exactly once: the Kafka transaction holding the events below `below` committed.
+    pub fn kafka_committed(&mut self, below: u64) {
+        if let Some(c) = &mut self.committed_below {
+            *c = (*c).max(below.min(self.next_seq));
+        }
+        self.advance();
+    }
+
+    /// The first event not yet published: acknowledged and, under exactly once, committed.
+    fn published_below(&self) -> u64 {
+        self.committed_below.map_or(self.acked_below, |c| c.min(self.acked_below))
     }
 
     /// The sequence number the next event will get.
@@ -69,6 +162,11 @@ impl Checkpoint {
     /// Registers a transaction's commit, after all its events were registered. `commit_time` is the
     /// server's commit timestamp (microseconds since 2000-01-01), used only for the latency metric.
     pub fn commit(&mut self, end_lsn: Lsn, commit_time: i64) {
+        // A commit at or before the position is one the stream skips (resuming after a committed
+        // offset): it must not erase how far into the next transaction the position goes.
+        if end_lsn > self.position.commit {
+            self.position = Position { commit: end_lsn, partial: None };
+        }
         let had_events = self.next_seq > self.sent_at_last_commit;
         self.sent_at_last_commit = self.next_seq;
         match self.commits.back_mut() {
@@ -118,14 +216,15 @@ impl Checkpoint {
     /// The server's WAL end from a keepalive received outside any transaction. Confirmed only when
     /// nothing is in flight, so it can never pass an unacknowledged event.
     pub fn idle_wal_end(&mut self, wal_end: Lsn) {
-        if self.in_flight() == 0 && self.commits.is_empty() && wal_end > self.confirmed {
+        if self.published_below() == self.next_seq && self.commits.is_empty() && wal_end > self.confirmed {
             self.confirmed = wal_end;
         }
     }
 
     fn advance(&mut self) {
+        let published = self.published_below();
         while let Some(&(needed, end_lsn, commit_time, had_events)) = self.commits.front() {
-            if needed > self.acked_below {
+            if needed > published {
                 break;
             }
             self.commits.pop_front();
@@ -342,5 +441,111 @@ mod tests {
             }
             assert!(c.drained());
         }
+    }
+
+    fn partial(xid: u32, lsn: u64, changes: u64) -> Option<Partial> {
+        Some(Partial { xid, lsn: l(lsn), changes })
+    }
+
+    /// Exactly once: acknowledged is not published. Only a committed Kafka transaction moves the
+    /// confirmed position, so a crash between produce and commit (or an aborted transaction, a
+    /// fenced producer, a transaction the broker timed out: none of them ever calls
+    /// `kafka_committed`) leaves the slot before every event of that transaction.
+    #[test]
+    fn transactional_checkpoint_confirms_only_committed_kafka_transactions() {
+        let mut c = Checkpoint::transactional(l(100), None);
+        let a = c.event_sent();
+        c.commit(l(110), 0);
+        let b = c.event_sent();
+        c.commit(l(120), 0);
+        c.acked(a);
+        c.acked(b);
+        assert_eq!(c.confirmed(), l(100), "acknowledged but not committed");
+        c.idle_wal_end(l(130));
+        assert_eq!(c.confirmed(), l(100), "a keepalive cannot pass an uncommitted transaction either");
+        c.kafka_committed(1);
+        assert_eq!(c.confirmed(), l(110), "the Kafka transaction held only the first event");
+        c.kafka_committed(0);
+        assert_eq!(c.confirmed(), l(110), "never backwards");
+        c.kafka_committed(99);
+        assert_eq!(c.confirmed(), l(120), "a bound past what was sent counts as all of it");
+        c.commit(l(140), 0);
+        assert_eq!(c.confirmed(), l(140), "nothing open in Kafka: an empty transaction confirms at once");
+        c.idle_wal_end(l(150));
+        assert_eq!(c.confirmed(), l(150));
+    }
+
+    /// Committed but not yet acknowledged cannot happen (a commit delivers everything first), but
+    /// the rule holds either way: both are needed.
+    #[test]
+    fn transactional_checkpoint_needs_the_acknowledgement_too() {
+        let mut c = Checkpoint::transactional(l(0), None);
+        let a = c.event_sent();
+        c.commit(l(10), 0);
+        c.kafka_committed(1);
+        assert_eq!(c.confirmed(), l(0));
+        c.acked(a);
+        assert_eq!(c.confirmed(), l(10));
+    }
+
+    /// The position an offset record carries: whole transactions, then how far into the next one.
+    #[test]
+    fn position_follows_commits_and_changes() {
+        let mut c = Checkpoint::transactional(l(100), None);
+        assert_eq!(c.position(), Position { commit: l(100), partial: None });
+        c.event_sent();
+        c.progress(7, l(150), 1);
+        c.event_sent();
+        c.progress(7, l(150), 2);
+        assert_eq!(c.position(), Position { commit: l(100), partial: partial(7, 150, 2) });
+        c.commit(l(200), 0);
+        assert_eq!(c.position(), Position { commit: l(200), partial: None });
+        c.commit(l(150), 0); // never backwards
+        assert_eq!(c.position().commit, l(200));
+    }
+
+    /// A crash between the Kafka commit and the slot's confirmation: the slot is behind the committed
+    /// offset, PostgreSQL sends those transactions again, and the resumed position skips exactly
+    /// them, including the skipped transactions' commits passing through without erasing how far into
+    /// the next transaction the offset went.
+    #[test]
+    fn resume_after_a_crash_between_kafka_commit_and_slot_confirmation() {
+        // Before the crash: T1 (commit 100..110) and T2 (120..130) whole, and T3 (xid 3, commit
+        // record at 170) up to its second change at LSN 150, in one committed Kafka transaction.
+        let committed = Position { commit: l(130), partial: partial(3, 150, 2) };
+        let resume = Resume(committed);
+        // The slot confirmed only up to 110.
+        let mut c = Checkpoint::transactional(l(110), Some(resume));
+        assert_eq!(c.position(), committed, "the committed offset is further than the slot");
+        assert!(resume.skips_transaction(l(120)), "T2 is in the committed transaction");
+        assert!(!resume.skips_transaction(l(170)), "T3 is not whole");
+        c.commit(l(130), 0); // T2's commit passes through (skipped)
+        assert_eq!(c.position(), committed, "a skipped commit keeps the position inside T3");
+        assert!(resume.skips_change(3, l(140), 1));
+        assert!(resume.skips_change(3, l(150), 1));
+        assert!(resume.skips_change(3, l(150), 2));
+        assert!(!resume.skips_change(3, l(150), 3), "a third row of the same statement was not published");
+        assert!(!resume.skips_change(3, l(160), 1));
+        assert!(!resume.skips_change(4, l(140), 1), "another transaction's changes are never skipped");
+        // Nothing is in flight: T2's commit confirmed; T3 still waits for its own commit.
+        assert_eq!(c.confirmed(), l(130));
+        c.event_sent();
+        c.progress(3, l(150), 3);
+        c.commit(l(180), 0);
+        assert_eq!(c.position(), Position { commit: l(180), partial: None });
+        assert_eq!(c.confirmed(), l(130), "T3's last event is not in a committed Kafka transaction yet");
+        c.acked(0);
+        c.kafka_committed(1);
+        assert_eq!(c.confirmed(), l(180));
+    }
+
+    /// A committed offset behind the slot (the slot was confirmed past it over transactions without
+    /// events) is no reason to go back: the slot's position wins.
+    #[test]
+    fn resume_behind_the_slot_starts_at_the_slot() {
+        let c = Checkpoint::transactional(l(500), Some(Resume(Position { commit: l(300), partial: None })));
+        assert_eq!(c.position(), Position { commit: l(500), partial: None });
+        let same = Position { commit: l(500), partial: partial(9, 510, 1) };
+        assert_eq!(Checkpoint::transactional(l(500), Some(Resume(same))).position(), same);
     }
 }

@@ -24,6 +24,7 @@ mod session;
 mod sink;
 mod snapshot;
 mod stall;
+mod transaction;
 
 use std::time::Duration;
 
@@ -50,6 +51,9 @@ pub enum Item {
         end_lsn: Lsn,
         commit_time: i64,
     },
+    /// Exactly once: the position after the event before it, where a Kafka transaction may end:
+    /// inside a transaction (a large one is split there), or `None` between two (after a heartbeat).
+    Progress(Option<checkpoint::Partial>),
     /// A keepalive's WAL end, received outside any transaction.
     IdleWalEnd(Lsn),
     /// Fired once every event handed over before it has been acknowledged.

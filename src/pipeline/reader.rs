@@ -9,6 +9,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+use super::checkpoint::{Partial, Resume};
 use super::Item;
 use crate::config::Config;
 use crate::error::RelayError;
@@ -37,6 +38,11 @@ const SQL_SESSION_WATCH: Duration = Duration::from_secs(1);
 /// connection must not hold it (a stalled network is noticed within this, then the session restarts).
 const PUBLICATION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The quickest two status updates that confirm a new position follow each other. An acknowledged
+/// position goes out within this (instead of at the next `status.update.interval.ms`), which is what
+/// a crash republishes; at most five updates a second do not flood the server.
+const PROMPT_CONFIRM: Duration = Duration::from_millis(200);
+
 /// How long `finish` waits beyond the sink's drain timeout before giving up on it.
 const FINISH_MARGIN: Duration = Duration::from_secs(5);
 
@@ -62,6 +68,21 @@ pub struct Reader<'a> {
     /// position goes out at once too, so a server waiting for it (a fast shutdown, a switchover waits
     /// for its walsenders to be confirmed) does not wait for the status timer.
     reply_owed: bool,
+    /// The confirmed position moved since the last status update: the next goes out within
+    /// [`PROMPT_CONFIRM`].
+    confirm_due: bool,
+    /// The sink dropped its side of the confirmed position (it stopped).
+    sink_gone: bool,
+    /// The transaction being read: its id, whether a committed offset already holds all of it, and
+    /// its last change (LSN, and how many changes share that LSN so far).
+    xid: u32,
+    skip_transaction: bool,
+    change: (Lsn, u64),
+    /// What a committed Kafka transaction (or Debezium's offset) already published.
+    resume: Option<Resume>,
+    /// Exactly once: each event is followed by its position, so the sink can end a Kafka transaction
+    /// inside a large PostgreSQL transaction.
+    positions: bool,
     /// `None` once the reader has stopped handing over work (the sink then drains).
     tx: Option<mpsc::Sender<Vec<Item>>>,
     confirmed: watch::Receiver<Lsn>,
@@ -89,6 +110,7 @@ pub struct Handoff {
 /// The stream loop's timers; none fires at once except the status timer.
 struct Timers {
     status: tokio::time::Interval,
+    prompt: tokio::time::Interval,
     heartbeat_tick: tokio::time::Interval,
     coverage: tokio::time::Interval,
     session_watch: tokio::time::Interval,
@@ -106,6 +128,7 @@ impl Timers {
         };
         Timers {
             status: every(cfg.status_interval, true),
+            prompt: every(PROMPT_CONFIRM, true),
             heartbeat_tick: every(cfg.heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval), false),
             coverage: every(PUBLICATION_CHECK, false),
             session_watch: every(SQL_SESSION_WATCH, true),
@@ -137,11 +160,24 @@ impl<'a> Reader<'a> {
             batch: Vec::with_capacity(BATCH_MAX),
             batch_bytes: 0,
             reply_owed: false,
+            confirm_due: false,
+            sink_gone: false,
+            xid: 0,
+            skip_transaction: false,
+            change: (Lsn::ZERO, 0),
+            resume: None,
+            positions: cfg.exactly_once.is_some(),
             tx: Some(tx),
             confirmed,
             peer_timeout,
             metrics,
         }
+    }
+
+    /// Skips what `resume` says is published already.
+    pub fn resuming(mut self, resume: Option<Resume>) -> Self {
+        self.resume = resume;
+        self
     }
 
     pub async fn run(mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
@@ -167,7 +203,8 @@ impl<'a> Reader<'a> {
 
     /// Streams until stop is requested or the sink goes away.
     async fn stream(&mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
-        let Timers { mut status, mut heartbeat_tick, mut coverage, mut session_watch } = Timers::new(self.cfg);
+        let Timers { mut status, mut prompt, mut heartbeat_tick, mut coverage, mut session_watch } =
+            Timers::new(self.cfg);
         let mut last_heard = Instant::now();
         // Heartbeats (heartbeat.interval.ms); their timer never fires when they are off.
         let heartbeat = self.cfg.heartbeat.clone();
@@ -199,12 +236,16 @@ impl<'a> Reader<'a> {
                         self.heartbeat(h, &heartbeat_topic).await;
                     }
                 }
-                // 5. A reply is owed and the confirmed position moved: send it now.
-                changed = self.confirmed.changed(), if self.reply_owed => {
-                    self.reply_owed = false;
-                    if changed.is_ok() {
-                        self.send_status(false).await?;
-                    }
+                // 5. The confirmed position moved: at once when a reply is owed, else within
+                //    PROMPT_CONFIRM (what is confirmed is not published again after a crash).
+                changed = self.confirmed.changed(), if !self.confirm_due && !self.sink_gone => match changed {
+                    Ok(()) if std::mem::take(&mut self.reply_owed) => self.send_status(false).await?,
+                    Ok(()) => self.confirm_due = true,
+                    Err(_) => self.sink_gone = true,
+                },
+                _ = prompt.tick(), if self.confirm_due => {
+                    self.confirm_due = false;
+                    self.send_status(false).await?;
                 }
                 // 6. The publication still covers the captured tables (between transactions, so a
                 //    stop leaves the position at a transaction's end).
@@ -313,6 +354,9 @@ impl<'a> Reader<'a> {
             now_ms(),
         );
         self.push_event(record);
+        if self.positions {
+            self.batch.push(Item::Progress(None));
+        }
     }
 
     fn push_event(&mut self, record: crate::outbox::OutboxRecord) {
@@ -330,7 +374,7 @@ impl<'a> Reader<'a> {
             ReplicationMessage::XLogData { wal_start, data, .. } => {
                 self.received = self.received.max(wal_start);
                 let decoded = pgoutput::decode(data).map_err(|source| RelayError::Decode { lsn: wal_start, source })?;
-                self.logical(decoded).await
+                self.logical(decoded, wal_start).await
             }
             ReplicationMessage::PrimaryKeepalive { wal_end, reply_requested, .. } => {
                 self.received = self.received.max(wal_end);
@@ -346,10 +390,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    async fn logical(&mut self, msg: LogicalMessage) -> Result<(), RelayError> {
+    async fn logical(&mut self, msg: LogicalMessage, lsn: Lsn) -> Result<(), RelayError> {
+        if matches!(msg, LogicalMessage::Insert(_) | LogicalMessage::Update(_) | LogicalMessage::Delete(_))
+            && self.published_already(lsn)
+        {
+            return Ok(());
+        }
         match msg {
             LogicalMessage::Begin(b) => {
                 self.in_transaction = true;
+                self.xid = b.xid;
+                self.change = (Lsn::ZERO, 0);
+                self.skip_transaction = self.resume.is_some_and(|r| r.skips_transaction(b.final_lsn));
                 if self.cfg.commit_lsn_header.is_some() {
                     self.commit_lsn = Some(std::sync::Arc::from(b.final_lsn.to_string()));
                 }
@@ -392,7 +444,14 @@ impl<'a> Reader<'a> {
                 };
                 self.relations.insert(r.oid, plan);
             }
-            LogicalMessage::Insert(i) => self.on_insert(&i)?,
+            LogicalMessage::Insert(i) => {
+                let before = self.batch.len();
+                self.on_insert(&i)?;
+                if self.positions && self.batch.len() > before {
+                    let (lsn, changes) = self.change;
+                    self.batch.push(Item::Progress(Some(Partial { xid: self.xid, lsn, changes })));
+                }
+            }
             LogicalMessage::Update(u) => {
                 if matches!(self.relations.get(&u.relation), Some(Some(_))) && !self.cfg.skipped.update {
                     self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
@@ -407,6 +466,16 @@ impl<'a> Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Counts the change at `lsn` (rows of one statement can share an LSN) and says whether a
+    /// committed offset already holds it.
+    fn published_already(&mut self, lsn: Lsn) -> bool {
+        self.change = match self.change {
+            (at, n) if at == lsn => (at, n + 1),
+            _ => (lsn, 1),
+        };
+        self.skip_transaction || self.resume.is_some_and(|r| r.skips_change(self.xid, lsn, self.change.1))
+    }
+
     /// An INSERT into a captured table: its record, or under `errors.tolerance=all` its dead letter
     /// (or nothing).
     fn on_insert(&mut self, i: &pgoutput::Insert) -> Result<(), RelayError> {

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+use super::checkpoint::{Partial, Position, Resume};
 use super::reader::{Handoff, Reader, Source};
 use super::{sink::Sink, snapshot};
 use crate::config::{Config, SnapshotMode};
@@ -49,6 +50,11 @@ struct Started {
     sql: Client,
     start: Lsn,
     peer_timeout: Option<Duration>,
+    /// What the newest committed offset says is published beyond the slot's position.
+    resume: Option<Resume>,
+    /// Exactly once: the transactional producer, its transactions initialised (which fenced any
+    /// older instance) before the committed offset was read.
+    producer: Option<Arc<Producer>>,
 }
 
 /// Debezium's context headers for this run; `runId` is a UUIDv7 per task start, as Debezium's.
@@ -90,7 +96,10 @@ pub async fn run(
         return Ok(());
     };
     // Only now, with the slot ours: a standby builds no producer.
-    let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
+    let producer = match started.producer {
+        Some(p) => p,
+        None => Arc::new(Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?),
+    };
     state.streamed = true;
     if !state.pruning {
         super::prune::start(cfg, metrics.clone(), shutdown.child_token()).await?;
@@ -98,13 +107,25 @@ pub async fn run(
     }
     metrics.sessions.fetch_add(1, Ordering::Relaxed);
     metrics.set_state(RelayState::Streaming);
-    tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %started.start, "streaming");
+    tracing::info!(slot = %cfg.slot_name, publication = %cfg.publication_name, from = %started.start, exactly_once = cfg.exactly_once.is_some(), "streaming");
+    if let Some(Resume(p)) = started.resume {
+        tracing::info!(after = %p.commit, inside = ?p.partial, "resuming after the committed offset: what it holds is not published again");
+    }
 
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
-    let sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
+    let mut sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name)
         .with_backlog(cfg.stall_threshold);
+    let offsets = OffsetStore::for_connector(cfg);
+    if let Some(eos) = &cfg.exactly_once {
+        sink = sink.transactional(super::sink::ExactlyOnce {
+            config: eos,
+            offsets: &offsets,
+            slot: &cfg.slot_name,
+            resume: started.resume,
+        });
+    }
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let watch_stop = CancellationToken::new();
     let partition_watch = tokio::spawn(super::partitions::watch(
@@ -115,7 +136,7 @@ pub async fn run(
     ));
     let source = Source { conn: started.conn, sql: started.sql, peer_timeout: started.peer_timeout };
     let handoff = Handoff { tx, confirmed: confirmed_rx };
-    let reader = Reader::new(source, cfg, router(cfg, context), handoff, metrics.clone());
+    let reader = Reader::new(source, cfg, router(cfg, context), handoff, metrics.clone()).resuming(started.resume);
     let reader_result = reader.run(shutdown).await;
     let sink_result = match sink.await {
         Ok(r) => r,
@@ -195,7 +216,12 @@ async fn start(
     slot::validate(&slot, cfg)?;
     ensure_failover(cfg, &sql, &mut conn, &slot).await?;
     let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
-    record_offset(cfg, &offsets, requested).await?;
+    let producer = match &cfg.exactly_once {
+        Some(eos) => Some(transactional_producer(cfg, &eos.transactional_id, &offsets).await?),
+        None => None,
+    };
+    let resume = committed_offset(cfg, &sql, &offsets, requested).await?;
+    record_offset(cfg, &offsets, requested, resume, producer.as_ref()).await?;
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
         return Ok(None);
     }
@@ -203,8 +229,59 @@ async fn start(
     // The slot is ours now and cannot move; a previous holder may have confirmed further between our
     // read and START_REPLICATION. Never start (and so never report) below what the slot has.
     let now = slot::state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
+    let start = requested.max(now);
     let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
-    Ok(Some(Started { conn, sql, start: requested.max(now), peer_timeout }))
+    // An offset the slot has passed since says nothing more.
+    let resume = resume.filter(|Resume(p)| p.commit > start || (p.commit == start && p.partial.is_some()));
+    Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer }))
+}
+
+/// Exactly once: the transactional producer. Initialising its transactions fences any older
+/// producer with the same id (a zombie instance) and aborts the transaction it left open, so the
+/// committed offset read after this is final.
+async fn transactional_producer(cfg: &Config, id: &str, offsets: &OffsetStore) -> Result<Arc<Producer>, RelayError> {
+    offsets.ensure_topic().await.map_err(|e| offset_error(e, offsets))?;
+    let producer = Producer::transactional(&cfg.kafka, id).map_err(crate::kafka::Error::Create)?;
+    let producer = Arc::new(producer);
+    let p = producer.clone();
+    let timeout = crate::kafka::transaction_timeout(&cfg.kafka);
+    tokio::task::spawn_blocking(move || p.init_transactions(timeout))
+        .await
+        .map_err(|e| RelayError::TaskStopped(format!("initialising Kafka transactions failed: {e}")))?
+        .map_err(|e| crate::kafka::errors::transaction("initialising Kafka transactions", id, e))?;
+    tracing::info!(transactional_id = %id, "Kafka transactions initialised (exactly once)");
+    Ok(producer)
+}
+
+/// What the newest committed offset of this connector holds beyond the slot's position (`None`
+/// when it holds nothing more): pgoutbox's own under exactly once, or the one Debezium left in the
+/// Connect offsets topic it used. An offset ahead of the server's WAL was written for another
+/// server: skipping up to it would skip events, so the relay stops instead.
+async fn committed_offset(
+    cfg: &Config,
+    sql: &Client,
+    offsets: &OffsetStore,
+    slot_position: Lsn,
+) -> Result<Option<Resume>, RelayError> {
+    let Some(o) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, offsets))? else {
+        return Ok(None);
+    };
+    if o.lsn < slot_position || (o.lsn == slot_position && o.partial.is_none()) {
+        return Ok(None);
+    }
+    let wal = setup::current_wal_lsn(sql).await?;
+    if o.lsn > wal {
+        return Err(crate::kafka::Error::Refused(format!(
+            "the committed offset of connector `{}` in `{}` is at {}, beyond this server's WAL ({wal}): it was written against another server or cluster, and resuming after it would skip events; point offsets.storage.topic (or the connector's name) elsewhere, or delete the offset (DELETE /connectors/{}/offsets while it is stopped)",
+            cfg.connector_name,
+            offsets.topic(),
+            o.lsn,
+            cfg.connector_name
+        ))
+        .into());
+    }
+    let partial = o.partial.map(|p| Partial { xid: p.xid, lsn: p.lsn, changes: p.events });
+    Ok(Some(Resume(Position { commit: o.lsn, partial })))
 }
 
 /// A missing slot this connector streamed from before (in this process, or as recorded in Kafka)
@@ -332,9 +409,39 @@ fn slot_lost(cfg: &Config, offsets: &OffsetStore, recorded: &SourceOffset) -> Re
 }
 
 /// Remembers, before streaming, that this connector streams from the slot (see `kafka::offsets`).
-async fn record_offset(cfg: &Config, offsets: &OffsetStore, lsn: Lsn) -> Result<(), RelayError> {
-    let offset = SourceOffset { slot: Some(cfg.slot_name.clone()), lsn, ts_usec: crate::kafka::offsets::now_usec() };
-    offsets.store(&offset).await.map_err(|e| offset_error(e, offsets))
+/// A committed offset beyond the slot is left as it is: it says more. Under exactly once the record
+/// goes through the transactional producer, so it is one of the connector's committed offsets.
+async fn record_offset(
+    cfg: &Config,
+    offsets: &OffsetStore,
+    lsn: Lsn,
+    resume: Option<Resume>,
+    producer: Option<&Arc<Producer>>,
+) -> Result<(), RelayError> {
+    if resume.is_some() {
+        return Ok(());
+    }
+    let offset = SourceOffset::at_commit(&cfg.slot_name, lsn);
+    let Some(producer) = producer else {
+        return offsets.store(&offset).await.map_err(|e| offset_error(e, offsets));
+    };
+    let id = cfg.exactly_once.as_ref().map_or(String::new(), |e| e.transactional_id.clone());
+    let timeout = crate::kafka::transaction_timeout(&cfg.kafka);
+    let (p, topic, key, value) =
+        (producer.clone(), offsets.topic().to_string(), offsets.key().to_vec(), offset.value());
+    let written = tokio::task::spawn_blocking(move || {
+        p.begin_transaction().map_err(|e| ("beginning a Kafka transaction", e))?;
+        let record =
+            rdkafka::producer::BaseRecord::with_opaque_to(&topic, usize::MAX).key(&key[..]).payload(&value[..]);
+        p.send(record).map_err(|(e, _)| ("recording the slot's offset", e))?;
+        p.commit_transaction(timeout).map_err(|e| ("committing the slot's offset", e))
+    })
+    .await
+    .map_err(|e| RelayError::TaskStopped(format!("recording the slot's offset failed: {e}")))?;
+    written.map_err(|(what, e)| crate::kafka::errors::transaction(what, &id, e))?;
+    // Its delivery report is of no use: served and dropped.
+    producer.serve(&mut Vec::new());
+    Ok(())
 }
 
 /// Refused credentials or certificates stop the relay here, naming the setting, before any DDL or

@@ -9,7 +9,9 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::checkpoint::Resume;
 use super::stall::{Stall, StallWatch, WARN_AFTER};
+use super::transaction::Transactions;
 use super::{Checkpoint, Item};
 use crate::config::KafkaConfig;
 use crate::error::RelayError;
@@ -21,7 +23,7 @@ use crate::postgres::wire::pg_epoch_micros;
 use std::sync::atomic::Ordering;
 
 pub struct Sink {
-    producer: Producer,
+    producer: Arc<Producer>,
     checkpoint: Checkpoint,
     confirmed: watch::Sender<Lsn>,
     kafka: KafkaConfig,
@@ -49,11 +51,37 @@ pub struct Sink {
     stall: StallWatch,
     /// The log-tailing relay's backlog report (the polling relay measures its backlog in the table).
     backlog: Option<super::backlog::Backlog>,
+    /// Exactly once: the open Kafka transaction and the offset record each one ends with.
+    txn: Option<Txn>,
+}
+
+/// The sink's side of exactly once.
+struct Txn {
+    state: Transactions,
+    /// Where the offset record goes, its key, and the slot it names.
+    topic: String,
+    key: Vec<u8>,
+    slot: String,
+    transactional_id: String,
+    /// `transaction.timeout.ms`: the bound on a commit or an abort.
+    timeout: Duration,
+}
+
+/// The opaque of the offset record: no event has this sequence number.
+const OFFSET_RECORD: usize = usize::MAX;
+
+/// What exactly once needs from the session: the producer's transactional id, the offsets topic, and
+/// what a committed offset already holds.
+pub struct ExactlyOnce<'a> {
+    pub config: &'a crate::config::exactly_once::ExactlyOnce,
+    pub offsets: &'a crate::kafka::offsets::OffsetStore,
+    pub slot: &'a str,
+    pub resume: Option<Resume>,
 }
 
 impl Sink {
     pub fn new(
-        producer: Producer,
+        producer: impl Into<Arc<Producer>>,
         start: Lsn,
         confirmed: watch::Sender<Lsn>,
         kafka: KafkaConfig,
@@ -61,7 +89,7 @@ impl Sink {
     ) -> Self {
         metrics.confirmed_lsn.store(start.0, Ordering::Relaxed);
         Sink {
-            producer,
+            producer: producer.into(),
             checkpoint: Checkpoint::new(start),
             confirmed,
             kafka,
@@ -76,7 +104,25 @@ impl Sink {
             sent: Vec::new(),
             stall: StallWatch::new(WARN_AFTER),
             backlog: None,
+            txn: None,
         }
+    }
+
+    /// Exactly once: records go out in Kafka transactions, each ending with the offset record of
+    /// its position, and the confirmed position moves only over committed ones. The producer must
+    /// be transactional, its transactions initialised.
+    pub fn transactional(mut self, eos: ExactlyOnce<'_>) -> Self {
+        let start = self.checkpoint.confirmed();
+        self.checkpoint = Checkpoint::transactional(start, eos.resume);
+        self.txn = Some(Txn {
+            state: Transactions::new(eos.config, kafka::transaction_timeout(&self.kafka)),
+            topic: eos.offsets.topic().to_string(),
+            key: eos.offsets.key().to_vec(),
+            slot: eos.slot.to_string(),
+            transactional_id: eos.config.transactional_id.clone(),
+            timeout: kafka::transaction_timeout(&self.kafka),
+        });
+        self
     }
 
     /// Reports the events decoded but not yet acknowledged as the backlog, dated by the oldest
@@ -135,16 +181,101 @@ impl Sink {
                         if !self.produce(items, stop).await? {
                             return Ok(());
                         }
+                        // `poll`: a transaction ends once the reader has nothing more ready.
+                        self.end_transaction_if(rx.is_empty()).await?;
                     }
                     None => return Ok(()),
                 },
+                // 4. A transaction due without more input (`interval`, or its age).
+                _ = sleep_until(self.txn.as_ref().and_then(|t| t.state.deadline())) => {
+                    self.end_transaction_if(rx.is_empty()).await?;
+                }
             }
             self.publish();
         }
     }
 
+    /// Exactly once: ends the open Kafka transaction if `transaction.boundary` (or its size) says
+    /// so here; `drained` is whether the reader has nothing more ready.
+    async fn end_transaction_if(&mut self, drained: bool) -> Result<(), RelayError> {
+        match &self.txn {
+            Some(t) if t.state.ends(drained, Instant::now()).is_some() => self.commit_transaction().await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends the offset record of the position reached and commits the Kafka transaction, then
+    /// lets the checkpoint confirm what it held. A failed commit aborts it (best effort) and ends
+    /// the session: the next one resumes after the last committed offset.
+    async fn commit_transaction(&mut self) -> Result<(), RelayError> {
+        if !self.letters_due.is_empty() && !self.send_letters(&CancellationToken::new()).await? {
+            return Err(kafka::Error::transient("sending dead letters", "stopped").into());
+        }
+        let Some(t) = &self.txn else { return Ok(()) };
+        let position = self.checkpoint.position();
+        let offset = kafka::offsets::SourceOffset {
+            slot: Some(t.slot.clone()),
+            lsn: position.commit,
+            ts_usec: kafka::offsets::now_usec(),
+            xid: position.partial.map(|p| p.xid),
+            partial: position.partial.map(|p| kafka::offsets::Partial { xid: p.xid, lsn: p.lsn, events: p.changes }),
+        };
+        let value = offset.value();
+        let (topic, key, id, timeout) = (t.topic.clone(), t.key.clone(), t.transactional_id.clone(), t.timeout);
+        loop {
+            let record =
+                rdkafka::producer::BaseRecord::with_opaque_to(&topic, OFFSET_RECORD).key(&key[..]).payload(&value[..]);
+            match self.producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    let ready = self.producer.ready().await;
+                    self.serve(ready)?;
+                }
+                Err((e, _)) => return Err(kafka::errors::transaction("sending the offset record", &id, e).into()),
+            }
+        }
+        let below = self.checkpoint.next_seq();
+        let producer = self.producer.clone();
+        let committed = tokio::task::spawn_blocking(move || {
+            let mut tries = 0;
+            loop {
+                match producer.commit_transaction(timeout) {
+                    Err(KafkaError::Transaction(e)) if e.is_retriable() && tries < 3 => tries += 1,
+                    Err(e) => {
+                        let _ = producer.abort_transaction(timeout);
+                        return Err(e);
+                    }
+                    Ok(()) => return Ok(()),
+                }
+            }
+        })
+        .await
+        .map_err(|e| RelayError::TaskStopped(format!("committing a Kafka transaction failed: {e}")))?;
+        if let Some(t) = &mut self.txn {
+            t.state.ended();
+        }
+        committed.map_err(|e| kafka::errors::transaction("committing the Kafka transaction", &id, e))?;
+        // The commit delivered every record: serve their reports, then let the checkpoint pass them.
+        self.serve(Ok(()))?;
+        self.checkpoint.kafka_committed(below);
+        self.metrics.kafka_transactions.fetch_add(1, Ordering::Relaxed);
+        self.publish();
+        Ok(())
+    }
+
     /// Waits (bounded) for the outstanding acknowledgements, so the final position covers them.
     async fn drain(&mut self, timeout: Duration) -> Result<(), RelayError> {
+        if let Some(t) = &self.txn {
+            // What a transaction holds is published by its commit, or not at all: commit what was
+            // handed over when its position is known, else abort it (the next session sends it again).
+            if t.state.is_open() {
+                match tokio::time::timeout(timeout, self.end_open_transaction()).await {
+                    Ok(result) => result?,
+                    Err(_) => tracing::warn!("stopped waiting for the Kafka transaction to commit; its events will be published again on restart"),
+                }
+            }
+            return Ok(());
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.checkpoint.drained() {
             if !self.letters_due.is_empty() {
@@ -181,6 +312,16 @@ impl Sink {
             }
             self.publish();
         }
+        Ok(())
+    }
+
+    async fn end_open_transaction(&mut self) -> Result<(), RelayError> {
+        let Some(t) = &self.txn else { return Ok(()) };
+        if t.state.ends(true, Instant::now()).is_some() || t.state.at_point() {
+            return self.commit_transaction().await;
+        }
+        let (producer, timeout) = (self.producer.clone(), t.timeout);
+        let _ = tokio::task::spawn_blocking(move || producer.abort_transaction(timeout)).await;
         Ok(())
     }
 
@@ -256,6 +397,7 @@ impl Sink {
 
     fn on_ack(&mut self, ack: Ack) -> Result<(), RelayError> {
         match ack {
+            Ack::Delivered(seq) if seq == OFFSET_RECORD as u64 => Ok(()),
             Ack::Delivered(seq) => {
                 self.checkpoint.acked(seq);
                 // A dead letter stands for the refused event: both are handled now.
@@ -267,6 +409,14 @@ impl Sink {
             }
             // A dead letter that cannot be delivered for good is not dead-lettered again (that loops
             // forever): the relay stops, naming the dead-letter topic.
+            Ack::Failed { seq, error, topic, .. } if seq == OFFSET_RECORD as u64 => {
+                Err(kafka::Error::transient(format!("writing the offset record to `{topic}`"), error).into())
+            }
+            // Inside a Kafka transaction a record that failed fails the transaction: it cannot be
+            // skipped (errors.tolerance) without aborting everything else in it.
+            Ack::Failed { error, topic, event_id, .. } if self.txn.is_some() => {
+                Err(delivery_error(error, topic, event_id))
+            }
             Ack::Failed { seq, error, topic, event_id } if self.dead_letters.contains_key(&seq) => {
                 Err(dead_letter_error(error, topic, event_id))
             }
@@ -398,11 +548,34 @@ impl Sink {
         for item in items {
             match item {
                 Item::Event(record) => {
+                    if let Some(t) = &mut self.txn {
+                        if t.state.event(record.size(), Instant::now()) {
+                            let id = t.transactional_id.clone();
+                            self.producer
+                                .begin_transaction()
+                                .map_err(|e| kafka::errors::transaction("beginning a Kafka transaction", &id, e))?;
+                        }
+                    }
                     if !self.send(record, stop).await? {
                         return Ok(false);
                     }
                 }
-                Item::Commit { end_lsn, commit_time } => self.checkpoint.commit(end_lsn, commit_time),
+                Item::Commit { end_lsn, commit_time } => {
+                    self.checkpoint.commit(end_lsn, commit_time);
+                    if let Some(t) = &mut self.txn {
+                        t.state.commit();
+                        self.end_transaction_if(false).await?;
+                    }
+                }
+                Item::Progress(partial) => {
+                    if let Some(p) = partial {
+                        self.checkpoint.progress(p.xid, p.lsn, p.changes);
+                    }
+                    if let Some(t) = &mut self.txn {
+                        t.state.point(partial.is_none());
+                        self.end_transaction_if(false).await?;
+                    }
+                }
                 Item::IdleWalEnd(end) => self.checkpoint.idle_wal_end(end),
                 Item::Barrier(b) => {
                     self.barriers.push(b);
@@ -473,5 +646,13 @@ fn delivery_error(error: KafkaError, topic: String, event_id: String) -> RelayEr
     match kafka::is_permanent(&error) {
         Some(fix) => RelayError::Delivery(Box::new(DeliveryFailure { event_id, topic, error, fix })),
         None => kafka::Error::transient(format!("delivery of event `{event_id}` to `{topic}`"), error).into(),
+    }
+}
+
+/// Resolves at `at`, never when there is none.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -550,6 +550,18 @@ pub async fn server_major(sql: &Client) -> Result<i32, SetupFailure> {
     Ok(v.parse::<i32>().unwrap_or(0) / 10_000)
 }
 
+/// The server's WAL position: where it writes, or on a standby where replay has got to.
+pub async fn current_wal_lsn(sql: &Client) -> Result<crate::lsn::Lsn, SetupFailure> {
+    let v: String = sql
+        .query_one(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text",
+            &[],
+        )
+        .await?
+        .get(0);
+    Ok(v.parse().unwrap_or(crate::lsn::Lsn(u64::MAX)))
+}
+
 /// NOT NULL per column of a table, from the catalog.
 pub async fn not_null_columns(sql: &Client, relation: u32) -> Result<HashMap<String, bool>, PgError> {
     let rows = relation_query(

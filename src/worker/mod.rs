@@ -166,6 +166,27 @@ impl Worker {
             }
             entries.insert(k.clone(), v.clone());
         }
+        // Exactly once is the worker's to enable, as in Connect; the transactional id is built from
+        // its group.id (a standalone worker has none: `pgoutbox`).
+        const EOS: &str = "exactly.once.source.support";
+        match self.props.get(EOS) {
+            Some(v) => {
+                if entries.get(EOS) != Some(v) && config.contains_key(EOS) {
+                    kept_from_worker.push(EOS.to_string());
+                }
+                entries.insert(EOS.to_string(), v.clone());
+            }
+            None => {
+                if entries.remove(EOS).is_some() {
+                    kept_from_worker.push(EOS.to_string());
+                }
+            }
+        }
+        if let Some(group) = self.props.get("group.id") {
+            if entries.get(EOS).is_some_and(|v| v.trim().eq_ignore_ascii_case("enabled")) {
+                entries.insert("group.id".to_string(), group.clone());
+            }
+        }
         let mut parsed = Config::from_raw(&RawConfig { entries, source_name: None })?;
         parsed.ignored.extend(kept_from_worker.into_iter().map(|key| crate::config::IgnoredKey {
             key,
