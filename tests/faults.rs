@@ -99,6 +99,86 @@ async fn relay_killed_at_random_moments_loses_nothing() {
     .await;
 }
 
+/// Exactly once (exactly.once.support=required): the relay SIGKILLed at random moments while the
+/// application writes, crashes inside its transactions, and commits large transactions whose rows
+/// share LSNs (COPY) and are split over several Kafka transactions. A `read_committed` consumer must
+/// see every committed event exactly once, in order; `read_uncommitted` must still miss nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn relay_killed_under_exactly_once_duplicates_nothing() {
+    let name = "relay_killed_under_exactly_once_duplicates_nothing";
+    bounded(name, Duration::from_secs(300), async {
+        let seed = Rng::seed();
+        let mut rng = Rng::new(seed);
+        let kinds = ["Order", "Customer"];
+        let bed = Bed::shared("eos").await;
+        bed.create_topics(&kinds, 3).await;
+        let offsets = format!("offsets_{}", bed.slot);
+        let config = bed.config(&[
+            "exactly.once.source.support=enabled",
+            "exactly.once.support=required",
+            "snapshot.mode=no_data",
+            &format!("offset.storage.topic={offsets}"),
+            "offset.storage.replication.factor=1",
+            "offset.storage.partitions=3",
+        ]);
+        // Kafka transactions end inside the COPYs' transactions too.
+        let mut relay = RelayProc::start_with_env("eos", &config, &[("PGOUTBOX_TXN_MAX_EVENTS", "700")]);
+        relay.wait_count(STREAMING, 1, Duration::from_secs(60)).await;
+        let load = Load::start(&bed, bed.pg_port, LoadSpec::default(), seed);
+        let kills = env_usize("PGOUTBOX_FAULTS_KILLS", 20);
+        let (mut recoveries, mut bulk_rows, mut doomed_rows) = (Vec::new(), 0u64, 0u64);
+        for round in 0..kills {
+            if round % 4 == 1 {
+                // A large transaction of COPYed rows: several rows per WAL record (one LSN).
+                bulk_rows += crash::copy_rows(&bed, 3000, &format!("bulk{round}")).await;
+            }
+            if round % 5 == 2 {
+                let (app, pid, ids) = crash::doomed_transaction(&bed, 500, &format!("eos_doomed_{round}")).await;
+                doomed_rows += ids.len() as u64;
+                let _ = bed.sql().await.query_one("SELECT pg_terminate_backend($1)", &[&pid]).await;
+                drop(app);
+            }
+            tokio::time::sleep(rng.millis(100, 1500)).await;
+            let sessions = relay.count(STREAMING);
+            relay.kill9();
+            let killed = Instant::now();
+            if rng.below(3) == 0 {
+                tokio::time::sleep(rng.millis(50, 600)).await;
+            }
+            relay.restart();
+            relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(60)).await;
+            recoveries.push(killed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let stats = load.stop().await;
+        let last = bed.probe_round_trip(Instant::now(), Duration::from_secs(60)).await;
+        let extra = format!(
+            "kills={kills} bulk_rows={bulk_rows} doomed_rows={doomed_rows} streaming_again_after_kill=({}) final_probe={} transactions={} seed={seed} isolation=read_committed",
+            stats_line(&recoveries),
+            ms(last),
+            stats.get(|s| &s.transactions)
+        );
+        let written_total = written(&stats) + bulk_rows + doomed_rows;
+        let v = settle(name, &bed, &kinds, &mut relay, written_total, &extra).await;
+        assert!(v.committed > 1000, "the load committed too little to mean anything: {}", v.committed);
+        assert_eq!(
+            v.duplicates,
+            0,
+            "exactly once: a read_committed consumer saw duplicates (e.g. {:?}); relay log: {}",
+            v.duplicate_samples,
+            relay.log.display()
+        );
+        let rows = bed.rows().await;
+        let uncommitted = bed.read_back_with(&kinds, &rows, &[("isolation.level", "read_uncommitted")]);
+        let u = verify(&rows, &uncommitted, written_total);
+        println!("{}", u.line(name, "isolation=read_uncommitted"));
+        assert!(u.missing.is_empty(), "read_uncommitted misses {} events", u.missing.len());
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+        bed.drop_slot().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn application_crash_between_write_and_commit_publishes_nothing() {
     let name = "application_crash_between_write_and_commit_publishes_nothing";

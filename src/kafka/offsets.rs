@@ -357,8 +357,8 @@ impl ProducerContext for Delivered {
 }
 
 /// Reads pgoutbox's records and Debezium's. `lsn_commit` is where whole transactions end (Debezium
-/// keeps it at the previous commit while inside a transaction); a record whose `lsn` is past it,
-/// with a `txId` and a change as its `messageType`, stops inside that transaction. Without
+/// keeps it at the previous commit while inside a transaction); a record with a `txId` and a change
+/// as its `messageType` stops inside that transaction, at the change `lsn`. Without
 /// `lsn_events_processed` (Debezium before 3.7) one change at `lsn` counts as handled: any others
 /// sharing that LSN are published again rather than lost.
 fn parse_value(bytes: &[u8]) -> Option<SourceOffset> {
@@ -370,8 +370,10 @@ fn parse_value(bytes: &[u8]) -> Option<SourceOffset> {
         .get("messageType")
         .and_then(|m| m.as_str())
         .is_some_and(|m| matches!(m, "INSERT" | "UPDATE" | "DELETE" | "TRUNCATE"));
+    // The event's LSN says nothing about being past `lsn_commit`: a long transaction's changes are
+    // written to the WAL before the commits of transactions that ended while it ran.
     let partial = match xid {
-        Some(xid) if change && last > commit => Some(Partial {
+        Some(xid) if change => Some(Partial {
             xid,
             lsn: last,
             events: v.get("lsn_events_processed").and_then(|n| n.as_u64()).unwrap_or(1),
@@ -425,7 +427,12 @@ mod tests {
         let old = br#"{"lsn_proc":90,"lsn_commit":90,"lsn":120,"txId":77,"messageType":"INSERT"}"#;
         assert_eq!(parse_value(old).unwrap().partial.map(|p| p.events), Some(1));
         // What pgoutbox writes reads back, inside a transaction and between two.
-        for partial in [None, Some(Partial { xid: 9, lsn: Lsn(500), events: 3 })] {
+        // A long transaction's change can lie before the previous commit in the WAL.
+        for partial in [
+            None,
+            Some(Partial { xid: 9, lsn: Lsn(500), events: 3 }),
+            Some(Partial { xid: 9, lsn: Lsn(300), events: 1 }),
+        ] {
             let o = SourceOffset { slot: Some("s".into()), lsn: Lsn(400), ts_usec: 1, xid: Some(9), partial };
             assert_eq!(parse_value(&o.value()), Some(o));
         }

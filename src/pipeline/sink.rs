@@ -236,6 +236,7 @@ impl Sink {
         }
         let below = self.checkpoint.next_seq();
         let producer = self.producer.clone();
+        let began = Instant::now();
         let committed = tokio::task::spawn_blocking(move || {
             let mut tries = 0;
             loop {
@@ -255,6 +256,7 @@ impl Sink {
             t.state.ended();
         }
         committed.map_err(|e| kafka::errors::transaction("committing the Kafka transaction", &id, e))?;
+        tracing::debug!(events = below - self.checkpoint.acked_below(), took = ?began.elapsed(), "committed a Kafka transaction");
         // The commit delivered every record: serve their reports, then let the checkpoint pass them.
         self.serve(Ok(()))?;
         self.checkpoint.kafka_committed(below);

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use pgoutbox::kafka::consume::{consume_all, ConsumedRecord};
+use pgoutbox::kafka::consume::{consume_all_with, ConsumedRecord};
 use pgoutbox::lsn::Lsn;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -269,12 +269,28 @@ impl Bed {
     /// Reads every record of the bed's topics (`kinds` and probes), again until every row in `rows`
     /// was found or `deadline` passed (the broker's watermarks can lag what it stored).
     pub fn read_back(&self, kinds: &[&str], rows: &[Row], deadline: Duration) -> Vec<ConsumedRecord> {
+        self.read_back_within(kinds, rows, &[], deadline)
+    }
+
+    /// [`read_back`](Self::read_back) with consumer settings (e.g. `isolation.level`).
+    pub fn read_back_with(&self, kinds: &[&str], rows: &[Row], settings: &[(&str, &str)]) -> Vec<ConsumedRecord> {
+        self.read_back_within(kinds, rows, settings, Duration::from_secs(30))
+    }
+
+    fn read_back_within(
+        &self,
+        kinds: &[&str],
+        rows: &[Row],
+        settings: &[(&str, &str)],
+        deadline: Duration,
+    ) -> Vec<ConsumedRecord> {
         let topics = self.topics(kinds);
         let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
         let start = Instant::now();
         tokio::task::block_in_place(|| loop {
-            let records = consume_all(&self.broker, &refs, None, Duration::from_secs(3), Duration::from_secs(600))
-                .expect("consume");
+            let records =
+                consume_all_with(&self.broker, settings, &refs, None, Duration::from_secs(3), Duration::from_secs(600))
+                    .expect("consume");
             let ids: HashSet<&[u8]> = records.iter().filter_map(|r| r.header("id")).collect();
             let complete = rows.iter().all(|r| ids.contains(r.id.as_bytes()));
             if complete || start.elapsed() > deadline {

@@ -36,6 +36,29 @@ pub async fn doomed_transaction(bed: &Bed, n: i32, tag: &str) -> (tokio_postgres
     (app, pid, ids)
 }
 
+/// Commits `n` outbox rows in one transaction with COPY, which writes several rows per WAL record
+/// (they share an LSN). Returns `n`.
+pub async fn copy_rows(bed: &Bed, n: usize, tag: &str) -> u64 {
+    use futures_util::SinkExt;
+    let app = bed.sql().await;
+    let sink = app
+        .copy_in::<_, bytes::Bytes>(&format!(
+            "COPY public.{} (id, aggregatetype, aggregateid, type, payload) FROM STDIN",
+            bed.table
+        ))
+        .await
+        .unwrap();
+    let agg = bed.agg("Order");
+    let mut text = String::with_capacity(n * 120);
+    for g in 0..n {
+        text.push_str(&format!("{}\t{agg}\t{tag}-{}\tBulk\t{{\"g\": {g}}}\n", uuid::Uuid::now_v7(), g % 7));
+    }
+    futures_util::pin_mut!(sink);
+    sink.send(bytes::Bytes::from(text)).await.unwrap();
+    sink.finish().await.unwrap();
+    n as u64
+}
+
 /// A `psql` process that writes doomed rows and sleeps inside its transaction, killed with SIGKILL
 /// once it sleeps. Returns how long the server took to end the orphaned backend.
 pub async fn psql_killed_mid_transaction(bed: &Bed, n: i32, tag: &str) -> Duration {

@@ -246,15 +246,22 @@ pub struct RelayProc {
     pub dir: PathBuf,
     pub log: PathBuf,
     config: PathBuf,
+    /// Environment of every start (test knobs).
+    env: Vec<(String, String)>,
 }
 
 impl RelayProc {
     pub fn start(name: &str, config: &str) -> RelayProc {
+        Self::start_with_env(name, config, &[])
+    }
+
+    pub fn start_with_env(name: &str, config: &str, env: &[(&str, &str)]) -> RelayProc {
         let dir = std::env::temp_dir().join(unique(&format!("relay_{name}")));
         std::fs::create_dir_all(&dir).unwrap();
         let cfg = dir.join("connector.properties");
         std::fs::File::create(&cfg).unwrap().write_all(config.as_bytes()).unwrap();
-        let mut r = RelayProc { child: None, log: dir.join("relay.log"), dir, config: cfg };
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut r = RelayProc { child: None, log: dir.join("relay.log"), dir, config: cfg, env };
         r.restart();
         r
     }
@@ -267,6 +274,7 @@ impl RelayProc {
             .args(["run", "--config"])
             .arg(&self.config)
             .env("RUST_LOG", std::env::var("PGOUTBOX_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(out)
             .spawn()

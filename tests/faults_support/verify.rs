@@ -23,6 +23,8 @@ pub struct Verdict {
     pub missing: Vec<String>,
     pub orphans: Vec<String>,
     pub duplicates: usize,
+    /// The first few duplicates: the event, and where its first and its second copy are.
+    pub duplicate_samples: Vec<String>,
     pub order_violations: Vec<String>,
 }
 
@@ -30,15 +32,20 @@ pub fn verify(rows: &[Row], records: &[ConsumedRecord], written: u64) -> Verdict
     let seq_of: HashMap<&str, i64> = rows.iter().map(|r| (r.id.as_str(), r.seq)).collect();
     let mut sorted: Vec<&ConsumedRecord> = records.iter().collect();
     sorted.sort_by(|a, b| (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset)));
-    let mut seen: HashSet<&[u8]> = HashSet::with_capacity(records.len());
+    let mut seen: HashMap<&[u8], (i32, i64)> = HashMap::with_capacity(records.len());
     let mut last: HashMap<(&str, i32, &[u8]), i64> = HashMap::new();
     let mut v = Verdict { written, committed: rows.len(), records: records.len(), ..Verdict::default() };
     for r in sorted {
         let id = r.header("id").unwrap_or_default();
-        if !seen.insert(id) {
+        if let Some(&(p, o)) = seen.get(id) {
             v.duplicates += 1;
+            if v.duplicate_samples.len() < 5 {
+                let id = String::from_utf8_lossy(id);
+                v.duplicate_samples.push(format!("{id}: {}[{p}]@{o} and [{}]@{}", r.topic, r.partition, r.offset));
+            }
             continue;
         }
+        seen.insert(id, (r.partition, r.offset));
         let id_text = String::from_utf8_lossy(id);
         let Some(&seq) = seq_of.get(id_text.as_ref()) else {
             v.orphans.push(format!("{id_text} in {}[{}]@{}", r.topic, r.partition, r.offset));
@@ -60,7 +67,7 @@ pub fn verify(rows: &[Row], records: &[ConsumedRecord], written: u64) -> Verdict
     v.published = seen.len() - v.orphans.len();
     v.missing = rows
         .iter()
-        .filter(|r| !seen.contains(r.id.as_bytes()))
+        .filter(|r| !seen.contains_key(r.id.as_bytes()))
         .map(|r| format!("{} ({} {} seq {})", r.id, r.aggregatetype, r.aggregateid, r.seq))
         .collect();
     v
