@@ -43,6 +43,16 @@ const PUBLICATION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 /// a crash republishes; at most five updates a second do not flood the server.
 const PROMPT_CONFIRM: Duration = Duration::from_millis(200);
 
+/// [`PROMPT_CONFIRM`], or `PGOUTBOX_PROMPT_CONFIRM_MS` (benchmarks compare against confirming at the
+/// status interval only, as before: a value of 0 turns prompt confirmation off).
+fn prompt_confirm() -> Duration {
+    match std::env::var("PGOUTBOX_PROMPT_CONFIRM_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(0) => Duration::from_secs(3600 * 24),
+        Some(ms) => Duration::from_millis(ms),
+        None => PROMPT_CONFIRM,
+    }
+}
+
 /// How long `finish` waits beyond the sink's drain timeout before giving up on it.
 const FINISH_MARGIN: Duration = Duration::from_secs(5);
 
@@ -128,7 +138,7 @@ impl Timers {
         };
         Timers {
             status: every(cfg.status_interval, true),
-            prompt: every(PROMPT_CONFIRM, true),
+            prompt: every(prompt_confirm(), true),
             heartbeat_tick: every(cfg.heartbeat.as_ref().map_or(Duration::from_secs(3600), |h| h.interval), false),
             coverage: every(PUBLICATION_CHECK, false),
             session_watch: every(SQL_SESSION_WATCH, true),

@@ -102,8 +102,13 @@ impl Bed {
              database.sslmode=disable\ntopic.prefix=faults\nplugin.name=pgoutput\nslot.name={}\n\
              publication.name={}\npublication.autocreate.mode=filtered\ntable.include.list=public.{}\n\
              transforms=outbox\ntransforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
-             bootstrap.servers={broker}\nstatus.update.interval.ms=500\n",
-            self.slot, self.publication, self.table
+             bootstrap.servers={broker}\nstatus.update.interval.ms={}\n",
+            self.slot,
+            self.publication,
+            self.table,
+            // PGOUTBOX_FAULTS_STATUS_MS: Debezium's default (10000) shows the duplicate window an
+            // unchanged Connect config gets.
+            std::env::var("PGOUTBOX_FAULTS_STATUS_MS").unwrap_or_else(|_| "500".into())
         );
         for e in extra {
             c.push_str(e);

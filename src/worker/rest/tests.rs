@@ -252,3 +252,28 @@ async fn rest_with_basic_auth_answers_401_without_a_listed_user() {
     assert_eq!((status, body.as_str()), (StatusCode::OK, "[]"));
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Exactly once is the worker's to enable, as in Connect: the connector gets Connect's transactional
+/// id from the worker's group.id, and a connector cannot turn it on (or off) for itself.
+#[tokio::test]
+async fn exactly_once_comes_from_the_worker_with_connects_transactional_id() {
+    let as_map = |v: serde_json::Value| -> BTreeMap<String, String> {
+        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
+    };
+    let w = worker_with(&[("exactly.once.source.support", "enabled"), ("group.id", "connect-cluster")]);
+    let mut c = as_map(connector(&[("exactly.once.support", "required"), ("transaction.boundary", "connector")]));
+    c.insert("name".into(), "orders".into());
+    let eos = w.effective(&c).unwrap().exactly_once.expect("on: the worker enables it");
+    assert_eq!(eos.transactional_id, "connect-cluster-orders-0");
+    assert_eq!(eos.boundary, crate::config::exactly_once::Boundary::Connector);
+    c.insert("exactly.once.source.support".into(), "disabled".into());
+    assert!(w.effective(&c).unwrap().exactly_once.is_some(), "a connector cannot turn the worker's setting off");
+    let w = worker_with(&[]);
+    let mut c = as_map(connector(&[("exactly.once.source.support", "enabled")]));
+    c.insert("name".into(), "orders".into());
+    let parsed = w.effective(&c).unwrap();
+    assert!(parsed.exactly_once.is_none(), "nor on");
+    assert!(parsed.ignored.iter().any(|k| k.key == "exactly.once.source.support"), "{:?}", parsed.ignored);
+    let e = w.effective(&as_map(connector(&[("exactly.once.support", "required")]))).unwrap_err().to_string();
+    assert!(e.contains("exactly.once.source.support=enabled"), "{e}");
+}
