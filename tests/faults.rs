@@ -173,6 +173,19 @@ async fn relay_killed_under_exactly_once_duplicates_nothing() {
         let u = verify(&rows, &uncommitted, written_total);
         println!("{}", u.line(name, "isolation=read_uncommitted"));
         assert!(u.missing.is_empty(), "read_uncommitted misses {} events", u.missing.len());
+        // `pgoutbox verify` says the same per isolation level (both, since the config is exactly once).
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
+            .args(["verify", "--json", "--order-column", "seq", "--config"])
+            .arg(relay.config_path())
+            .output()
+            .expect("run pgoutbox verify");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("verify printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        let levels = report["isolation_levels"].as_array().expect("isolation_levels").clone();
+        println!("{name}: pgoutbox verify: {}", serde_json::Value::Array(levels.clone()));
+        assert_eq!(levels.len(), 2, "{report}");
+        assert_eq!((levels[0]["level"].as_str(), levels[0]["missing"].as_u64(), levels[0]["duplicates"].as_u64()), (Some("read_committed"), Some(0), Some(0)), "{report}");
+        assert_eq!((levels[1]["level"].as_str(), levels[1]["missing"].as_u64()), (Some("read_uncommitted"), Some(0)), "{report}");
         assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
         bed.drop_slot().await;
     })

@@ -84,9 +84,10 @@ fn broker_error(kafka: &KafkaConfig, what: &str, source: rdkafka::error::KafkaEr
     VerifyError::Broker { servers: kafka.bootstrap_servers.clone(), what: what.to_string(), source: Box::new(source) }
 }
 
-fn consumer(kafka: &KafkaConfig) -> Result<BaseConsumer, VerifyError> {
+fn consumer(kafka: &KafkaConfig, isolation: Isolation) -> Result<BaseConsumer, VerifyError> {
     let mut c = crate::kafka::client_config(kafka);
     c.set("group.id", "pgoutbox-verify")
+        .set("isolation.level", isolation.name())
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false");
@@ -114,11 +115,25 @@ impl Ends {
         }
     }
 
+    /// Partitions whose position passed their end without a record there (transaction markers,
+    /// records of aborted transactions under `read_committed`).
+    fn catch_up(&mut self, consumer: &BaseConsumer) {
+        if self.count == 0 {
+            return;
+        }
+        let Ok(positions) = consumer.position() else { return };
+        for e in positions.elements() {
+            if let Offset::Offset(o) = e.offset() {
+                self.advance(e.topic(), e.partition(), o - 1);
+            }
+        }
+    }
+
     /// Notes that `offset` of a partition was read.
     fn advance(&mut self, topic: &str, partition: i32, offset: i64) {
         let Some(parts) = self.pending.get_mut(topic) else { return };
         let Some(s) = parts.get_mut(&partition) else { return };
-        s.next = offset + 1;
+        s.next = s.next.max(offset + 1);
         if s.next >= s.end {
             parts.remove(&partition);
             self.count -= 1;
@@ -210,12 +225,32 @@ fn observe(cmp: &mut Comparison, m: &rdkafka::message::BorrowedMessage<'_>) {
 }
 
 /// What to read: the topics, from where, and how long a silence ends the read.
+#[derive(Clone)]
 pub struct ReadPlan {
     pub kafka: KafkaConfig,
     pub topics: Vec<String>,
     pub start: StartAt,
     /// How long to wait for missing events after reaching the ends, and for a silent broker before.
     pub idle: Duration,
+    pub isolation: Isolation,
+}
+
+/// The consumer's `isolation.level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Only records of committed Kafka transactions (and records outside transactions).
+    ReadCommitted,
+    /// Records of aborted Kafka transactions too.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
 }
 
 /// Reads the plan's topics into `cmp`; `progress` is called at most once a second.
@@ -224,9 +259,9 @@ pub fn read(
     cmp: &mut Comparison,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ReadSummary, VerifyError> {
-    let ReadPlan { kafka, topics, start, idle } = plan;
+    let ReadPlan { kafka, topics, start, idle, isolation } = plan;
     let (start, idle) = (*start, *idle);
-    let consumer = consumer(kafka)?;
+    let consumer = consumer(kafka, *isolation)?;
     let mut summary = ReadSummary::default();
     let (assignment, mut ends) = assign(&consumer, kafka, topics, start, &mut summary)?;
     if assignment.count() == 0 {
@@ -255,7 +290,7 @@ pub fn read(
             }
             // Transient (a broker restarting, a leader moving): librdkafka retries by itself.
             Some(Err(e)) => tracing::debug!(error = %e, "consumer error"),
-            None => {}
+            None => ends.catch_up(&consumer),
         }
         if last_progress.elapsed() >= PROGRESS_EVERY {
             last_progress = Instant::now();

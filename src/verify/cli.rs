@@ -77,6 +77,11 @@ pub struct VerifyArgs {
     /// How long to wait for missing events after reading to the end (and for a silent broker).
     #[arg(long, value_name = "MS", default_value = "5000")]
     pub idle_ms: u64,
+    /// The consumer's isolation.level: read_committed (what exactly once promises), read_uncommitted
+    /// (records of aborted Kafka transactions too), or both. Default: both when the connector runs
+    /// exactly once (exactly.once.source.support=enabled), else read_committed.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub isolation_level: Option<super::IsolationLevels>,
     /// Show progress on stderr even when it is not a terminal.
     #[arg(long)]
     pub progress: bool,
@@ -113,6 +118,7 @@ pub async fn run(args: VerifyArgs) -> ExitCode {
             topics: args.topics.clone(),
             orphans: args.orphans,
             idle: Duration::from_millis(args.idle_ms),
+            isolation: args.isolation_level,
         };
         let progress: Option<ProgressFn> =
             (args.progress || std::io::stderr().is_terminal()).then(|| Box::new(print_progress) as ProgressFn);

@@ -78,6 +78,20 @@ pub struct Options {
     pub orphans: OrphanPolicy,
     /// How long to wait for missing events after reaching the ends, and for a silent broker before.
     pub idle: Duration,
+    /// Which `isolation.level`s to read at; `None`: `read_committed`, and `read_uncommitted` as
+    /// well when the connector runs exactly once.
+    pub isolation: Option<IsolationLevels>,
+}
+
+/// `--isolation-level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IsolationLevels {
+    #[value(name = "read_committed")]
+    ReadCommitted,
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
+    /// Both: the report is read_committed's, with read_uncommitted's missing and duplicates beside.
+    Both,
 }
 
 impl Default for Options {
@@ -89,6 +103,7 @@ impl Default for Options {
             topics: Vec::new(),
             orphans: OrphanPolicy::Window,
             idle: Duration::from_secs(5),
+            isolation: None,
         }
     }
 }
@@ -103,13 +118,16 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     let (since, until) = bounds(&sql, options).await?;
     let order = database::order_source(&sql, &table, options.order_column.as_deref()).await?;
 
-    let mut cmp = Comparison::new();
-    cmp.use_commit_lsn_header(config.commit_lsn_header.clone());
-    let published = config.polling.as_ref().map(|p| p.published_column.as_str());
-    database::read_rows(&sql, &table, &config.router, &order, (since.as_ref(), until.as_ref()), published, |e| {
-        cmp.add_committed(e)
-    })
-    .await?;
+    let levels = options.isolation.unwrap_or(match config.exactly_once {
+        Some(_) => IsolationLevels::Both,
+        None => IsolationLevels::ReadCommitted,
+    });
+    let main = match levels {
+        IsolationLevels::ReadUncommitted => broker::Isolation::ReadUncommitted,
+        _ => broker::Isolation::ReadCommitted,
+    };
+    let rows = Rows { sql: &sql, table: &table, config, order: &order, window: (since.as_ref(), until.as_ref()) };
+    let cmp = rows.comparison().await?;
     let mut topics = cmp.committed_topics();
     topics.extend(options.topics.iter().cloned());
     topics.sort();
@@ -120,7 +138,10 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
         topics: topics.clone(),
         start: start_at(config, since.as_ref()),
         idle: options.idle,
+        isolation: main,
     };
+    let uncommitted_plan = (levels == IsolationLevels::Both)
+        .then(|| broker::ReadPlan { isolation: broker::Isolation::ReadUncommitted, ..plan.clone() });
     let (cmp, summary) = read_broker(plan, cmp, progress).await?;
 
     let window = TimeRange { from_ms: since.as_ref().map(|b| b.ms), until_ms: until.as_ref().map(|b| b.ms) };
@@ -128,6 +149,12 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
     let elsewhere = database::existing_ids(&sql, &table, &config.router.field_event_id, &candidates).await?;
     let by_commit_lsn = cmp.ordered_by_commit_lsn();
     let outcome = cmp.finish(options.orphans, window, &elsewhere);
+    let mut isolation = vec![IsolationFigures::of(main, &outcome)];
+    if let Some(plan) = uncommitted_plan {
+        let (cmp, _) = read_broker(plan, rows.comparison().await?, None).await?;
+        let other = cmp.finish(options.orphans, window, &elsewhere);
+        isolation.push(IsolationFigures::of(broker::Isolation::ReadUncommitted, &other));
+    }
 
     let mut notes = notes(&order, &outcome, &summary, options);
     if let (Some(column), true) = (&config.router.field_event_timestamp, since.is_some()) {
@@ -146,7 +173,51 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
         order_source,
         outcome,
         notes,
+        isolation,
     })
+}
+
+/// What the rows of one verification are read with.
+struct Rows<'a> {
+    sql: &'a tokio_postgres::Client,
+    table: &'a database::OutboxTable,
+    config: &'a Config,
+    order: &'a database::OrderSource,
+    window: (Option<&'a database::Bound>, Option<&'a database::Bound>),
+}
+
+impl Rows<'_> {
+    /// A comparison holding the committed rows, ready for the records.
+    async fn comparison(&self) -> Result<Comparison, VerifyError> {
+        let mut cmp = Comparison::new();
+        cmp.use_commit_lsn_header(self.config.commit_lsn_header.clone());
+        let published = self.config.polling.as_ref().map(|p| p.published_column.as_str());
+        database::read_rows(self.sql, self.table, &self.config.router, self.order, self.window, published, |e| {
+            cmp.add_committed(e)
+        })
+        .await?;
+        Ok(cmp)
+    }
+}
+
+/// Missing events and duplicates as a consumer at one `isolation.level` sees them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsolationFigures {
+    pub level: &'static str,
+    pub missing: u64,
+    pub duplicates: u64,
+    pub duplicate_records: u64,
+}
+
+impl IsolationFigures {
+    fn of(level: broker::Isolation, o: &compare::Outcome) -> Self {
+        IsolationFigures {
+            level: level.name(),
+            missing: o.missing.count,
+            duplicates: o.duplicates.count,
+            duplicate_records: o.duplicate_records,
+        }
+    }
 }
 
 /// Record timestamps are the relay's publish time, never before the row's creation, unless

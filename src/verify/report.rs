@@ -19,6 +19,8 @@ pub struct Report {
     pub outcome: Outcome,
     /// Things the operator should know to read the numbers right.
     pub notes: Vec<String>,
+    /// Missing and duplicates per `isolation.level` read (the outcome is the first one's).
+    pub isolation: Vec<super::IsolationFigures>,
 }
 
 impl Report {
@@ -40,6 +42,7 @@ impl Report {
             "topics": self.topics,
             "window": { "since": self.since, "until": self.until },
             "order_source": self.order_source,
+            "isolation_levels": self.isolation.iter().map(|i| json!({"level": i.level, "missing": i.missing, "duplicates": i.duplicates, "duplicate_records": i.duplicate_records})).collect::<Vec<_>>(),
             "events_committed": o.events_committed,
             "records_consumed": o.records_consumed,
             "missing": {
@@ -99,6 +102,18 @@ impl Report {
         orphans_text(&mut s, o);
         duplicates_text(&mut s, o, fail_on_duplicates);
         order_text(&mut s, o);
+        if self.isolation.len() > 1 {
+            for i in &self.isolation {
+                let _ = writeln!(
+                    s,
+                    "at {:<17}  missing {}, duplicates {} ({} extra record(s))",
+                    format!("{}:", i.level),
+                    i.missing,
+                    i.duplicates,
+                    i.duplicate_records
+                );
+            }
+        }
         for n in &self.notes {
             let _ = writeln!(s, "note: {n}");
         }

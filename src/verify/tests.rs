@@ -298,6 +298,7 @@ fn report(o: Outcome) -> Report {
         order_source: "column `seq`".into(),
         outcome: o,
         notes: vec!["a note".into()],
+        isolation: Vec::new(),
     }
 }
 
@@ -376,4 +377,19 @@ fn comparison_orders_by_the_commit_lsn_header_when_records_carry_it() {
     assert!(c.ordered_by_commit_lsn());
     let o = finish(c, OrphanPolicy::Off);
     assert_eq!(o.order_violations.count, 1);
+}
+
+/// Under exactly once the report shows what each isolation level sees, in text and JSON.
+#[test]
+fn report_shows_each_isolation_level() {
+    let mut r = report(finish(compare(vec![row("e1", "a", 1)], &[rec(0, 0, 1, "e1")]), OrphanPolicy::Window));
+    r.isolation = vec![
+        super::IsolationFigures { level: "read_committed", missing: 0, duplicates: 0, duplicate_records: 0 },
+        super::IsolationFigures { level: "read_uncommitted", missing: 0, duplicates: 52, duplicate_records: 52 },
+    ];
+    let text = r.to_text(false);
+    assert!(text.contains("at read_committed:    missing 0, duplicates 0"), "{text}");
+    assert!(text.contains("at read_uncommitted:  missing 0, duplicates 52 (52 extra record(s))"), "{text}");
+    let json = r.to_json(false);
+    assert_eq!(json["isolation_levels"][1]["duplicates"], 52);
 }

@@ -282,6 +282,10 @@ impl RelayProc {
         self.child = Some(child);
     }
 
+    pub fn config_path(&self) -> &std::path::Path {
+        &self.config
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

@@ -6,7 +6,7 @@
 //! - order violation: within a partition, in offset order, the first copy of each event of one
 //!   aggregate (topic and key) must come in commit order, which `seq` is for the load's writers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use pgoutbox::kafka::consume::ConsumedRecord;
 
