@@ -74,7 +74,8 @@ for major in $majors; do
         # Decoding from a standby needs 16+ (the main run tests it on 16 from the npm registry).
         if [ "$major" -ge 16 ]; then cargo test --locked --test standby -- --nocapture; fi
         PGOUTBOX_FAULTS_KILLS=${PGOUTBOX_FAULTS_KILLS:-8} cargo test --locked --test faults -- --nocapture \
-            relay_killed_at_random_moments_loses_nothing postgres_fast_shutdown_is_not_held_by_an_idle_relay
+            relay_killed_at_random_moments_loses_nothing relay_killed_under_exactly_once_duplicates_nothing \
+            postgres_fast_shutdown_is_not_held_by_an_idle_relay
     )
     PG_BINDIR=$bindir pg_stop "$mdir" immediate
     log "PostgreSQL $major: relay, edge, polling, pruning and fault-kill tests took $(( $(date +%s) - mstart ))s"

@@ -157,7 +157,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match cli.command {
+    let code = match cli.command {
         Command::Run { config, set, metrics_address, env_overrides } => {
             let config = match load_with(&config, &set, env_overrides) {
                 Ok(c) => c,
@@ -198,7 +198,11 @@ fn main() -> ExitCode {
         Command::Consume { bootstrap_servers, topics, count, idle_ms } => {
             consume(&bootstrap_servers, &topics, count, idle_ms)
         }
-    }
+    };
+    // A blocking call into librdkafka that a stop gave up on (a Kafka commit waiting for an absent
+    // broker) must not hold the exit: it is abandoned after this long.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
 }
 
 /// `connect`: the worker with the connectors of `files`, until a signal stops it.

@@ -820,8 +820,12 @@ async fn three_kafka_brokers_killed_rolled_reassigned_and_two_down_lose_nothing(
         bed.create_topics(&kinds, 3).await;
         let mut relay = RelayProc::start("threebrokers", &bed.config(&["task.shutdown.graceful.timeout.ms=5000"]));
         relay.wait_count(STREAMING, 1, Duration::from_secs(60)).await;
-        // No offset.storage.replication.factor: Connect's 3, compacted, Connect's 25 partitions.
-        let (partitions, replicas, policy) = topic_shape(&broker.addr(), "pgoutbox-offsets").await;
+        // No offset.storage.replication.factor: Connect's 3, compacted, Connect's 25 partitions (in
+        // the topic the config names, under PGOUTBOX_FAULTS_EXACTLY_ONCE one of its own).
+        let config = std::fs::read_to_string(relay.config_path()).unwrap();
+        let offsets =
+            config.lines().find_map(|l| l.strip_prefix("offset.storage.topic=")).unwrap_or("pgoutbox-offsets");
+        let (partitions, replicas, policy) = topic_shape(&broker.addr(), offsets).await;
         assert_eq!((partitions, replicas, policy.as_str()), (25, 3, "compact"), "the offsets topic's shape");
         let load = Load::start(
             &bed,

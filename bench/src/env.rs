@@ -9,6 +9,8 @@ pub struct Services {
     pub pg_port: u16,
     /// (bootstrap address, directory) of each running broker.
     brokers: Vec<(String, PathBuf)>,
+    /// Directories of the Kafka clusters started.
+    kafkas: Vec<PathBuf>,
 }
 
 fn sh(scripts: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -26,7 +28,7 @@ impl Services {
         Command::new("chmod").arg("755").arg(&root).status()?;
         let pg_port: u16 = sh(&scripts, &["free-port"])?.parse()?;
         sh(&scripts, &["pg-start", &root.join("pg").to_string_lossy(), &pg_port.to_string()])?;
-        Ok(Services { root, scripts, pg_port, brokers: Vec::new() })
+        Ok(Services { root, scripts, pg_port, brokers: Vec::new(), kafkas: Vec::new() })
     }
 
     /// A fresh in-memory broker; returns its bootstrap address.
@@ -36,6 +38,20 @@ impl Services {
         sh(&self.scripts, &["broker-start", &dir.to_string_lossy(), &port])?;
         let bootstrap = format!("127.0.0.1:{port}");
         self.brokers.push((bootstrap.clone(), dir));
+        Ok(bootstrap)
+    }
+
+    /// Apache Kafka (KRaft) with `nodes` brokers on loopback; returns its bootstrap address.
+    pub fn kafka(&mut self, name: &str, nodes: usize) -> anyhow::Result<String> {
+        let dir = self.root.join(format!("kafka-{name}"));
+        sh(&self.scripts, &["kafka-start", &dir.to_string_lossy(), &nodes.to_string()])?;
+        let env = std::fs::read_to_string(dir.join("env"))?;
+        let bootstrap = env
+            .lines()
+            .find_map(|l| l.strip_prefix("PLAINTEXT="))
+            .ok_or_else(|| anyhow::anyhow!("no PLAINTEXT listener in {}", dir.join("env").display()))?
+            .to_string();
+        self.kafkas.push(dir);
         Ok(bootstrap)
     }
 
@@ -51,6 +67,9 @@ impl Drop for Services {
     fn drop(&mut self) {
         for (_, d) in &self.brokers {
             let _ = sh(&self.scripts, &["broker-stop", &d.to_string_lossy()]);
+        }
+        for d in &self.kafkas {
+            let _ = sh(&self.scripts, &["kafka-stop", &d.to_string_lossy(), "kill"]);
         }
         let _ = sh(&self.scripts, &["pg-stop", &self.root.join("pg").to_string_lossy(), "immediate"]);
         let _ = std::fs::remove_dir_all(&self.root);

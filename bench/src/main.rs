@@ -15,6 +15,7 @@
 
 mod e2e;
 mod env;
+mod exactly_once;
 mod polling;
 mod procstat;
 mod report;
@@ -62,6 +63,12 @@ pub struct Args {
     /// --events, --rates and --steady-seconds.
     #[arg(long)]
     pub polling: bool,
+    /// Measure exactly once against at least once instead (see `exactly_once`), on Apache Kafka
+    /// (--kafka-nodes brokers); uses --events, --rates and --steady-seconds.
+    #[arg(long)]
+    pub exactly_once: bool,
+    #[arg(long, default_value_t = 1)]
+    pub kafka_nodes: usize,
     /// With --polling: the table size the poll query is timed up to.
     #[arg(long, default_value_t = 1_000_000)]
     pub polling_table_rows: usize,
@@ -85,6 +92,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(relay_bin.exists(), "{} not found: build with `cargo build --release --bins`", relay_bin.display());
     if args.polling {
         return polling::run(&args, &root, &relay_bin).await;
+    }
+    if args.exactly_once {
+        return exactly_once::run(&args, &root, &relay_bin).await;
     }
     let mut svc = env::Services::start(root.join("scripts"))?;
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
@@ -297,7 +307,7 @@ pub(crate) fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-async fn pgoutbox_catch_up(bin: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
+pub(crate) async fn pgoutbox_catch_up(bin: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
     let addr = free_addr()?;
     let log = std::path::PathBuf::from("target/bench/pgoutbox-catch-up.log");
     let _ = std::fs::create_dir_all("target/bench");
@@ -490,7 +500,7 @@ fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<C
 }
 
 /// The steady-state phase: each relay at every rate, measured the same way.
-struct Steady<'a> {
+pub(crate) struct Steady<'a> {
     pg_port: u16,
     shape: &'a Shape,
     args: &'a Args,
@@ -514,7 +524,11 @@ impl Steady<'_> {
     }
 
     async fn pgoutbox(&self, bin: &Path, cfg: &Path, broker: &str) -> anyhow::Result<report::SteadyRun> {
-        self.skip_to_now("bench_pgoutbox").await?;
+        self.pgoutbox_on("bench_pgoutbox", bin, cfg, broker).await
+    }
+
+    async fn pgoutbox_on(&self, slot: &str, bin: &Path, cfg: &Path, broker: &str) -> anyhow::Result<report::SteadyRun> {
+        self.skip_to_now(slot).await?;
         let addr = free_addr()?;
         let mut child = spawn_relay(bin, cfg, &addr, &cfg.with_extension("steady.log"))?;
         let start = Instant::now();

@@ -75,6 +75,12 @@ impl ClientContext for ReportingContext {
             RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error => {
                 tracing::error!(target: "librdkafka", facility = fac, "{message}")
             }
+            // Initialising transactions while the broker still aborts the previous instance's open
+            // one is answered "concurrent transactions, retrying" until it is done: expected after
+            // every crash, not a warning.
+            RDKafkaLogLevel::Warning if fac == "GETPID" && message.contains("concurrent operation") => {
+                tracing::info!(target: "librdkafka", facility = fac, "{message}")
+            }
             RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", facility = fac, "{message}"),
             RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
                 tracing::info!(target: "librdkafka", facility = fac, "{message}")

@@ -53,6 +53,8 @@ pub struct Sink {
     backlog: Option<super::backlog::Backlog>,
     /// Exactly once: the open Kafka transaction and the offset record each one ends with.
     txn: Option<Txn>,
+    /// The stop request `run` was given (a commit waiting on an absent broker gives way to it).
+    stop: CancellationToken,
 }
 
 /// The sink's side of exactly once.
@@ -105,6 +107,7 @@ impl Sink {
             stall: StallWatch::new(WARN_AFTER),
             backlog: None,
             txn: None,
+            stop: CancellationToken::new(),
         }
     }
 
@@ -147,6 +150,7 @@ impl Sink {
         stop: CancellationToken,
         drain_timeout: Duration,
     ) -> Result<(), RelayError> {
+        self.stop = stop.clone();
         let result = self.stream(&mut rx, &stop).await;
         // Nothing more is handed to the producer; what is already with it gets `drain_timeout`.
         drop(rx);
@@ -199,7 +203,7 @@ impl Sink {
     /// so here; `drained` is whether the reader has nothing more ready.
     async fn end_transaction_if(&mut self, drained: bool) -> Result<(), RelayError> {
         match &self.txn {
-            Some(t) if t.state.ends(drained, Instant::now()).is_some() => self.commit_transaction().await,
+            Some(t) if t.state.ends(drained, Instant::now()).is_some() => self.commit_transaction(None).await,
             _ => Ok(()),
         }
     }
@@ -207,7 +211,9 @@ impl Sink {
     /// Sends the offset record of the position reached and commits the Kafka transaction, then
     /// lets the checkpoint confirm what it held. A failed commit aborts it (best effort) and ends
     /// the session: the next one resumes after the last committed offset.
-    async fn commit_transaction(&mut self) -> Result<(), RelayError> {
+    /// `within` bounds the commit (a stop's drain); otherwise `transaction.timeout.ms` does, with
+    /// a few retries of a commit that timed out.
+    async fn commit_transaction(&mut self, within: Option<Duration>) -> Result<(), RelayError> {
         if !self.letters_due.is_empty() && !self.send_letters(&CancellationToken::new()).await? {
             return Err(kafka::Error::transient("sending dead letters", "stopped").into());
         }
@@ -221,7 +227,11 @@ impl Sink {
             partial: position.partial.map(|p| kafka::offsets::Partial { xid: p.xid, lsn: p.lsn, events: p.changes }),
         };
         let value = offset.value();
-        let (topic, key, id, timeout) = (t.topic.clone(), t.key.clone(), t.transactional_id.clone(), t.timeout);
+        let (topic, key, id) = (t.topic.clone(), t.key.clone(), t.transactional_id.clone());
+        let (timeout, retries) = match within {
+            Some(w) => (w, 0),
+            None => (t.timeout, 3),
+        };
         loop {
             let record =
                 rdkafka::producer::BaseRecord::with_opaque_to(&topic, OFFSET_RECORD).key(&key[..]).payload(&value[..]);
@@ -237,21 +247,45 @@ impl Sink {
         let below = self.checkpoint.next_seq();
         let producer = self.producer.clone();
         let began = Instant::now();
-        let committed = tokio::task::spawn_blocking(move || {
+        let mut committing = tokio::task::spawn_blocking(move || {
             let mut tries = 0;
             loop {
                 match producer.commit_transaction(timeout) {
-                    Err(KafkaError::Transaction(e)) if e.is_retriable() && tries < 3 => tries += 1,
+                    Err(KafkaError::Transaction(e)) if e.is_retriable() && tries < retries => tries += 1,
                     Err(e) => {
-                        let _ = producer.abort_transaction(timeout);
+                        // Aborting is a courtesy to the broker (the next session's init aborts it
+                        // anyway); a stop that is out of time skips it.
+                        if retries > 0 {
+                            let _ = producer.abort_transaction(timeout);
+                        }
                         return Err(e);
                     }
                     Ok(()) => return Ok(()),
                 }
             }
-        })
-        .await
-        .map_err(|e| RelayError::TaskStopped(format!("committing a Kafka transaction failed: {e}")))?;
+        });
+        let stop = self.stop.clone();
+        // While the commit waits (for a broker that is away), the stall warning keeps its clock.
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.reset();
+        let joined = loop {
+            tokio::select! {
+                joined = &mut committing => break joined,
+                // A stop while the broker does not answer: the commit is left to finish or fail on
+                // its own (a process that exits abandons it). Its events are not confirmed either
+                // way, and the next session resumes after the last transaction it finds committed.
+                _ = stop.cancelled(), if within.is_none() => {
+                    if let Some(t) = &mut self.txn {
+                        t.state.ended();
+                    }
+                    tracing::warn!(transactional_id = %id, "stopping while a Kafka transaction commits; its events are published again on restart unless the commit completes");
+                    return Ok(());
+                }
+                _ = tick.tick() => self.watch_progress(false),
+            }
+        };
+        let committed =
+            joined.map_err(|e| RelayError::TaskStopped(format!("committing a Kafka transaction failed: {e}")))?;
         if let Some(t) = &mut self.txn {
             t.state.ended();
         }
@@ -271,7 +305,9 @@ impl Sink {
             // What a transaction holds is published by its commit, or not at all: commit what was
             // handed over when its position is known, else abort it (the next session sends it again).
             if t.state.is_open() {
-                match tokio::time::timeout(timeout, self.end_open_transaction()).await {
+                // The commit itself is bounded by the drain timeout (a blocking call that outlived
+                // it would hold the process's exit), the rest by a margin.
+                match tokio::time::timeout(timeout + Duration::from_secs(1), self.end_open_transaction(timeout)).await {
                     Ok(result) => result?,
                     Err(_) => tracing::warn!("stopped waiting for the Kafka transaction to commit; its events will be published again on restart"),
                 }
@@ -317,12 +353,12 @@ impl Sink {
         Ok(())
     }
 
-    async fn end_open_transaction(&mut self) -> Result<(), RelayError> {
+    async fn end_open_transaction(&mut self, within: Duration) -> Result<(), RelayError> {
         let Some(t) = &self.txn else { return Ok(()) };
         if t.state.ends(true, Instant::now()).is_some() || t.state.at_point() {
-            return self.commit_transaction().await;
+            return self.commit_transaction(Some(within)).await;
         }
-        let (producer, timeout) = (self.producer.clone(), t.timeout);
+        let (producer, timeout) = (self.producer.clone(), within);
         let _ = tokio::task::spawn_blocking(move || producer.abort_transaction(timeout)).await;
         Ok(())
     }

@@ -17,6 +17,10 @@ use crate::config::exactly_once::{Boundary, ExactlyOnce};
 pub const MAX_EVENTS: u64 = 200_000;
 /// Bytes of records per Kafka transaction before one ends inside a PostgreSQL transaction.
 pub const MAX_BYTES: u64 = 256 << 20;
+/// `poll`: a transaction also ends at the first PostgreSQL commit after this long, so that a stream
+/// that never runs dry (catching up, or a sustained high rate) still makes its events visible
+/// twice a second. A commit costs a few round trips, so this costs a few per cent of throughput.
+pub const POLL_MAX_AGE: Duration = Duration::from_millis(500);
 
 /// The state of the sink's open Kafka transaction.
 #[derive(Debug)]
@@ -108,7 +112,7 @@ impl Transactions {
             return None;
         }
         let due = match self.boundary {
-            Boundary::Poll => drained,
+            Boundary::Poll => drained || now.duration_since(began) >= POLL_MAX_AGE,
             Boundary::Interval(every) => now.duration_since(began) >= every,
             Boundary::Connector => true,
         };
@@ -156,6 +160,7 @@ mod tests {
         t.commit();
         assert_eq!(t.ends(false, now), None, "the reader has more ready");
         assert_eq!(t.ends(true, now), Some(End::Boundary));
+        assert_eq!(t.ends(false, now + POLL_MAX_AGE), Some(End::Boundary), "a stream that never runs dry");
         t.ended();
         assert!(!t.is_open());
     }

@@ -114,6 +114,16 @@ impl Bed {
             c.push_str(e);
             c.push('\n');
         }
+        // PGOUTBOX_FAULTS_EXACTLY_ONCE=1 runs every scenario with Kafka transactions (each with an
+        // offsets topic of its own); their summary lines then count duplicates under exactly once.
+        if std::env::var("PGOUTBOX_FAULTS_EXACTLY_ONCE").is_ok_and(|v| v == "1")
+            && !c.contains("exactly.once.source.support")
+        {
+            c.push_str(&format!(
+                "exactly.once.source.support=enabled\nexactly.once.support=required\noffset.storage.topic=offsets_{}\n",
+                self.slot
+            ));
+        }
         c
     }
 
