@@ -28,7 +28,7 @@ use faults_support::procs::{
     SNAPSHOT_DONE, SNAPSHOT_STARTED, STANDING_BY, STREAMING,
 };
 use faults_support::proxy::Proxy;
-use faults_support::scenario::{bounded, ms, settle, stats_line, written};
+use faults_support::scenario::{bounded, ms, settle, stats_line, wind_down, written};
 use faults_support::verify::verify;
 use faults_support::{env_usize, Rng};
 use support::Env;
@@ -81,9 +81,7 @@ async fn relay_killed_at_random_moments_loses_nothing() {
                 recoveries.push(killed.elapsed());
             }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let stats = load.stop().await;
-        let last = bed.probe_round_trip(Instant::now(), Duration::from_secs(60)).await;
+        let (stats, last) = wind_down(&bed, load).await;
         let extra = format!(
             "kills={kills} (mid_snapshot={mid_snapshot}) streaming_again_after_kill=({}) final_probe={} transactions={} seed={seed}",
             stats_line(&recoveries),
@@ -149,9 +147,7 @@ async fn relay_killed_under_exactly_once_duplicates_nothing() {
             relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(60)).await;
             recoveries.push(killed.elapsed());
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let stats = load.stop().await;
-        let last = bed.probe_round_trip(Instant::now(), Duration::from_secs(60)).await;
+        let (stats, last) = wind_down(&bed, load).await;
         let extra = format!(
             "kills={kills} bulk_rows={bulk_rows} doomed_rows={doomed_rows} streaming_again_after_kill=({}) final_probe={} transactions={} seed={seed} isolation=read_committed",
             stats_line(&recoveries),

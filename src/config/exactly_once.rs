@@ -8,7 +8,7 @@
 //!   rolling upgrade: still no transactions), `enabled`;
 //! - connector `exactly.once.support`: `requested` (the default) or `required`;
 //! - connector `transaction.boundary`: `poll` (the default: a transaction ends when the relay has
-//!   handed over what the stream had ready, or after 500 ms of a stream that never runs dry), `interval` (`transaction.boundary.interval.ms`, default the worker's
+//!   handed over what the stream had ready, or after 2 s of a stream that never runs dry), `interval` (`transaction.boundary.interval.ms`, default the worker's
 //!   `offset.flush.interval.ms`, else 60000), `connector` (pgoutbox: one Kafka transaction per
 //!   PostgreSQL transaction; Connect refuses it for Debezium's connector, which defines no
 //!   boundaries);

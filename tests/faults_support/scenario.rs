@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::bed::{Bed, PROBE};
-use super::load::Stats;
+use super::load::{Load, Stats};
 use super::procs::RelayProc;
 use super::verify::{verify, Verdict};
 
@@ -60,6 +60,15 @@ pub async fn settle(
     println!("{}", v.line(name, extra));
     v.assert_clean(&relay.log_tail(60));
     v
+}
+
+/// The end of a load under faults: a second more, the writers stopped, then a probe's round trip
+/// (how long the relay takes to publish a new event once everything settled).
+pub async fn wind_down(bed: &Bed, load: Load) -> (std::sync::Arc<Stats>, Duration) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stats = load.stop().await;
+    let last = bed.probe_round_trip(Instant::now(), Duration::from_secs(60)).await;
+    (stats, last)
 }
 
 pub fn written(stats: &Stats) -> u64 {
