@@ -651,3 +651,56 @@ async fn log_tailing_relay_reports_its_backlog_and_a_stall() {
     relay.kill9();
     o.drop_slot().await;
 }
+
+/// Exactly once: a second producer with the connector's transactional id (a new instance) fences the
+/// first (a zombie). The first's commit then fails, and the relay reads that failure as a fenced
+/// producer, naming the id, never as a passing broker error; its open transaction is aborted, so a
+/// read_committed consumer never sees its record.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_instance_fences_the_zombie_transactional_producer() {
+    use pgoutbox::kafka::{Error, Producer};
+    let env = Env::get();
+    let topic = unique("fence");
+    create_topics(&env.broker, &[topic.clone()], 1).await;
+    let kafka = pgoutbox::config::KafkaConfig {
+        bootstrap_servers: env.broker.clone(),
+        producer_overrides: Default::default(),
+        client_security: Default::default(),
+        topic_creation: None,
+    };
+    let id = unique("txid");
+    let zombie = Producer::transactional(&kafka, &id).unwrap();
+    let successor = Producer::transactional(&kafka, &id).unwrap();
+    let timeout = Duration::from_secs(30);
+    let send = |p: &Producer, value: &'static [u8]| {
+        p.send(pgoutbox::kafka::Record::with_opaque_to(&topic, 0).key(&b"k"[..]).payload(value)).map_err(|(e, _)| e)
+    };
+    tokio::task::block_in_place(|| {
+        zombie.init_transactions(timeout).unwrap();
+        zombie.begin_transaction().unwrap();
+        send(&zombie, b"from the zombie").unwrap();
+        successor.init_transactions(timeout).unwrap();
+        let e = zombie.commit_transaction(timeout).expect_err("a fenced producer cannot commit");
+        match pgoutbox::kafka::errors::transaction("committing the Kafka transaction", &id, e) {
+            Error::Fatal { reason, .. } => {
+                assert!(reason.contains("fenced") && reason.contains(&id), "{reason}")
+            }
+            other => panic!("a fenced producer is not a passing error: {other}"),
+        }
+        successor.begin_transaction().unwrap();
+        send(&successor, b"from the successor").unwrap();
+        successor.commit_transaction(timeout).unwrap();
+    });
+    let records = tokio::task::block_in_place(|| {
+        pgoutbox::kafka::consume::consume_all(
+            &env.broker,
+            &[&topic],
+            Some(1),
+            Duration::from_secs(3),
+            Duration::from_secs(30),
+        )
+        .unwrap()
+    });
+    let values: Vec<_> = records.iter().map(|r| r.value.clone().unwrap_or_default()).collect();
+    assert_eq!(values, vec![b"from the successor".to_vec()], "read_committed sees the successor's record only");
+}

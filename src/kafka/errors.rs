@@ -52,7 +52,7 @@ pub fn transaction(what: &str, transactional_id: &str, error: KafkaError) -> Err
     use RDKafkaErrorCode as C;
     let fatal = matches!(&error, KafkaError::Transaction(e) if e.is_fatal());
     match error.rdkafka_error_code() {
-        Some(C::ProducerFenced | C::InvalidProducerEpoch) => Error::Fatal {
+        Some(C::ProducerFenced | C::InvalidProducerEpoch | C::Fenced) => Error::Fatal {
             reason: format!("{what}: another producer with transactional.id `{transactional_id}` fenced this one (another instance of this connector started; each connector must run once per group.id)"),
             code: error.rdkafka_error_code(),
         },

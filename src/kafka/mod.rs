@@ -9,5 +9,5 @@ pub mod topics;
 
 pub use errors::{is_permanent, DeliveryFailure, Error};
 pub use producer::{
-    base_config, base_record, client_config, create_topics, topic_exists, transaction_timeout, Ack, Producer,
+    base_config, base_record, client_config, create_topics, topic_exists, transaction_timeout, Ack, Producer, Record,
 };
