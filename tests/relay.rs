@@ -661,7 +661,7 @@ async fn a_new_instance_fences_the_zombie_transactional_producer() {
     use pgoutbox::kafka::{Error, Producer};
     let env = Env::get();
     let topic = unique("fence");
-    create_topics(&env.broker, &[topic.clone()], 1).await;
+    create_topics(&env.broker, std::slice::from_ref(&topic), 1).await;
     let kafka = pgoutbox::config::KafkaConfig {
         bootstrap_servers: env.broker.clone(),
         producer_overrides: Default::default(),
