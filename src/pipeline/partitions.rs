@@ -41,7 +41,7 @@ pub async fn watch(kafka: KafkaConfig, metrics: Arc<Metrics>, stop: Cancellation
         }
         let c = client.clone();
         // A consumer's metadata request never has the broker auto-create a topic; these exist anyway.
-        let counts = tokio::task::spawn_blocking(move || -> Option<HashMap<String, usize>> {
+        let fetch = tokio::task::spawn_blocking(move || -> Option<HashMap<String, usize>> {
             let mut counts = HashMap::new();
             for topic in topics {
                 let md = c.fetch_metadata(Some(&topic), Duration::from_secs(10)).ok()?;
@@ -52,10 +52,13 @@ pub async fn watch(kafka: KafkaConfig, metrics: Arc<Metrics>, stop: Cancellation
                 }
             }
             Some(counts)
-        })
-        .await
-        .ok()
-        .flatten();
+        });
+        // A stop does not wait for metadata from a broker that is away (10 s a topic): the fetch is
+        // left to finish on its own.
+        let counts = tokio::select! {
+            () = stop.cancelled() => return,
+            fetched = fetch => fetched.ok().flatten(),
+        };
         let Some(counts) = counts else { continue };
         for (topic, now) in counts {
             match known.insert(topic.clone(), now) {
