@@ -124,6 +124,9 @@ impl OffsetError {
     }
 }
 
+/// The delivery opaque of an offset record sent by the relay's own producer.
+pub const OFFSET_RECORD: usize = usize::MAX;
+
 #[derive(Clone)]
 pub struct OffsetStore {
     kafka: KafkaConfig,
@@ -251,9 +254,10 @@ impl OffsetStore {
         self.write(Some(offset.value())).await
     }
 
-    /// The record key: Connect's `["<connector>",{"server":"<topic.prefix>"}]`.
-    pub fn key(&self) -> &[u8] {
-        &self.key
+    /// The offset record with `value`, for a transactional producer (exactly once); its opaque,
+    /// [`OFFSET_RECORD`], is no event's sequence number.
+    pub fn record<'a>(&'a self, value: &'a [u8]) -> crate::kafka::Record<'a> {
+        BaseRecord::with_opaque_to(&self.topic, OFFSET_RECORD).key(&self.key[..]).payload(value)
     }
 
     /// Creates the topic (compacted) when it is missing, and refuses one that is not compacted;

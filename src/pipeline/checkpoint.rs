@@ -48,11 +48,30 @@ pub struct Partial {
     pub changes: u64,
 }
 
+/// An offset record's `txId`, `lsn` and `lsn_events_processed`.
+impl From<crate::kafka::offsets::Partial> for Partial {
+    fn from(p: crate::kafka::offsets::Partial) -> Self {
+        Partial { xid: p.xid, lsn: p.lsn, changes: p.events }
+    }
+}
+
+impl From<Partial> for crate::kafka::offsets::Partial {
+    fn from(p: Partial) -> Self {
+        crate::kafka::offsets::Partial { xid: p.xid, lsn: p.lsn, events: p.changes }
+    }
+}
+
 /// What a new session skips: what a committed Kafka transaction already holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resume(pub Position);
 
 impl Resume {
+    /// Whether it says more than a slot confirmed up to `slot`: whole transactions past it, or how
+    /// far into the transaction after it.
+    pub fn beyond(&self, slot: Lsn) -> bool {
+        self.0.commit > slot || (self.0.commit == slot && self.0.partial.is_some())
+    }
+
     /// A transaction whose commit record (Begin's final LSN) starts before `commit`, the end of
     /// the last published commit, committed at or before it: skip it whole.
     pub fn skips_transaction(&self, final_lsn: Lsn) -> bool {
@@ -114,10 +133,8 @@ impl Checkpoint {
     pub fn transactional(start: Lsn, resume: Option<Resume>) -> Self {
         let mut c = Self::new(start);
         c.committed_below = Some(0);
-        if let Some(Resume(p)) = resume {
-            if p.commit > start || (p.commit == start && p.partial.is_some()) {
-                c.position = p;
-            }
+        if let Some(r) = resume.filter(|r| r.beyond(start)) {
+            c.position = r.0;
         }
         c
     }

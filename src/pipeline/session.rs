@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::checkpoint::{Partial, Position, Resume};
+use super::checkpoint::{Position, Resume};
 use super::reader::{Handoff, Reader, Source};
 use super::{sink::Sink, snapshot};
 use crate::config::{Config, SnapshotMode};
@@ -232,7 +232,7 @@ async fn start(
     let start = requested.max(now);
     let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
     // An offset the slot has passed since says nothing more.
-    let resume = resume.filter(|Resume(p)| p.commit > start || (p.commit == start && p.partial.is_some()));
+    let resume = resume.filter(|r| r.beyond(start));
     Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer }))
 }
 
@@ -266,7 +266,8 @@ async fn committed_offset(
     let Some(o) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, offsets))? else {
         return Ok(None);
     };
-    if o.lsn < slot_position || (o.lsn == slot_position && o.partial.is_none()) {
+    let resume = Resume(Position { commit: o.lsn, partial: o.partial.map(Into::into) });
+    if !resume.beyond(slot_position) {
         return Ok(None);
     }
     let wal = setup::current_wal_lsn(sql).await?;
@@ -280,8 +281,7 @@ async fn committed_offset(
         ))
         .into());
     }
-    let partial = o.partial.map(|p| Partial { xid: p.xid, lsn: p.lsn, changes: p.events });
-    Ok(Some(Resume(Position { commit: o.lsn, partial })))
+    Ok(Some(resume))
 }
 
 /// A missing slot this connector streamed from before (in this process, or as recorded in Kafka)
@@ -427,13 +427,10 @@ async fn record_offset(
     };
     let id = cfg.exactly_once.as_ref().map_or(String::new(), |e| e.transactional_id.clone());
     let timeout = crate::kafka::transaction_timeout(&cfg.kafka);
-    let (p, topic, key, value) =
-        (producer.clone(), offsets.topic().to_string(), offsets.key().to_vec(), offset.value());
+    let (p, offsets, value) = (producer.clone(), offsets.clone(), offset.value());
     let written = tokio::task::spawn_blocking(move || {
         p.begin_transaction().map_err(|e| ("beginning a Kafka transaction", e))?;
-        let record =
-            rdkafka::producer::BaseRecord::with_opaque_to(&topic, usize::MAX).key(&key[..]).payload(&value[..]);
-        p.send(record).map_err(|(e, _)| ("recording the slot's offset", e))?;
+        p.send(offsets.record(&value)).map_err(|(e, _)| ("recording the slot's offset", e))?;
         p.commit_transaction(timeout).map_err(|e| ("committing the slot's offset", e))
     })
     .await

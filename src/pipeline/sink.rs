@@ -60,17 +60,15 @@ pub struct Sink {
 /// The sink's side of exactly once.
 struct Txn {
     state: Transactions,
-    /// Where the offset record goes, its key, and the slot it names.
-    topic: String,
-    key: Vec<u8>,
+    /// Where the offset record goes, and the slot it names.
+    offsets: kafka::offsets::OffsetStore,
     slot: String,
     transactional_id: String,
     /// `transaction.timeout.ms`: the bound on a commit or an abort.
     timeout: Duration,
 }
 
-/// The opaque of the offset record: no event has this sequence number.
-const OFFSET_RECORD: usize = usize::MAX;
+use kafka::offsets::OFFSET_RECORD;
 
 /// What exactly once needs from the session: the producer's transactional id, the offsets topic, and
 /// what a committed offset already holds.
@@ -119,8 +117,7 @@ impl Sink {
         self.checkpoint = Checkpoint::transactional(start, eos.resume);
         self.txn = Some(Txn {
             state: Transactions::new(eos.config, kafka::transaction_timeout(&self.kafka)),
-            topic: eos.offsets.topic().to_string(),
-            key: eos.offsets.key().to_vec(),
+            offsets: eos.offsets.clone(),
             slot: eos.slot.to_string(),
             transactional_id: eos.config.transactional_id.clone(),
             timeout: kafka::transaction_timeout(&self.kafka),
@@ -224,18 +221,16 @@ impl Sink {
             lsn: position.commit,
             ts_usec: kafka::offsets::now_usec(),
             xid: position.partial.map(|p| p.xid),
-            partial: position.partial.map(|p| kafka::offsets::Partial { xid: p.xid, lsn: p.lsn, events: p.changes }),
+            partial: position.partial.map(Into::into),
         };
         let value = offset.value();
-        let (topic, key, id) = (t.topic.clone(), t.key.clone(), t.transactional_id.clone());
+        let (offsets, id) = (t.offsets.clone(), t.transactional_id.clone());
         let (timeout, retries) = match within {
             Some(w) => (w, 0),
             None => (t.timeout, 3),
         };
         loop {
-            let record =
-                rdkafka::producer::BaseRecord::with_opaque_to(&topic, OFFSET_RECORD).key(&key[..]).payload(&value[..]);
-            match self.producer.send(record) {
+            match self.producer.send(offsets.record(&value)) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     let ready = self.producer.ready().await;
