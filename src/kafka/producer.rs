@@ -320,7 +320,9 @@ impl Producer {
         while self.inner.in_flight_count() > 0 && Instant::now() < deadline {
             let _ = self.inner.flush(Duration::from_millis(5));
         }
-        self.inner.commit_transaction(timeout.saturating_sub(deadline.saturating_duration_since(Instant::now())))
+        // The commit gets what is left of `timeout` (not what the flush took: a quick flush left the
+        // commit a few milliseconds, and under load it timed out, again at each retry).
+        self.inner.commit_transaction(deadline.saturating_duration_since(Instant::now()))
     }
 
     /// Aborts the open transaction: nothing of it reaches a `read_committed` consumer. Blocks.
