@@ -501,8 +501,10 @@ kafka_stop() {
 # connect_start DIR BOOTSTRAP: Apache Kafka Connect itself (the pinned release's connect-runtime), one
 # distributed worker with the Debezium PostgreSQL connector on its plugin path, REST on a free
 # loopback port; its own group and topics (named after DIR's basename). Writes DIR/env (REST=host:port).
+# EXTRA: more worker properties, one per line (later keys win), e.g. exactly.once.source.support=enabled.
+# Started again on the same DIR it joins the same group and reads the same topics (a worker restart).
 connect_start() {
-    local dir=$1 bootstrap=$2 port group t
+    local dir=$1 bootstrap=$2 extra=${3:-} port group t
     mkdir -p "$dir"
     [ -d "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" ] || die "the Debezium plugin is not in $DEBEZIUM_PLUGIN_PATH; run scripts/install.sh"
     port=$(free_port)
@@ -524,6 +526,7 @@ rest.advertised.port=$port
 plugin.path=$DEBEZIUM_PLUGIN_PATH
 plugin.discovery=only_scan
 offset.flush.interval.ms=1000
+$extra
 PROPS
     (
         exec java -Xms128m -Xmx${CONNECT_HEAP:-512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \

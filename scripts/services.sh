@@ -6,7 +6,7 @@
 #   services.sh kafka-start DIR [NODES]   services.sh kafka-stop DIR [term|kill]   (Apache Kafka, KRaft)
 #   services.sh kafka-node-start DIR ID    services.sh kafka-node-stop DIR ID [term|kill]
 #   services.sh kafka-tool DIR CLASS ARGS...   (a Kafka tool's main class, e.g. partition reassignment)
-#   services.sh connect-start DIR BOOTSTRAP     services.sh connect-stop DIR   (Kafka Connect + Debezium)
+#   services.sh connect-start DIR BOOTSTRAP [EXTRA]     services.sh connect-stop DIR   (Kafka Connect + Debezium)
 #   services.sh free-port
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

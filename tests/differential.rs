@@ -129,3 +129,10 @@ differential_cases! {
 async fn migration_from_debezium_mid_stream_loses_nothing_and_keeps_partitions() {
     dsupport::migration::run().await;
 }
+
+/// Migration both ways through Connect's offsets topic: Kafka Connect + Debezium (exactly once) killed,
+/// pgoutbox takes over, is killed, Connect takes over again; nothing lost or duplicated at read_committed.
+#[tokio::test(flavor = "multi_thread")]
+async fn migration_to_and_from_kafka_connect_under_exactly_once_duplicates_nothing() {
+    dsupport::migration_connect::run().await;
+}

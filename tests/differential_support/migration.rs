@@ -57,14 +57,14 @@ pub async fn run() {
     }
 }
 
-struct Writer {
-    stop: Arc<AtomicBool>,
-    written: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<Result<(), String>>,
+pub(super) struct Writer {
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) written: Arc<AtomicUsize>,
+    pub(super) task: tokio::task::JoinHandle<Result<(), String>>,
 }
 
 /// Commits transactions of 1-3 events over AGGREGATES aggregates until told to stop.
-async fn start_writer(table: String) -> Writer {
+pub(super) async fn start_writer(table: String) -> Writer {
     let sql = Env::get().sql().await;
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
@@ -96,7 +96,7 @@ async fn start_writer(table: String) -> Writer {
     Writer { stop, written, task }
 }
 
-async fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) -> Result<(), String> {
+pub(super) async fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) -> Result<(), String> {
     let start = Instant::now();
     while !cond() {
         if start.elapsed() > deadline {
