@@ -704,3 +704,75 @@ async fn a_new_instance_fences_the_zombie_transactional_producer() {
     let values: Vec<_> = records.iter().map(|r| r.value.clone().unwrap_or_default()).collect();
     assert_eq!(values, vec![b"from the successor".to_vec()], "read_committed sees the successor's record only");
 }
+
+/// Under exactly once, what the relay writes besides events rides in the same Kafka transactions: a
+/// dead letter commits with the offset that passes its row, so a relay killed with the slot far
+/// behind its committed offset does not write the letter (or the events) again after a restart; a
+/// heartbeat while the outbox is idle gets a transaction of its own that commits, so a
+/// read_committed consumer sees it. (At least once, the restart would dead-letter the row again.)
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_and_heartbeats_commit_in_the_exactly_once_transactions() {
+    let o = Outbox::new("eosextra").await;
+    o.create_topics(&["Order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN aggregatetype DROP NOT NULL", o.table))
+        .await
+        .unwrap();
+    let dlq = format!("dlq_{}", o.slot);
+    let heartbeats = format!("__debezium-heartbeat.eos{}", o.slot);
+    create_topics(&o.env.broker, &[dlq.clone(), heartbeats.clone()], 1).await;
+    let cfg = o.config(&[
+        "exactly.once.source.support=enabled",
+        "exactly.once.support=required",
+        // A transactional.id of its own (`<group.id>-<name>-0`): the tests share a connector name.
+        &format!("group.id=g{}", o.slot),
+        "errors.tolerance=all",
+        &format!("errors.deadletterqueue.topic.name={dlq}"),
+        "heartbeat.interval.ms=300",
+        &format!("topic.prefix=eos{}", o.slot),
+        // The slot moves only at the session's first confirmation: a restart starts far behind.
+        "status.update.interval.ms=25000",
+    ]);
+    let mut relay = Relay::start_streaming_with_env(&cfg, &[], &[("PGOUTBOX_PROMPT_CONFIRM_MS", "0")]);
+    let beats = consume(&o.env.broker, std::slice::from_ref(&heartbeats), 2, Duration::from_secs(30));
+    assert!(beats.len() >= 2, "heartbeats of an idle relay are committed; log:\n{}", relay.log_text());
+    // The session's first confirmation goes out at once, the next one not for 25 s.
+    sql.batch_execute(&o.insert_sql("Order", "good-0", Some("{}"))).await.unwrap();
+    let first = current_wal(&o).await;
+    wait_for_async("the first confirmation", Duration::from_secs(30), || async {
+        o.confirmed_flush().await.and_then(|l| l.parse::<Lsn>().ok()).is_some_and(|l| l >= first)
+    })
+    .await;
+    let bad_id = "11111111-2222-3333-4444-555555555555";
+    sql.batch_execute(&o.insert_sql("Order", "good-1", Some("{}"))).await.unwrap();
+    sql.batch_execute(&format!(
+        "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) VALUES ('{bad_id}', NULL, 'x', 't', '{{}}')",
+        o.table
+    ))
+    .await
+    .unwrap();
+    sql.batch_execute(&o.insert_sql("Order", "good-2", Some("{}"))).await.unwrap();
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 3, Duration::from_secs(30)).len(), 3);
+    assert_eq!(consume(&o.env.broker, std::slice::from_ref(&dlq), 1, Duration::from_secs(30)).len(), 1);
+    let slot: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+    let end: Lsn =
+        sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get::<_, String>(0).parse().unwrap();
+    assert!(slot < end, "the slot lags what was committed to Kafka (the premise of the restart)");
+    relay.kill9();
+    relay.restart();
+    sql.batch_execute(&o.insert_sql("Order", "good-3", Some("{}"))).await.unwrap();
+    let events = consume(&o.env.broker, &[o.topic("Order")], 4, Duration::from_secs(30));
+    let letters = consume_until_idle(&o.env.broker, std::slice::from_ref(&dlq), Duration::from_secs(2));
+    let log = relay.log_text();
+    assert_eq!(events.len(), 4, "each event once at read_committed; log:\n{log}");
+    assert_eq!(consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(2)).len(), 4, "{log}");
+    assert_eq!(letters.len(), 1, "the dead letter once at read_committed; log:\n{log}");
+    let value = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
+    assert!(value.contains(bad_id), "{value}");
+    // Committed heartbeats keep coming after the restart (the topic never goes idle).
+    let before = beats.len();
+    let beats = consume(&o.env.broker, std::slice::from_ref(&heartbeats), before + 2, Duration::from_secs(30));
+    assert!(beats.len() >= before + 2, "{log}");
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
