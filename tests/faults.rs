@@ -99,32 +99,55 @@ async fn relay_killed_at_random_moments_loses_nothing() {
 
 /// Exactly once (exactly.once.support=required): the relay SIGKILLed at random moments while the
 /// application writes, crashes inside its transactions, and commits large transactions whose rows
-/// share LSNs (COPY) and are split over several Kafka transactions. A `read_committed` consumer must
-/// see every committed event exactly once, in order; `read_uncommitted` must still miss nothing.
+/// share LSNs (COPY) and are split over several Kafka transactions. In the main run on three Kafka
+/// brokers of its own (replication factor 3, `min.insync.replicas=2`) and a PostgreSQL of its own behind
+/// a proxy, with more faults between the relay's kills: a broker SIGKILLed and started again later,
+/// another killed and restarted at once, PostgreSQL restarted, the relay's PostgreSQL connections cut.
+/// (The version matrix, `PGOUTBOX_FAULTS_EOS_KILLS_ONLY=1`, kills the relay only, on the shared
+/// services.) A `read_committed` consumer must see every committed event exactly once, in order;
+/// `read_uncommitted` must still miss nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn relay_killed_under_exactly_once_duplicates_nothing() {
     let name = "relay_killed_under_exactly_once_duplicates_nothing";
-    bounded(name, Duration::from_secs(300), async {
+    let full = std::env::var("PGOUTBOX_FAULTS_EOS_KILLS_ONLY").map_or(true, |v| v != "1");
+    bounded(name, Duration::from_secs(if full { 540 } else { 300 }), async {
         let seed = Rng::seed();
         let mut rng = Rng::new(seed);
         let kinds = ["Order", "Customer"];
-        let bed = Bed::shared("eos").await;
+        let cluster = full.then(|| Broker::start_nodes("eos", 3));
+        let pg = full.then(|| PgCluster::start("eos"));
+        let proxy = match &pg {
+            Some(pg) => Some(Proxy::start(([127, 0, 0, 1], pg.port).into()).await),
+            None => None,
+        };
+        let bed = match (&cluster, &pg) {
+            (Some(cluster), Some(pg)) => Bed::new("eos", pg.port, &cluster.addr()).await,
+            _ => Bed::shared("eos").await,
+        };
         bed.create_topics(&kinds, 3).await;
         let offsets = format!("offsets_{}", bed.slot);
-        let config = bed.config(&[
-            "exactly.once.source.support=enabled",
-            "exactly.once.support=required",
-            "snapshot.mode=no_data",
-            &format!("offset.storage.topic={offsets}"),
-            "offset.storage.replication.factor=1",
-            "offset.storage.partitions=3",
-        ]);
+        let mut keys = vec![
+            "exactly.once.source.support=enabled".to_string(),
+            "exactly.once.support=required".to_string(),
+            "snapshot.mode=no_data".to_string(),
+            format!("offset.storage.topic={offsets}"),
+            "offset.storage.partitions=3".to_string(),
+        ];
+        if !full {
+            keys.push("offset.storage.replication.factor=1".to_string());
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let config = match &proxy {
+            Some(proxy) => bed.config_via(proxy.port, &bed.broker, &keys),
+            None => bed.config(&keys),
+        };
         // Kafka transactions end inside the COPYs' transactions too.
         let mut relay = RelayProc::start_with_env("eos", &config, &[("PGOUTBOX_TXN_MAX_EVENTS", "700")]);
         relay.wait_count(STREAMING, 1, Duration::from_secs(60)).await;
         let load = Load::start(&bed, bed.pg_port, LoadSpec::default(), seed);
         let kills = env_usize("PGOUTBOX_FAULTS_KILLS", 20);
         let (mut recoveries, mut bulk_rows, mut doomed_rows) = (Vec::new(), 0u64, 0u64);
+        let mut faults = Vec::new();
         for round in 0..kills {
             if round % 4 == 1 {
                 // A large transaction of COPYed rows: several rows per WAL record (one LSN).
@@ -137,6 +160,39 @@ async fn relay_killed_under_exactly_once_duplicates_nothing() {
                 drop(app);
             }
             tokio::time::sleep(rng.millis(100, 1500)).await;
+            if let (Some(cluster), Some(pg), Some(proxy)) = (&cluster, &pg, &proxy) {
+                let at = Instant::now();
+                let fault = match round {
+                    4 => {
+                        cluster.stop_node(2, "kill");
+                        Some("broker 2 SIGKILLed")
+                    }
+                    7 => {
+                        cluster.start_node(2);
+                        Some("broker 2 started again")
+                    }
+                    10 => {
+                        pg.stop("fast");
+                        pg.start_again();
+                        Some("PostgreSQL restarted (fast)")
+                    }
+                    13 => {
+                        proxy.reset_all();
+                        Some("PostgreSQL connections cut")
+                    }
+                    16 => {
+                        cluster.stop_node(3, "kill");
+                        cluster.start_node(3);
+                        Some("broker 3 SIGKILLed and started again")
+                    }
+                    _ => None,
+                };
+                if let Some(what) = fault {
+                    // The relay publishes again before it is killed in the same round.
+                    let published = bed.probe_round_trip(at, Duration::from_secs(120)).await;
+                    faults.push(format!("{what}: published_again {}", ms(published)));
+                }
+            }
             let sessions = relay.count(STREAMING);
             relay.kill9();
             let killed = Instant::now();
@@ -144,15 +200,17 @@ async fn relay_killed_under_exactly_once_duplicates_nothing() {
                 tokio::time::sleep(rng.millis(50, 600)).await;
             }
             relay.restart();
-            relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(60)).await;
+            relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(90)).await;
             recoveries.push(killed.elapsed());
         }
         let (stats, last) = wind_down(&bed, load).await;
         let extra = format!(
-            "kills={kills} bulk_rows={bulk_rows} doomed_rows={doomed_rows} streaming_again_after_kill=({}) final_probe={} transactions={} seed={seed} isolation=read_committed",
+            "kills={kills} bulk_rows={bulk_rows} doomed_rows={doomed_rows} streaming_again_after_kill=({}) final_probe={} transactions={} seed={seed} isolation=read_committed faults=[{}] in_doubt_rows={}",
             stats_line(&recoveries),
             ms(last),
-            stats.get(|s| &s.transactions)
+            stats.get(|s| &s.transactions),
+            faults.join("; "),
+            stats.get(|s| &s.failed)
         );
         let written_total = written(&stats) + bulk_rows + doomed_rows;
         let v = settle(name, &bed, &kinds, &mut relay, written_total, &extra).await;
