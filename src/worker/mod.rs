@@ -157,7 +157,22 @@ impl Worker {
         let mut entries: BTreeMap<String, String> =
             self.props.iter().filter(|(k, _)| !worker_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         let mut kept_from_worker = Vec::new();
+        // Converters as Connect's Worker builds them: a connector that names a converter class gets
+        // that converter configured with its own `<converter>.*` keys only; one that does not gets
+        // the worker's, with the worker's keys, and its own `<converter>.*` keys do nothing.
+        let mut ignored_converter_keys = Vec::new();
+        for prefix in ["key.converter", "value.converter", "header.converter"] {
+            let sub = format!("{prefix}.");
+            if config.contains_key(prefix) {
+                entries.retain(|k, _| !k.starts_with(&sub));
+            } else {
+                ignored_converter_keys.extend(config.keys().filter(|k| k.starts_with(&sub)).map(|k| (k.clone(), prefix)));
+            }
+        }
         for (k, v) in config {
+            if ignored_converter_keys.iter().any(|(key, _)| key == k) {
+                continue;
+            }
             if policy::is_worker_client_key(k) {
                 if entries.get(k) != Some(v) {
                     kept_from_worker.push(k.clone());
@@ -188,6 +203,12 @@ impl Worker {
             }
         }
         let mut parsed = Config::from_raw(&RawConfig { entries, source_name: None })?;
+        parsed.ignored.extend(ignored_converter_keys.into_iter().map(|(key, prefix)| crate::config::IgnoredKey {
+            key,
+            reason: format!(
+                "the connector does not set `{prefix}`, so the worker's converter applies with the worker's settings, as in Connect"
+            ),
+        }));
         parsed.ignored.extend(kept_from_worker.into_iter().map(|key| crate::config::IgnoredKey {
             key,
             reason: format!("a worker key: the worker's value applies, as in Connect; a connector overrides its producer with producer.override.* keys, as far as the worker's {} allows", policy::POLICY_KEY),

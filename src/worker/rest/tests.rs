@@ -277,3 +277,26 @@ async fn exactly_once_comes_from_the_worker_with_connects_transactional_id() {
     let e = w.effective(&as_map(connector(&[("exactly.once.support", "required")]))).unwrap_err().to_string();
     assert!(e.contains("exactly.once.source.support=enabled"), "{e}");
 }
+
+/// Converters as Connect's Worker builds them: `<converter>.*` keys of a connector apply only with its
+/// own converter class, and then the worker's `<converter>.*` keys do not.
+#[tokio::test]
+async fn a_connectors_converter_settings_apply_only_with_its_own_converter_class() {
+    use crate::connect::converter::Converter;
+    let as_map = |v: serde_json::Value| -> BTreeMap<String, String> {
+        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
+    };
+    let json = "org.apache.kafka.connect.json.JsonConverter";
+    let w = worker_with(&[("value.converter", json), ("value.converter.schemas.enable", "false")]);
+    // Only the sub-key: the worker's converter, with the worker's schemas.enable=false.
+    let parsed = w.effective(&as_map(connector(&[("value.converter.schemas.enable", "true")]))).unwrap();
+    assert_eq!(parsed.value_converter, Converter::Json { schemas: false });
+    assert!(parsed.ignored.iter().any(|k| k.key == "value.converter.schemas.enable"), "{:?}", parsed.ignored);
+    // Its own class: configured with its own keys only (JsonConverter's default, schemas on).
+    let parsed = w.effective(&as_map(connector(&[("value.converter", json)]))).unwrap();
+    assert_eq!(parsed.value_converter, Converter::Json { schemas: true });
+    let parsed = w
+        .effective(&as_map(connector(&[("value.converter", json), ("value.converter.schemas.enable", "false")])))
+        .unwrap();
+    assert_eq!(parsed.value_converter, Converter::Json { schemas: false });
+}
