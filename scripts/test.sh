@@ -73,10 +73,11 @@ for major in $majors; do
             --skip a_cut_off_pollers --skip unpartitioned_pollers
         # Decoding from a standby needs 16+ (the main run tests it on 16 from the npm registry).
         if [ "$major" -ge 16 ]; then cargo test --locked --test standby -- --nocapture; fi
-        # Exactly once with relay kills only: the broker and network faults ran above, on 15.
-        PGOUTBOX_FAULTS_EOS_KILLS_ONLY=1 PGOUTBOX_FAULTS_KILLS=${PGOUTBOX_FAULTS_KILLS:-8} cargo test --locked --test faults -- --nocapture \
-            relay_killed_at_random_moments_loses_nothing relay_killed_under_exactly_once_duplicates_nothing \
-            postgres_fast_shutdown_is_not_held_by_an_idle_relay
+        # Exactly once runs on 15 only, with every fault (above): its code reads no major-specific
+        # SQL, and the CI budget has no room for it per major. Per major by hand:
+        # PGOUTBOX_FAULTS_EOS_KILLS_ONLY=1 cargo test --test faults relay_killed_under_exactly_once_duplicates_nothing
+        PGOUTBOX_FAULTS_KILLS=${PGOUTBOX_FAULTS_KILLS:-8} cargo test --locked --test faults -- --nocapture \
+            relay_killed_at_random_moments_loses_nothing postgres_fast_shutdown_is_not_held_by_an_idle_relay
     )
     PG_BINDIR=$bindir pg_stop "$mdir" immediate
     log "PostgreSQL $major: relay, edge, polling, pruning and fault-kill tests took $(( $(date +%s) - mstart ))s"

@@ -103,8 +103,8 @@ async fn relay_killed_at_random_moments_loses_nothing() {
 /// brokers of its own (replication factor 3, `min.insync.replicas=2`) and a PostgreSQL of its own behind
 /// a proxy, with more faults between the relay's kills: a broker SIGKILLed and started again later,
 /// another killed and restarted at once, PostgreSQL restarted, the relay's PostgreSQL connections cut.
-/// (The version matrix, `PGOUTBOX_FAULTS_EOS_KILLS_ONLY=1`, kills the relay only, on the shared
-/// services.) A `read_committed` consumer must see every committed event exactly once, in order;
+/// (`PGOUTBOX_FAULTS_EOS_KILLS_ONLY=1` kills the relay only, on the shared services: for a run against
+/// another PostgreSQL major by hand.) A `read_committed` consumer must see every committed event exactly once, in order;
 /// `read_uncommitted` must still miss nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn relay_killed_under_exactly_once_duplicates_nothing() {
