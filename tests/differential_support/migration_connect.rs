@@ -19,15 +19,13 @@
 //! one partition in commit order; at `read_uncommitted` nothing is missing (aborted copies may show).
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use pgoutbox::kafka::consume::{consume_all_with, ConsumedRecord};
 
-use super::broker::scripts_dir;
 use super::compare::{event_id, RUN_ID_HEADER};
+use super::connect::Connect;
 use super::debezium::tail;
 use super::harness::{cleanup, Names};
 use super::migration::{start_writer, wait_until};
@@ -38,87 +36,6 @@ const EVENTS_PER_PHASE: usize = 300;
 const PARTITIONS: i32 = 3;
 /// Connect's JVM start plus the connector's (slot, publication, schema) on 2 busy cores.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(240);
-
-/// A Kafka Connect distributed worker (`scripts/lib.sh` connect_start), started again on the same
-/// directory as a restart of the same worker.
-struct Connect {
-    dir: PathBuf,
-    broker: String,
-    extra: String,
-    addr: String,
-}
-
-impl Connect {
-    fn start(dir: PathBuf, broker: &str, extra: &str) -> Connect {
-        let mut c = Connect { dir, broker: broker.to_string(), extra: extra.to_string(), addr: String::new() };
-        c.restart();
-        c
-    }
-
-    fn restart(&mut self) {
-        let out = Command::new("bash")
-            .arg(scripts_dir().join("services.sh"))
-            .args(["connect-start", &self.dir.to_string_lossy(), &self.broker, &self.extra])
-            .output()
-            .expect("run services.sh connect-start");
-        assert!(out.status.success(), "Kafka Connect did not start: {}", String::from_utf8_lossy(&out.stderr));
-        let env = std::fs::read_to_string(self.dir.join("env")).expect("Connect's env file");
-        self.addr = env.trim().strip_prefix("REST=").expect("REST= line").to_string();
-    }
-
-    /// The worker's group: its transactional ids are `<group>-<connector>-<task>`.
-    fn group(&self) -> String {
-        format!("ref-connect-{}", self.dir.file_name().unwrap().to_string_lossy())
-    }
-
-    fn kill9(&self) {
-        let pid = std::fs::read_to_string(self.dir.join("pid")).expect("Connect's pid file");
-        let pid = pid.trim();
-        let _ = Command::new("kill").args(["-9", pid]).status();
-        let start = Instant::now();
-        while Command::new("kill").args(["-0", pid]).status().is_ok_and(|s| s.success()) {
-            assert!(start.elapsed() < Duration::from_secs(20), "Connect (pid {pid}) survived SIGKILL");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn stop(&self) {
-        let _ = Command::new("bash")
-            .arg(scripts_dir().join("services.sh"))
-            .args(["connect-stop", &self.dir.to_string_lossy()])
-            .output();
-    }
-
-    /// `method path` with a JSON body; the status and the body.
-    fn call(&self, method: &str, path: &str, body: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(&self.addr) else { return (0, String::new()) };
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let req = format!(
-            "{method} {path} HTTP/1.0\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        );
-        if s.write_all(req.as_bytes()).is_err() {
-            return (0, String::new());
-        }
-        let mut raw = String::new();
-        let _ = s.read_to_string(&mut raw);
-        let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
-    }
-
-    fn log_tail(&self, n: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
-        tail(&text, n)
-    }
-}
-
-impl Drop for Connect {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 pub async fn run() {
     let names = Names::new();

@@ -9,10 +9,12 @@ pub mod broker;
 pub mod case;
 pub mod cases;
 pub mod compare;
+pub mod connect;
 pub mod debezium;
 pub mod harness;
 pub mod migration;
 pub mod migration_connect;
+pub mod via_connect;
 
 pub use case::{insert, lit, tx, Case};
 pub use harness::run;

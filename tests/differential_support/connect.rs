@@ -1,0 +1,91 @@
+//! Apache Kafka Connect itself, as a reference: a distributed worker of the suite's Kafka release with
+//! the Debezium PostgreSQL connector from Maven Central on its plugin path (`scripts/lib.sh`
+//! connect_start), driven through its REST API.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::broker::scripts_dir;
+use super::debezium::tail;
+
+/// A Kafka Connect distributed worker (`scripts/lib.sh` connect_start), started again on the same
+/// directory as a restart of the same worker.
+pub struct Connect {
+    dir: PathBuf,
+    broker: String,
+    extra: String,
+    addr: String,
+}
+
+impl Connect {
+    pub fn start(dir: PathBuf, broker: &str, extra: &str) -> Connect {
+        let mut c = Connect { dir, broker: broker.to_string(), extra: extra.to_string(), addr: String::new() };
+        c.restart();
+        c
+    }
+
+    pub fn restart(&mut self) {
+        let out = Command::new("bash")
+            .arg(scripts_dir().join("services.sh"))
+            .args(["connect-start", &self.dir.to_string_lossy(), &self.broker, &self.extra])
+            .output()
+            .expect("run services.sh connect-start");
+        assert!(out.status.success(), "Kafka Connect did not start: {}", String::from_utf8_lossy(&out.stderr));
+        let env = std::fs::read_to_string(self.dir.join("env")).expect("Connect's env file");
+        self.addr = env.trim().strip_prefix("REST=").expect("REST= line").to_string();
+    }
+
+    /// The worker's group: its transactional ids are `<group>-<connector>-<task>`.
+    pub fn group(&self) -> String {
+        format!("ref-connect-{}", self.dir.file_name().unwrap().to_string_lossy())
+    }
+
+    pub fn kill9(&self) {
+        let pid = std::fs::read_to_string(self.dir.join("pid")).expect("Connect's pid file");
+        let pid = pid.trim();
+        let _ = Command::new("kill").args(["-9", pid]).status();
+        let start = Instant::now();
+        while Command::new("kill").args(["-0", pid]).status().is_ok_and(|s| s.success()) {
+            assert!(start.elapsed() < Duration::from_secs(20), "Connect (pid {pid}) survived SIGKILL");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn stop(&self) {
+        let _ = Command::new("bash")
+            .arg(scripts_dir().join("services.sh"))
+            .args(["connect-stop", &self.dir.to_string_lossy()])
+            .output();
+    }
+
+    /// `method path` with a JSON body; the status and the body.
+    pub fn call(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(&self.addr) else { return (0, String::new()) };
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let req = format!(
+            "{method} {path} HTTP/1.0\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        if s.write_all(req.as_bytes()).is_err() {
+            return (0, String::new());
+        }
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    }
+
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
+        tail(&text, n)
+    }
+}
+
+impl Drop for Connect {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,293 @@
+//! The record differential against the newest Debezium in Kafka Connect itself: a case's rows through
+//! Apache Kafka Connect (a distributed worker of the suite's Kafka release) running the Debezium
+//! PostgreSQL connector from Maven Central (`scripts/debezium-plugin/pom.xml`), and through pgoutbox,
+//! both on the suite's Apache Kafka, every record compared byte for byte as in `harness.rs`.
+//!
+//! The two sides share one broker, so each side's topics get a prefix of its own: a RegexRouter
+//! appended to the case's transformation chain (`<prefix>.<topic>`), stripped again before the
+//! comparison. Both sides run under the same connector name and `topic.prefix`, which Debezium's
+//! context headers carry; Connect's offsets for the name are deleted after each case (KIP-875) so the
+//! next case starts clean.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use pgoutbox::kafka::consume::{consume_all, ConsumedRecord};
+
+use super::broker::list_topics;
+use super::case::{Case, Expect};
+use super::compare::compare;
+use super::connect::Connect;
+use super::debezium::tail;
+use super::harness::{cleanup, prepare, properties, Names, DEBEZIUM_DEADLINE, PGOUTBOX_DEADLINE};
+use crate::support::{unique, Env, Relay};
+
+/// The cases run through Connect in the suite: one per converter, placement, expansion, type mode
+/// and transformation family (every case with `PGOUTBOX_CONNECT_DIFFERENTIAL=all`).
+pub const SUITE: &[fn() -> Case] = &[
+    super::cases::default_converters,
+    super::cases::string_converters,
+    super::cases::placement_envelope_schemas_on,
+    super::cases::expand_json_payload_schemas_on,
+    super::cases::placement_numerics,
+    super::cases::temporal_adaptive,
+    super::cases::header_converter_json,
+    super::cases::chain_router_header_predicates,
+    super::cases::bytea_binary_data_converter,
+];
+
+/// The connector's keys as properties (later keys win), with the topic-prefixing router appended.
+fn keyed(text: &str, prefix: &str) -> BTreeMap<String, String> {
+    let mut keys = BTreeMap::new();
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            keys.insert(k.trim().to_string(), v.trim().to_string());
+        }
+    }
+    let chain = keys.get("transforms").cloned().unwrap_or_default();
+    let chain = if chain.trim().is_empty() { "sideprefix".to_string() } else { format!("{chain},sideprefix") };
+    keys.insert("transforms".into(), chain);
+    keys.insert("transforms.sideprefix.type".into(), "org.apache.kafka.connect.transforms.RegexRouter".into());
+    keys.insert("transforms.sideprefix.regex".into(), "(.*)".into());
+    keys.insert("transforms.sideprefix.replacement".into(), format!("{prefix}.$1"));
+    keys
+}
+
+/// A value as Java's `Properties.load` reads it (the properties file is written for that reader; the
+/// JSON for Connect's REST API gets the value it means).
+fn java_unescape(v: &str) -> String {
+    let mut out = String::new();
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                out.extend(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32));
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The case's topics for one side, allowing records of up to 8 MiB (the payload cases go past the
+/// broker's 1 MB default; each side's producer limit is the case's) and any timestamp.
+async fn create_side_topics(broker: &str, topics: &[String], partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().expect("admin client");
+    let new: Vec<NewTopic> = topics
+        .iter()
+        .map(|t| {
+            NewTopic::new(t, partitions, TopicReplication::Fixed(1))
+                .set("max.message.bytes", "8388608")
+                // The event-timestamp cases write timestamps decades away; Kafka 4 refuses those more
+                // than an hour ahead by default.
+                .set("message.timestamp.after.max.ms", "9223372036854775807")
+        })
+        .collect();
+    for r in admin.create_topics(&new, &AdminOptions::new()).await.expect("create topics") {
+        r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
+    }
+    tokio::task::block_in_place(|| {
+        crate::support::wait_for("topics visible", Duration::from_secs(20), || {
+            topics.iter().all(|t| crate::support::topic_partitions(broker, t) == partitions)
+        })
+    });
+}
+
+/// Every record of the topics starting with `prefix.`, read until idle, the prefix taken off.
+fn read_side(broker: &str, prefix: &str, min: usize) -> Vec<ConsumedRecord> {
+    let start = Instant::now();
+    loop {
+        let topics: Vec<String> =
+            list_topics(broker).into_iter().filter(|t| t.starts_with(&format!("{prefix}."))).collect();
+        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        let mut records = if refs.is_empty() {
+            Vec::new()
+        } else {
+            consume_all(broker, &refs, None, Duration::from_secs(2), PGOUTBOX_DEADLINE).expect("read the broker")
+        };
+        if records.len() >= min || start.elapsed() > PGOUTBOX_DEADLINE {
+            for r in &mut records {
+                r.topic = r.topic[prefix.len() + 1..].to_string();
+            }
+            return records;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn connector_state(connect: &Connect, name: &str) -> String {
+    let (_, body) = connect.call("GET", &format!("/connectors/{name}/status"), "");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let tasks: Vec<String> =
+        v["tasks"].as_array().into_iter().flatten().filter_map(|t| t["state"].as_str().map(String::from)).collect();
+    format!("{}/{}", v["connector"]["state"].as_str().unwrap_or("?"), tasks.join(","))
+}
+
+/// Stops the connector, deletes its offsets and then the connector, so that the name starts clean.
+fn remove_connector(connect: &Connect, name: &str) -> Result<(), String> {
+    connect.call("PUT", &format!("/connectors/{name}/stop"), "");
+    let start = Instant::now();
+    while !connector_state(connect, name).starts_with("STOPPED") {
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err(format!("the connector did not stop: {}", connector_state(connect, name)));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, body) = connect.call("DELETE", &format!("/connectors/{name}/offsets"), "");
+    if code != 200 {
+        return Err(format!("deleting the connector's offsets: {code} {body}"));
+    }
+    let (code, body) = connect.call("DELETE", &format!("/connectors/{name}"), "");
+    if code != 204 {
+        return Err(format!("deleting the connector: {code} {body}"));
+    }
+    Ok(())
+}
+
+/// Runs `case` through Connect and pgoutbox; an error is the report of the differences.
+pub async fn run_case(connect: &Connect, case: Case) -> Result<String, String> {
+    let Expect::Records(n) = case.expect else {
+        return Ok("skipped: a failing case shows as a FAILED task in Connect".into());
+    };
+    let names = Names::new();
+    std::fs::create_dir_all(&names.dir).expect("create case dir");
+    prepare(&case, &names).await;
+    let outcome = execute(connect, &case, &names, n).await;
+    cleanup(&names).await;
+    if outcome.is_ok() {
+        let _ = std::fs::remove_dir_all(&names.dir);
+    }
+    outcome
+}
+
+async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Result<String, String> {
+    let env = Env::get();
+    let u = unique("x");
+    let (dbz_prefix, pgo_prefix) = (format!("{u}d"), format!("{u}p"));
+    for prefix in [&dbz_prefix, &pgo_prefix] {
+        let topics: Vec<String> = case.topics.iter().map(|t| format!("{prefix}.{t}")).collect();
+        create_side_topics(&env.broker, &topics, case.partitions).await;
+    }
+    let dbz = keyed(&properties(names, &names.debezium_slot, &env.broker, &case.props), &dbz_prefix);
+    let mut pgo = keyed(&properties(names, &names.pgoutbox_slot, &env.broker, &case.props), &pgo_prefix);
+    // pgoutbox's slot record in a topic of this case's own (the broker outlives the case).
+    pgo.insert("offset.storage.topic".into(), format!("offsets_{u}"));
+    pgo.insert("offset.storage.replication.factor".into(), "1".into());
+    let name = dbz.get("name").cloned().unwrap_or_default();
+    // In `pgoutbox run` (one file) a converter's settings apply to the default converter; in Connect
+    // only to a converter the connector names, so the Connect side names it.
+    let mut dbz = dbz;
+    for (prefix, class) in [
+        ("key.converter", "org.apache.kafka.connect.json.JsonConverter"),
+        ("value.converter", "org.apache.kafka.connect.json.JsonConverter"),
+        ("header.converter", "org.apache.kafka.connect.storage.SimpleHeaderConverter"),
+    ] {
+        if !dbz.contains_key(prefix) && dbz.keys().any(|k| k.starts_with(&format!("{prefix}."))) {
+            dbz.insert(prefix.to_string(), class.to_string());
+        }
+    }
+
+    let sql = env.sql().await;
+    for s in &case.sql {
+        let s = s.replace("{t}", &names.table);
+        sql.batch_execute(&s).await.map_err(|e| format!("case SQL failed: {s}: {e}"))?;
+    }
+    let started = Instant::now();
+    let config: serde_json::Map<String, serde_json::Value> = dbz
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "bootstrap.servers" | "offset.flush.interval.ms"))
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(java_unescape(v))))
+        .collect();
+    let body = serde_json::json!({ "name": name, "config": config }).to_string();
+    let (code, answer) = tokio::task::block_in_place(|| connect.call("POST", "/connectors", &body));
+    if code != 201 {
+        return Err(format!("creating the connector in Connect: {code} {answer}\n{}", connect.log_tail(40)));
+    }
+    let text: String = pgo.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    let mut relay = Relay::start(&text);
+    // Until Connect produced the case's records, or its task failed.
+    let dbz_records = loop {
+        let records = tokio::task::block_in_place(|| read_side(&env.broker, &dbz_prefix, 0));
+        if records.len() >= n || started.elapsed() > DEBEZIUM_DEADLINE {
+            break records;
+        }
+        if tokio::task::block_in_place(|| connector_state(connect, &name)).contains("FAILED") {
+            break records;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let dbz_time = started.elapsed();
+    let state = tokio::task::block_in_place(|| connector_state(connect, &name));
+    let removed = tokio::task::block_in_place(|| remove_connector(connect, &name));
+    let (b, p) = (env.broker.clone(), pgo_prefix.clone());
+    let pgo_records = tokio::task::spawn_blocking(move || read_side(&b, &p, n)).await.expect("reader");
+    let pgo_exit = tokio::task::block_in_place(|| relay.stop());
+    let logs = || {
+        format!(
+            "--- Connect ({state}), last lines:\n{}\n--- pgoutbox, last lines:\n{}",
+            connect.log_tail(40),
+            tail(&relay.log_text(), 40)
+        )
+    };
+    removed.map_err(|e| format!("{e}\n{}", logs()))?;
+    if dbz_records.len() != n {
+        return Err(format!("the case expects {n} records but Connect produced {}\n{}", dbz_records.len(), logs()));
+    }
+    if pgo_exit.code() != Some(0) {
+        return Err(format!("pgoutbox exited with {pgo_exit}\n{}", logs()));
+    }
+    let problems = compare(&dbz_records, &pgo_records, case.compare_timestamps);
+    if !problems.is_empty() {
+        let shown: Vec<&str> = problems.iter().take(8).map(String::as_str).collect();
+        return Err(format!(
+            "{} difference(s) between Connect + Debezium ({} records) and pgoutbox ({} records); first {}:\n\n{}\n\n{}",
+            problems.len(),
+            dbz_records.len(),
+            pgo_records.len(),
+            shown.len(),
+            shown.join("\n\n"),
+            logs()
+        ));
+    }
+    Ok(format!("{n} records identical; Connect {:.1}s", dbz_time.as_secs_f64()))
+}
+
+/// Every case of `cases` through one Connect worker; panics with every failing case's report.
+pub async fn run(cases: Vec<Case>) {
+    let env = Env::get();
+    let dir = std::env::temp_dir().join("pgoutbox-differential").join(unique("connect"));
+    let connect = tokio::task::block_in_place(|| Connect::start(dir.clone(), &env.broker, ""));
+    let mut failures = Vec::new();
+    let total = cases.len();
+    for case in cases {
+        let name = case.name;
+        let started = Instant::now();
+        match run_case(&connect, case).await {
+            Ok(summary) => {
+                eprintln!("[differential via Connect] {name}: PASS, {summary}, {:.1}s", started.elapsed().as_secs_f64())
+            }
+            Err(report) => {
+                eprintln!("[differential via Connect] {name}: FAIL");
+                failures.push(format!("{name}:\n{report}"));
+            }
+        }
+    }
+    drop(connect);
+    if failures.is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(failures.is_empty(), "{} of {total} cases differ:\n\n{}", failures.len(), failures.join("\n\n"));
+}
