@@ -10,7 +10,7 @@ pub struct Services {
     /// (bootstrap address, directory) of each running broker.
     brokers: Vec<(String, PathBuf)>,
     /// Directories of the Kafka clusters started.
-    kafkas: Vec<PathBuf>,
+    kafkas: Vec<(String, PathBuf)>,
 }
 
 fn sh(scripts: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -51,7 +51,7 @@ impl Services {
             .find_map(|l| l.strip_prefix("PLAINTEXT="))
             .ok_or_else(|| anyhow::anyhow!("no PLAINTEXT listener in {}", dir.join("env").display()))?
             .to_string();
-        self.kafkas.push(dir);
+        self.kafkas.push((bootstrap.clone(), dir));
         Ok(bootstrap)
     }
 
@@ -59,6 +59,10 @@ impl Services {
         if let Some(i) = self.brokers.iter().position(|(b, _)| b == bootstrap) {
             let (_, dir) = self.brokers.remove(i);
             let _ = sh(&self.scripts, &["broker-stop", &dir.to_string_lossy()]);
+        }
+        if let Some(i) = self.kafkas.iter().position(|(b, _)| b == bootstrap) {
+            let (_, dir) = self.kafkas.remove(i);
+            let _ = sh(&self.scripts, &["kafka-stop", &dir.to_string_lossy(), "kill"]);
         }
     }
 }
@@ -68,7 +72,7 @@ impl Drop for Services {
         for (_, d) in &self.brokers {
             let _ = sh(&self.scripts, &["broker-stop", &d.to_string_lossy()]);
         }
-        for d in &self.kafkas {
+        for (_, d) in &self.kafkas {
             let _ = sh(&self.scripts, &["kafka-stop", &d.to_string_lossy(), "kill"]);
         }
         let _ = sh(&self.scripts, &["pg-stop", &self.root.join("pg").to_string_lossy(), "immediate"]);

@@ -26,7 +26,7 @@ pub async fn run(args: &Args, root: &Path, relay_bin: &Path) -> anyhow::Result<(
     for slot in SLOTS.iter().chain(&["bench_warm_up"]) {
         sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&slot]).await?;
     }
-    create_topics(&kafka, args.partitions).await?;
+    create_topics(&kafka, args.partitions, args.kafka_nodes.min(3) as i32).await?;
     eprintln!("writing a backlog of {} events ({} per transaction)", args.events, args.events_per_txn);
     workload::backlog(svc.pg_port, &shape, args.events, args.concurrency).await?;
     let events: i64 = sql.query_one("SELECT count(*) FROM public.outbox", &[]).await?.get(0);

@@ -69,6 +69,10 @@ pub struct Args {
     pub exactly_once: bool,
     #[arg(long, default_value_t = 1)]
     pub kafka_nodes: usize,
+    /// Run the comparison with Debezium on Apache Kafka (a cluster of --kafka-nodes brokers per
+    /// contender, topics replicated min(nodes, 3) times, both producers at acks=all) instead of tansu.
+    #[arg(long)]
+    pub on_kafka: bool,
     /// With --polling: the table size the poll query is timed up to.
     #[arg(long, default_value_t = 1_000_000)]
     pub polling_table_rows: usize,
@@ -124,8 +128,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
     results.decoding = Some(decoding_ceiling(&svc, &end_lsn, events)?);
     eprintln!("decoding ceiling: {}", results.decoding.as_ref().map(|c| c.line()).unwrap_or_default());
 
-    let broker = svc.broker("pgoutbox")?;
-    create_topics(&broker, args.partitions).await?;
+    let replication = if args.on_kafka { args.kafka_nodes.min(3) as i32 } else { 1 };
+    let new_broker = |svc: &mut env::Services, name: &str| {
+        if args.on_kafka {
+            svc.kafka(name, args.kafka_nodes)
+        } else {
+            svc.broker(name)
+        }
+    };
+    if args.on_kafka {
+        eprintln!("Apache Kafka, {} broker(s) per contender, replication factor {replication}", args.kafka_nodes);
+    }
+    let broker = new_broker(&mut svc, "pgoutbox")?;
+    create_topics(&broker, args.partitions, replication).await?;
     let relay_cfg = write_config(&svc, "pgoutbox", &broker, "bench_pgoutbox")?;
     if let Ok(extra) = std::env::var("PGOUTBOX_BENCH_EXTRA") {
         let mut text = std::fs::read_to_string(&relay_cfg)?;
@@ -136,15 +151,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
     results.pgoutbox = Some(pgoutbox_catch_up(&relay_bin, &relay_cfg, events).await?);
     eprintln!("pgoutbox catch-up: {}", results.pgoutbox.as_ref().map(|c| c.line()).unwrap_or_default());
 
-    let ceiling_broker = svc.broker("ceiling")?;
-    create_topics(&ceiling_broker, args.partitions).await?;
+    let ceiling_broker = new_broker(&mut svc, "ceiling")?;
+    create_topics(&ceiling_broker, args.partitions, replication).await?;
     results.broker = Some(broker_ceiling(&sql, &ceiling_broker).await?);
     eprintln!("broker ceiling: {}", results.broker.as_ref().map(|c| c.line()).unwrap_or_default());
     svc.stop_broker(&ceiling_broker);
 
     if !args.skip_debezium {
-        let dbz_broker = svc.broker("debezium")?;
-        create_topics(&dbz_broker, args.partitions).await?;
+        let dbz_broker = new_broker(&mut svc, "debezium")?;
+        create_topics(&dbz_broker, args.partitions, replication).await?;
         let dbz_cfg = write_config(&svc, "debezium", &dbz_broker, "bench_debezium")?;
         results.debezium = Some(debezium_catch_up(&root, &dbz_cfg, events)?);
         eprintln!("Debezium catch-up: {}", results.debezium.as_ref().map(|c| c.line()).unwrap_or_default());
@@ -155,8 +170,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let steady = Steady { pg_port: svc.pg_port, shape: &shape, args: &args, sql: &sql };
         results.steady.push(steady.pgoutbox(&relay_bin, &relay_cfg, &broker).await?);
         if !args.skip_debezium {
-            let dbz_broker = svc.broker("debezium-steady")?;
-            create_topics(&dbz_broker, args.partitions).await?;
+            let dbz_broker = new_broker(&mut svc, "debezium-steady")?;
+            create_topics(&dbz_broker, args.partitions, replication).await?;
             let dbz_cfg = write_config(&svc, "debezium-steady", &dbz_broker, "bench_debezium")?;
             results.steady.push(steady.debezium(&root, &dbz_cfg, &dbz_broker).await?);
         }
@@ -168,7 +183,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) async fn create_topics(broker: &str, partitions: i32) -> anyhow::Result<()> {
+pub(crate) async fn create_topics(broker: &str, partitions: i32, replication: i32) -> anyhow::Result<()> {
     let cfg = pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),
         producer_overrides: Default::default(),
@@ -177,7 +192,7 @@ pub(crate) async fn create_topics(broker: &str, partitions: i32) -> anyhow::Resu
     };
     let topics: Vec<String> = workload::TYPES.iter().map(|t| format!("outbox.event.{t}")).collect();
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    pgoutbox::kafka::create_topics(&cfg, &refs, partitions, 1).await?;
+    pgoutbox::kafka::create_topics(&cfg, &refs, partitions, replication).await?;
     // tansu's metadata lags topic creation: wait until every topic shows all its partitions, so no
     // contender pays for a metadata retry.
     let broker = broker.to_string();

@@ -268,7 +268,7 @@ pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
     sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE public.outbox", crate::PUBLICATION)).await?;
     sql.execute("SELECT pg_create_logical_replication_slot('bench_pgoutbox', 'pgoutput')", &[]).await?;
     let broker = svc.broker("relays")?;
-    crate::create_topics(&broker, args.partitions).await?;
+    crate::create_topics(&broker, args.partitions, 1).await?;
     eprintln!("writing a backlog of {} events", args.events);
     workload::backlog(svc.pg_port, &shape, args.events, args.concurrency).await?;
     let events: i64 = sql.query_one("SELECT count(*) FROM public.outbox", &[]).await?.get(0);
