@@ -166,7 +166,8 @@ impl Worker {
             if config.contains_key(prefix) {
                 entries.retain(|k, _| !k.starts_with(&sub));
             } else {
-                ignored_converter_keys.extend(config.keys().filter(|k| k.starts_with(&sub)).map(|k| (k.clone(), prefix)));
+                ignored_converter_keys
+                    .extend(config.keys().filter(|k| k.starts_with(&sub)).map(|k| (k.clone(), prefix)));
             }
         }
         for (k, v) in config {
