@@ -9,9 +9,9 @@
 //! context headers carry; Connect's offsets for the name are deleted after each case (KIP-875) so the
 //! next case starts clean.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use pgoutbox::config::parse_properties;
 use pgoutbox::kafka::consume::{consume_all, ConsumedRecord};
 
 use super::broker::list_topics;
@@ -36,47 +36,15 @@ pub const SUITE: &[fn() -> Case] = &[
     super::cases::bytea_binary_data_converter,
 ];
 
-/// The connector's keys as properties (later keys win), with the topic-prefixing router appended.
-fn keyed(text: &str, prefix: &str) -> BTreeMap<String, String> {
-    let mut keys = BTreeMap::new();
-    for line in text.lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            keys.insert(k.trim().to_string(), v.trim().to_string());
-        }
-    }
-    let chain = keys.get("transforms").cloned().unwrap_or_default();
+/// The connector's properties with the topic-prefixing router appended (later keys win in both
+/// parsers, so appending is enough).
+fn with_side_prefix(text: &str, prefix: &str) -> String {
+    let chain = parse_properties(text).entries.get("transforms").cloned().unwrap_or_default();
     let chain = if chain.trim().is_empty() { "sideprefix".to_string() } else { format!("{chain},sideprefix") };
-    keys.insert("transforms".into(), chain);
-    keys.insert("transforms.sideprefix.type".into(), "org.apache.kafka.connect.transforms.RegexRouter".into());
-    keys.insert("transforms.sideprefix.regex".into(), "(.*)".into());
-    keys.insert("transforms.sideprefix.replacement".into(), format!("{prefix}.$1"));
-    keys
-}
-
-/// A value as Java's `Properties.load` reads it (the properties file is written for that reader; the
-/// JSON for Connect's REST API gets the value it means).
-fn java_unescape(v: &str) -> String {
-    let mut out = String::new();
-    let mut chars = v.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('f') => out.push('\u{c}'),
-            Some('u') => {
-                let hex: String = chars.by_ref().take(4).collect();
-                out.extend(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32));
-            }
-            Some(other) => out.push(other),
-            None => {}
-        }
-    }
-    out
+    format!(
+        "{text}transforms={chain}\ntransforms.sideprefix.type=org.apache.kafka.connect.transforms.RegexRouter\n\
+         transforms.sideprefix.regex=(.*)\ntransforms.sideprefix.replacement={prefix}.$1\n"
+    )
 }
 
 /// The case's topics for one side, allowing records of up to 8 MiB (the payload cases go past the
@@ -181,11 +149,13 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
         let topics: Vec<String> = case.topics.iter().map(|t| format!("{prefix}.{t}")).collect();
         create_side_topics(&env.broker, &topics, case.partitions).await;
     }
-    let dbz = keyed(&properties(names, &names.debezium_slot, &env.broker, &case.props), &dbz_prefix);
-    let mut pgo = keyed(&properties(names, &names.pgoutbox_slot, &env.broker, &case.props), &pgo_prefix);
+    // Connect gets the values as Java's Properties.load reads the file (escapes resolved); pgoutbox
+    // reads the file itself.
+    let dbz_text = with_side_prefix(&properties(names, &names.debezium_slot, &env.broker, &case.props), &dbz_prefix);
+    let dbz = parse_properties(&dbz_text).entries;
+    let mut pgo = with_side_prefix(&properties(names, &names.pgoutbox_slot, &env.broker, &case.props), &pgo_prefix);
     // pgoutbox's slot record in a topic of this case's own (the broker outlives the case).
-    pgo.insert("offset.storage.topic".into(), format!("offsets_{u}"));
-    pgo.insert("offset.storage.replication.factor".into(), "1".into());
+    pgo.push_str(&format!("offset.storage.topic=offsets_{u}\noffset.storage.replication.factor=1\n"));
     let name = dbz.get("name").cloned().unwrap_or_default();
     // In `pgoutbox run` (one file) a converter's settings apply to the default converter; in Connect
     // only to a converter the connector names, so the Connect side names it.
@@ -209,15 +179,14 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
     let config: serde_json::Map<String, serde_json::Value> = dbz
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "bootstrap.servers" | "offset.flush.interval.ms"))
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(java_unescape(v))))
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
     let body = serde_json::json!({ "name": name, "config": config }).to_string();
     let (code, answer) = tokio::task::block_in_place(|| connect.call("POST", "/connectors", &body));
     if code != 201 {
         return Err(format!("creating the connector in Connect: {code} {answer}\n{}", connect.log_tail(40)));
     }
-    let text: String = pgo.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-    let mut relay = Relay::start(&text);
+    let mut relay = Relay::start(&pgo);
     // Until Connect produced the case's records, or its task failed.
     let dbz_records = loop {
         let records = tokio::task::block_in_place(|| read_side(&env.broker, &dbz_prefix, 0));
