@@ -2,6 +2,7 @@
 //! the Debezium PostgreSQL connector from Maven Central on its plugin path (`scripts/lib.sh`
 //! connect_start), driven through its REST API.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -76,6 +77,21 @@ impl Connect {
         let _ = s.read_to_string(&mut raw);
         let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
         (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    }
+
+    /// Creates connector `name` from its keys (worker keys among them are left to the worker, as the
+    /// properties file for pgoutbox carries them); an error says what Connect answered.
+    pub fn create(&self, name: &str, keys: &BTreeMap<String, String>) -> Result<(), String> {
+        let config: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "bootstrap.servers" | "offset.flush.interval.ms"))
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
+        let body = serde_json::json!({ "name": name, "config": config }).to_string();
+        match self.call("POST", "/connectors", &body) {
+            (201, _) => Ok(()),
+            (code, answer) => Err(format!("creating the connector in Connect: {code} {answer}\n{}", self.log_tail(40))),
+        }
     }
 
     pub fn log_tail(&self, n: usize) -> String {

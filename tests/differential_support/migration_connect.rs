@@ -22,12 +22,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use pgoutbox::config::parse_properties;
 use pgoutbox::kafka::consume::{consume_all_with, ConsumedRecord};
 
 use super::compare::{event_id, RUN_ID_HEADER};
 use super::connect::Connect;
 use super::debezium::tail;
-use super::harness::{cleanup, Names};
+use super::harness::{cleanup, properties, Names};
 use super::migration::{start_writer, wait_until};
 use crate::support::{create_topics, java_partition, unique, Env, Relay};
 
@@ -70,33 +71,16 @@ pub async fn run() {
     }
 }
 
-/// The connector's keys, the same for Connect (as JSON) and pgoutbox (as properties).
-fn connector(names: &Names, name: &str, prefix: &str) -> Vec<(String, String)> {
-    let env = Env::get();
-    [
-        ("name", name.to_string()),
-        ("connector.class", "io.debezium.connector.postgresql.PostgresConnector".into()),
-        ("tasks.max", "1".into()),
-        ("database.hostname", env.pg_host.clone()),
-        ("database.port", env.pg_port.to_string()),
-        ("database.user", "postgres".into()),
-        ("database.dbname", "postgres".into()),
-        ("database.sslmode", "disable".into()),
-        ("topic.prefix", "dbserver1".into()),
-        ("plugin.name", "pgoutput".into()),
-        ("slot.name", names.debezium_slot.clone()),
-        ("publication.name", names.publication.clone()),
-        ("publication.autocreate.mode", "disabled".into()),
-        ("table.include.list", names.table.clone()),
-        ("snapshot.mode", "no_data".into()),
-        ("transforms", "outbox".into()),
-        ("transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter".into()),
-        ("transforms.outbox.route.topic.replacement", format!("{prefix}.${{routedByValue}}")),
-        ("exactly.once.support", "required".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+/// The connector's properties, the harness's with this test's name, topics and exactly once; the same
+/// for Connect and pgoutbox.
+fn connector(names: &Names, name: &str, prefix: &str) -> String {
+    let extra = [
+        format!("name={name}"),
+        "tasks.max=1".to_string(),
+        format!("transforms.outbox.route.topic.replacement={prefix}.${{routedByValue}}"),
+        "exactly.once.support=required".to_string(),
+    ];
+    properties(names, &names.debezium_slot, &Env::get().broker, &extra)
 }
 
 /// Every record of `topics`, read from the beginning at `isolation`.
@@ -205,7 +189,7 @@ async fn execute(names: Names) -> Result<String, String> {
     let topics = vec![format!("{prefix}.Order"), format!("{prefix}.Customer")];
     create_topics(&env.broker, &topics, PARTITIONS).await;
     let name = format!("outbox-{prefix}");
-    let keys = connector(&names, &name, &prefix);
+    let text = connector(&names, &name, &prefix);
 
     // 1. Connect + Debezium, exactly once, until SIGKILL.
     let mut connect = tokio::task::block_in_place(|| {
@@ -218,16 +202,9 @@ async fn execute(names: Names) -> Result<String, String> {
     });
     // Debezium leaves the slot where it is, so that only its offset record says how far it got:
     // pgoutbox must read it or publish Connect's share again.
-    let config: serde_json::Map<String, serde_json::Value> = keys
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-        .chain([("flush.lsn.source".to_string(), serde_json::Value::String("false".into()))])
-        .collect();
-    let body = serde_json::json!({ "name": name, "config": config }).to_string();
-    let (code, answer) = tokio::task::block_in_place(|| connect.call("POST", "/connectors", &body));
-    if code != 201 {
-        return Err(format!("creating the connector in Connect: {code} {answer}\n{}", connect.log_tail(40)));
-    }
+    let mut keys = parse_properties(&text).entries;
+    keys.insert("flush.lsn.source".into(), "false".into());
+    tokio::task::block_in_place(|| connect.create(&name, &keys))?;
     let writer = start_writer(names.table.clone()).await;
     let mut known = BTreeSet::new();
     let connect_run = wait_for_new_run("Connect", &env.broker, &topics, &known, CONNECT_DEADLINE, || None)
@@ -246,17 +223,14 @@ async fn execute(names: Names) -> Result<String, String> {
     }
 
     // 2. pgoutbox, exactly once, on Connect's offsets topic and transactional id, until SIGKILL.
-    let mut lines: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    lines.extend([
-        format!("bootstrap.servers={}", env.broker),
-        format!("group.id={}", connect.group()),
-        format!("offset.storage.topic={offsets_topic}"),
-        "exactly.once.source.support=enabled".into(),
-        // With prompt confirmation off, the slot moves only at status updates: none after the first.
-        "status.update.interval.ms=25000".into(),
-    ]);
+    let config = format!(
+        "{text}group.id={}\noffset.storage.topic={offsets_topic}\nexactly.once.source.support=enabled\n\
+         status.update.interval.ms=25000\n",
+        connect.group()
+    );
+    // (With prompt confirmation off, the slot moves only at status updates: none after the first.)
     let pgoutbox_started = Instant::now();
-    let mut relay = Relay::start_with_env(&(lines.join("\n") + "\n"), &[], &[("PGOUTBOX_PROMPT_CONFIRM_MS", "0")]);
+    let mut relay = Relay::start_with_env(&config, &[], &[("PGOUTBOX_PROMPT_CONFIRM_MS", "0")]);
     let relay_log = |relay: &Relay| format!("--- pgoutbox:\n{}", tail(&relay.log_text(), 60));
     let pgoutbox_run = wait_for_new_run("pgoutbox", &env.broker, &topics, &known, Duration::from_secs(120), || {
         relay.wait(Duration::ZERO).map(|s| s.to_string())

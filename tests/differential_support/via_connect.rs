@@ -176,16 +176,7 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
         sql.batch_execute(&s).await.map_err(|e| format!("case SQL failed: {s}: {e}"))?;
     }
     let started = Instant::now();
-    let config: serde_json::Map<String, serde_json::Value> = dbz
-        .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "bootstrap.servers" | "offset.flush.interval.ms"))
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-        .collect();
-    let body = serde_json::json!({ "name": name, "config": config }).to_string();
-    let (code, answer) = tokio::task::block_in_place(|| connect.call("POST", "/connectors", &body));
-    if code != 201 {
-        return Err(format!("creating the connector in Connect: {code} {answer}\n{}", connect.log_tail(40)));
-    }
+    tokio::task::block_in_place(|| connect.create(&name, &dbz))?;
     let mut relay = Relay::start(&pgo);
     // Until Connect produced the case's records, or its task failed.
     let dbz_records = loop {
