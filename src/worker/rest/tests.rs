@@ -46,6 +46,11 @@ fn connector(extra: &[(&str, &str)]) -> serde_json::Value {
     c
 }
 
+/// A connector config as the worker stores it.
+fn as_map(v: serde_json::Value) -> BTreeMap<String, String> {
+    v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
+}
+
 async fn call(
     app: &axum::Router,
     method: Method,
@@ -257,9 +262,6 @@ async fn rest_with_basic_auth_answers_401_without_a_listed_user() {
 /// id from the worker's group.id, and a connector cannot turn it on (or off) for itself.
 #[tokio::test]
 async fn exactly_once_comes_from_the_worker_with_connects_transactional_id() {
-    let as_map = |v: serde_json::Value| -> BTreeMap<String, String> {
-        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
-    };
     let w = worker_with(&[("exactly.once.source.support", "enabled"), ("group.id", "connect-cluster")]);
     let mut c = as_map(connector(&[("exactly.once.support", "required"), ("transaction.boundary", "connector")]));
     c.insert("name".into(), "orders".into());
@@ -283,9 +285,6 @@ async fn exactly_once_comes_from_the_worker_with_connects_transactional_id() {
 #[tokio::test]
 async fn a_connectors_converter_settings_apply_only_with_its_own_converter_class() {
     use crate::connect::converter::Converter;
-    let as_map = |v: serde_json::Value| -> BTreeMap<String, String> {
-        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
-    };
     let json = "org.apache.kafka.connect.json.JsonConverter";
     let w = worker_with(&[("value.converter", json), ("value.converter.schemas.enable", "false")]);
     // Only the sub-key: the worker's converter, with the worker's schemas.enable=false.
