@@ -465,6 +465,77 @@ async fn network_cut_detected_and_recovered() {
     .await;
 }
 
+/// A session that ends with a record in flight (the broker read the request but has not answered)
+/// must not let that record land after the next session's resends of the same events. Here the
+/// proxy holds what the relay sends on its broker connections (as a broker that took the requests
+/// and has not processed them) while a session ends (its walsender is terminated,
+/// and it stops waiting for acknowledgements after 1 s); the next session sends the event again
+/// and a newer one of the same aggregate; then the held request is let through. The aggregate's
+/// last record must be its newest event: a new producer per session let the old request land last
+/// (A', B', A: run here before the fix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_held_from_an_ended_session_never_lands_after_the_next_sessions_records() {
+    let name = "a_request_held_from_an_ended_session_never_lands_after_the_next_sessions_records";
+    bounded(name, Duration::from_secs(180), async {
+        let kinds = ["Order"];
+        let broker_port = free_port();
+        let proxy = Proxy::start(([127, 0, 0, 1], broker_port).into()).await;
+        let broker = Broker::start_behind("heldrequest", broker_port, proxy.port);
+        let bed = Bed::new("heldrequest", Env::get().pg_port, &broker.addr()).await;
+        bed.create_topics(&kinds, 1).await;
+        let mut relay = RelayProc::start("heldrequest", &bed.config(&["task.shutdown.graceful.timeout.ms=1000"]));
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        let sql = bed.sql().await;
+        let insert = |n: i64| {
+            format!(
+                "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), '{}', 'held', 'Event', '{{\"n\": {n}}}') RETURNING id::text",
+                bed.table,
+                bed.agg("Order")
+            )
+        };
+        // A first event of the topic, published: the producer knows the partition's leader, so the
+        // next one goes straight into a produce request.
+        let first: String = sql.query_one(&insert(0), &[]).await.unwrap().get(0);
+        let rows = bed.rows().await;
+        bed.read_back(&kinds, &rows, Duration::from_secs(30));
+        assert!(proxy.hold_requests() > 0, "the relay holds broker connections");
+        let older: String = sql.query_one(&insert(1), &[]).await.unwrap().get(0);
+        // The relay sends it into the held connection; then its session ends.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let walsender = bed.walsender_pid().await.expect("the relay's walsender");
+        sql.execute("SELECT pg_terminate_backend($1)", &[&walsender]).await.unwrap();
+        relay.wait_count(STREAMING, 2, Duration::from_secs(60)).await;
+        let newer: String = sql.query_one(&insert(2), &[]).await.unwrap().get(0);
+        // Long enough for the new session to publish both events, were it free to.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        proxy.release_requests();
+        let rows = bed.rows().await;
+        let records = bed.read_back(&kinds, &rows, Duration::from_secs(60));
+        let held: Vec<String> = records
+            .iter()
+            .filter(|r| r.topic == bed.topic("Order"))
+            .map(|r| String::from_utf8_lossy(r.header("id").unwrap_or_default()).into_owned())
+            .map(|id| match id {
+                _ if id == first => "first".to_string(),
+                _ if id == older => "older".to_string(),
+                _ if id == newer => "newer".to_string(),
+                other => other,
+            })
+            .collect();
+        println!("{name}: the aggregate's records in offset order: {held:?}");
+        assert!(held.contains(&"older".to_string()), "the older event is missing: {held:?}");
+        assert_eq!(
+            held.last().map(String::as_str),
+            Some("newer"),
+            "a record of the ended session landed after the newer event; log tail:\n{}",
+            relay.log_tail(30)
+        );
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+        bed.drop_slot().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn standby_takes_over_when_active_relay_dies() {
     let name = "standby_takes_over_when_active_relay_dies";

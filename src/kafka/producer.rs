@@ -52,6 +52,9 @@ pub enum Ack {
 }
 
 pub struct ReportingContext {
+    /// The session whose reports are wanted (see [`Producer::new_session`]); reports of records an
+    /// earlier session sent are dropped.
+    session: std::sync::atomic::AtomicUsize,
     /// Reports of the events served so far, taken by [`Producer::serve`]. Only the serving thread
     /// touches it, so the lock is never contended.
     acks: Mutex<Vec<Ack>>,
@@ -63,9 +66,29 @@ pub struct ReportingContext {
 /// At most one warning per kind of connection error in this long.
 const CLIENT_ERROR_LOG_EVERY: Duration = Duration::from_secs(30);
 
+/// A record's opaque holds its session in the bits above `SEQ_BITS`, its sequence number below.
+const SEQ_BITS: u32 = 48;
+const SEQ_MASK: usize = (1 << SEQ_BITS) - 1;
+
 impl ReportingContext {
     fn report(&self, ack: Ack) {
         self.acks.lock().unwrap_or_else(|e| e.into_inner()).push(ack);
+    }
+
+    /// The sequence number of a record the current session sent; `None` for an earlier session's.
+    fn own(&self, opaque: usize) -> Option<usize> {
+        if opaque == super::offsets::OFFSET_RECORD {
+            return Some(opaque);
+        }
+        (opaque >> SEQ_BITS == self.session.load(Ordering::Relaxed)).then_some(opaque & SEQ_MASK)
+    }
+
+    /// `seq` tagged with the current session.
+    fn tag(&self, seq: usize) -> usize {
+        if seq == super::offsets::OFFSET_RECORD {
+            return seq;
+        }
+        (self.session.load(Ordering::Relaxed) << SEQ_BITS) | (seq & SEQ_MASK)
     }
 }
 
@@ -124,7 +147,15 @@ impl ClientContext for ReportingContext {
 impl ProducerContext for ReportingContext {
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+        let Some(seq) = self.own(opaque) else {
+            // An earlier session's record, which that session's successor sends again: its fate no
+            // longer moves any position.
+            if let Err((e, msg)) = result {
+                tracing::debug!(topic = msg.topic(), error = %e, "a record of an earlier session failed; this session sends it again");
+            }
+            return;
+        };
         let report = match result {
             Ok(_) => Ack::Delivered(seq as u64),
             Err((e, msg)) => {
@@ -270,6 +301,7 @@ impl Producer {
 
     fn with_config(config: ClientConfig) -> Result<Self, KafkaError> {
         let inner: BaseProducer<ReportingContext> = config.create_with_context(ReportingContext {
+            session: Default::default(),
             acks: Mutex::new(Vec::new()),
             warned: Mutex::new(Default::default()),
         })?;
@@ -294,8 +326,35 @@ impl Producer {
     /// Queues a record; librdkafka copies headers, key and value. A refused record comes back with
     /// the reason (rdkafka's own signature).
     #[allow(clippy::result_large_err)]
-    pub fn send<'a>(&self, record: Record<'a>) -> Result<(), (KafkaError, Record<'a>)> {
+    pub fn send<'a>(&self, mut record: Record<'a>) -> Result<(), (KafkaError, Record<'a>)> {
+        record.delivery_opaque = self.inner.context().tag(record.delivery_opaque);
         self.inner.send(record)
+    }
+
+    /// Starts a new session on this producer: from now on [`serve`](Self::serve) reports only the
+    /// records sent after this call, numbered from 0 again, while what earlier sessions left queued
+    /// or in flight is still delivered, in order, ahead of them.
+    ///
+    /// This is why a session that ends for a passing reason hands its producer to the next one
+    /// instead of dropping it: a request of a dropped producer can still be in flight (the broker
+    /// read it but has not answered), and land after the next producer's resends of the same
+    /// events, older after newer. One idempotent producer keeps each partition's records in the
+    /// order they were sent, across retries and reconnections.
+    pub fn new_session(&self) {
+        let s = &self.inner.context().session;
+        s.store((s.load(Ordering::Relaxed) + 1) & (usize::MAX >> SEQ_BITS), Ordering::Relaxed);
+        // Reports of the old session already taken from librdkafka and not served are dropped too.
+        self.inner
+            .context()
+            .acks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|a| !matches!(a, Ack::Delivered(_) | Ack::Failed { .. }));
+    }
+
+    /// Whether librdkafka raised a fatal error on this producer: it delivers nothing more.
+    pub fn is_fatal(&self) -> bool {
+        self.inner.client().fatal_error().is_some()
     }
 
     /// Registers the transactional id with its coordinator, which fences any older producer with the

@@ -99,12 +99,25 @@ pub async fn run(config: Config, shutdown: CancellationToken, metrics: Arc<Metri
     if config.relay == crate::config::polling::RelayKind::Polling {
         return polling::run(&config, shutdown, metrics).await;
     }
-    let mut backoff = Backoff::new();
     let mut state = session::SessionState::default();
+    let result = sessions(&config, &shutdown, &metrics, &mut state).await;
+    // The next pipeline of this process (a restarted connector) starts after this producer ended.
+    state.producer.close().await;
+    result
+}
+
+/// The log-tailing relay's sessions, one after the other, until a stop or a definite error.
+async fn sessions(
+    config: &Config,
+    shutdown: &CancellationToken,
+    metrics: &Arc<Metrics>,
+    state: &mut session::SessionState,
+) -> Result<(), RelayError> {
+    let mut backoff = Backoff::new();
     let mut standing_by = false;
     loop {
         let started = std::time::Instant::now();
-        let result = session::run(&config, &shutdown, &mut state, &metrics).await;
+        let result = session::run(config, shutdown, state, metrics).await;
         metrics.set_state(crate::metrics::RelayState::Reconnecting);
         if shutdown.is_cancelled() {
             return result;

@@ -28,8 +28,11 @@ use crate::postgres::{setup, slot, ConnectParams, PgError};
 const CHANNEL_BATCHES: usize = 8;
 
 /// What carries over between sessions of one process.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SessionState {
+    /// At least once: the producer, handed from each session to the next (see
+    /// [`Producer::new_session`]) and replaced only when it failed for good.
+    pub producer: KeptProducer,
     /// Whether a session has streamed from the slot: if the slot disappears after that, it was dropped
     /// under us, and silently recreating it could skip events.
     pub streamed: bool,
@@ -42,6 +45,40 @@ pub struct SessionState {
     /// Whether the pruner (`pgoutbox.prune.*`) runs: it starts once the first session streams: before that a
     /// snapshot may still need the rows.
     pub pruning: bool,
+}
+
+/// The at-least-once producer the sessions of one relay share: created when a session first needs
+/// one, so a standby builds none.
+#[derive(Default)]
+pub struct KeptProducer(std::sync::Mutex<Option<Arc<Producer>>>);
+
+impl KeptProducer {
+    /// The kept producer, or a new one if there is none or it failed for good; either way started on
+    /// a new session.
+    pub(super) fn for_session(&self, cfg: &Config) -> Result<Arc<Producer>, RelayError> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let producer = match kept.as_ref() {
+            Some(p) if !p.is_fatal() => p.clone(),
+            _ => {
+                let p = Arc::new(Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?);
+                // A fatal producer delivers nothing more (librdkafka failed what it held); it is
+                // dropped here, on the way to its replacement.
+                *kept = Some(p.clone());
+                p
+            }
+        };
+        producer.new_session();
+        Ok(producer)
+    }
+
+    /// Ends the kept producer, waiting for it: what it still holds is purged, and its connections
+    /// are closed before the caller goes on.
+    pub async fn close(&self) {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(p) = kept {
+            let _ = tokio::task::spawn_blocking(move || drop(p)).await;
+        }
+    }
 }
 
 /// Everything a session needs once the server streams.
@@ -98,7 +135,7 @@ pub async fn run(
     // Only now, with the slot ours: a standby builds no producer.
     let producer = match started.producer {
         Some(p) => p,
-        None => Arc::new(Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?),
+        None => state.producer.for_session(cfg)?,
     };
     state.streamed = true;
     if !state.pruning {
@@ -167,6 +204,7 @@ fn partition_watch_interval() -> Duration {
 /// What every step of starting a session shares.
 struct Ctx<'a> {
     cfg: &'a Config,
+    producer: &'a KeptProducer,
     params: ConnectParams,
     context: &'a Option<ContextHeaders>,
     shutdown: &'a CancellationToken,
@@ -188,7 +226,14 @@ async fn start(
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
 ) -> Result<Option<Started>, RelayError> {
-    let ctx = Ctx { cfg, params: ConnectParams::from_config(&cfg.database), context, shutdown, metrics };
+    let ctx = Ctx {
+        cfg,
+        producer: &state.producer,
+        params: ConnectParams::from_config(&cfg.database),
+        context,
+        shutdown,
+        metrics,
+    };
     let sql = setup::connect_sql(&ctx.params).await?;
     state.previous_sql_pid = Some(slot::take_lock(&sql, &cfg.slot_name, state.previous_sql_pid).await?);
     let slot::Inspection { existing, on_standby } = slot::inspect(&sql, cfg).await?;
@@ -507,7 +552,7 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let (cfg, params, context, shutdown, metrics) = (ctx.cfg, &ctx.params, ctx.context, ctx.shutdown, ctx.metrics);
     let sql = setup::connect_sql(params).await?;
     snapshot::begin(&sql, exported).await?;
-    let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
+    let producer = ctx.producer.for_session(cfg)?;
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
     let (confirmed_tx, _confirmed_rx) = watch::channel(Lsn::ZERO);
     let sink = Sink::new(producer, Lsn::ZERO, confirmed_tx, cfg.kafka.clone(), metrics.clone())

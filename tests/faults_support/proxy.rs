@@ -6,6 +6,10 @@
 //!   them, and hides a close from either side (a peer that vanished, a NAT entry that expired): only
 //!   the peers' own timeouts can notice. Connections opened later are forwarded normally, so a peer
 //!   that reconnects recovers. `resume_all` lets stalled connections flow (and close) again.
+//! - `hold_requests` keeps reading what the clients of the connections it carries send, but holds it
+//!   instead of forwarding it, until `release_requests` (a broker that has taken a request and not
+//!   yet processed it): the client's close, even an abortive one, does not lose what was held; it is
+//!   delivered on release, and the connection closes 2 s later. Connections opened later are not held.
 //! - `set_rate` throttles each direction of each connection to so many bytes per second (a slow
 //!   link): reading stops while the budget is spent, so TCP backpressure reaches the sender.
 
@@ -25,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 /// One carried connection: its stall switch and its reset trigger.
 struct Conn {
     stall: watch::Sender<bool>,
+    hold: watch::Sender<bool>,
     reset: CancellationToken,
 }
 
@@ -92,6 +97,23 @@ impl Proxy {
         }
     }
 
+    /// Holds what the clients of the current connections send (see the module's doc). Returns how
+    /// many connections.
+    pub fn hold_requests(&self) -> usize {
+        let conns = self.shared.conns.lock().unwrap();
+        for c in conns.values() {
+            let _ = c.hold.send(true);
+        }
+        conns.len()
+    }
+
+    /// Forwards what was held, and lets the held connections flow again.
+    pub fn release_requests(&self) {
+        for c in self.shared.conns.lock().unwrap().values() {
+            let _ = c.hold.send(false);
+        }
+    }
+
     /// Throttles every connection, current and future, to `bytes_per_sec` per direction (0: none).
     pub fn set_rate(&self, bytes_per_sec: u64) {
         self.shared.rate.store(bytes_per_sec, Ordering::Relaxed);
@@ -132,13 +154,14 @@ async fn serve(shared: Arc<Shared>, client: TcpStream) {
     let _ = upstream.set_nodelay(true);
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let (stall_tx, stall_rx) = watch::channel(false);
+    let (hold_tx, hold_rx) = watch::channel(false);
     let reset = CancellationToken::new();
-    shared.conns.lock().unwrap().insert(id, Conn { stall: stall_tx, reset: reset.clone() });
+    shared.conns.lock().unwrap().insert(id, Conn { stall: stall_tx, hold: hold_tx, reset: reset.clone() });
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
     tokio::join!(
-        pump(cr, uw, stall_rx.clone(), reset.clone(), shared.clone()),
-        pump(ur, cw, stall_rx, reset.clone(), shared.clone()),
+        pump(cr, uw, stall_rx.clone(), Some(hold_rx), reset.clone(), shared.clone()),
+        pump(ur, cw, stall_rx, None, reset.clone(), shared.clone()),
     );
     shared.conns.lock().unwrap().remove(&id);
 }
@@ -153,14 +176,18 @@ async fn wait_unstalled(stall: &mut watch::Receiver<bool>, reset: &CancellationT
 
 /// Copies one direction until EOF, error or reset. A reset (or an error, which the other side must
 /// see too) ends both directions with an RST: the zero linger makes the sockets' close abortive.
+/// `hold` (the client's direction): while it is set, what is read is kept, not written.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut stall: watch::Receiver<bool>,
+    mut hold: Option<watch::Receiver<bool>>,
     reset: CancellationToken,
     shared: Arc<Shared>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
+    let mut held: Vec<u8> = Vec::new();
+    let holding = |hold: &Option<watch::Receiver<bool>>| hold.as_ref().is_some_and(|h| *h.borrow());
     let mut budget_at = tokio::time::Instant::now();
     let abort = |from: &OwnedReadHalf, reset: &CancellationToken| {
         let _ = from.as_ref().set_zero_linger();
@@ -173,16 +200,51 @@ async fn pump(
         let rate = shared.rate.load(Ordering::Relaxed);
         // Throttled: small chunks (a tenth of a second's worth) keep the flow smooth.
         let chunk = if rate == 0 { buf.len() } else { ((rate / 10) as usize).clamp(512, buf.len()) };
+        let mut waiting = hold.clone().filter(|_| !held.is_empty());
+        let released = async move {
+            match waiting.as_mut() {
+                Some(h) => {
+                    let _ = h.wait_for(|h| !*h).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         let n = tokio::select! {
             _ = reset.cancelled() => return abort(&from, &reset),
             // Stalled while waiting for data: stop reading.
-            _ = stall.wait_for(|s| *s) => continue,
+            _ = async { let _ = stall.wait_for(|s| *s).await; } => continue,
+            _ = released => {
+                if to.write_all(&held).await.is_err() {
+                    return abort(&from, &reset);
+                }
+                held.clear();
+                continue;
+            }
             r = from.read(&mut buf[..chunk]) => match r {
                 Ok(0) => break,
                 Ok(n) => n,
+                Err(_) if !held.is_empty() => {
+                    // The client is gone; what it sent before still reaches the server (which had
+                    // taken it), then the server sees the connection close.
+                    if let Some(h) = hold.as_mut() {
+                        let _ = h.wait_for(|h| !*h).await;
+                    }
+                    let _ = to.write_all(&held).await;
+                    return close_after_held(to).await;
+                }
                 Err(_) => return abort(&from, &reset),
             },
         };
+        if holding(&hold) {
+            held.extend_from_slice(&buf[..n]);
+            continue;
+        }
+        if !held.is_empty() {
+            if to.write_all(&held).await.is_err() {
+                return abort(&from, &reset);
+            }
+            held.clear();
+        }
         if !wait_unstalled(&mut stall, &reset).await {
             return abort(&from, &reset);
         }
@@ -207,5 +269,20 @@ async fn pump(
     if !wait_unstalled(&mut stall, &reset).await {
         return abort(&from, &reset);
     }
+    if !held.is_empty() {
+        if let Some(h) = hold.as_mut() {
+            let _ = h.wait_for(|h| !*h).await;
+        }
+        let _ = to.write_all(&held).await;
+        return close_after_held(to).await;
+    }
+    let _ = to.shutdown().await;
+}
+
+/// Closes the server's side after delivering what was held from a client that is gone, with the
+/// server's time to take it first: a server that had the request before the close processes it, and
+/// a close that came with the bytes could make it drop them.
+async fn close_after_held(mut to: OwnedWriteHalf) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let _ = to.shutdown().await;
 }

@@ -29,7 +29,6 @@ use tokio_util::sync::CancellationToken;
 use crate::config::polling::PollingConfig;
 use crate::config::Config;
 use crate::error::RelayError;
-use crate::kafka::Producer;
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, RelayState};
 use crate::outbox::{RelationInfo, RoutePlan};
@@ -67,6 +66,21 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
     let polling = config.polling.as_ref().ok_or_else(|| {
         RelayError::TaskStopped("pgoutbox.relay=polling without polling options (a bug: report it)".into())
     })?;
+    // One producer for every session, as the log-tailing relay keeps it (see `Producer::new_session`).
+    let producer = super::session::KeptProducer::default();
+    let result = sessions(config, polling, &shutdown, &metrics, &producer).await;
+    producer.close().await;
+    result
+}
+
+/// The polling relay's sessions, one after the other, until a stop or a definite error.
+async fn sessions(
+    config: &Config,
+    polling: &PollingConfig,
+    shutdown: &CancellationToken,
+    metrics: &Arc<Metrics>,
+    producer: &super::session::KeptProducer,
+) -> Result<(), RelayError> {
     let mut backoff = super::Backoff::new();
     let mut pruning = false;
     loop {
@@ -81,7 +95,7 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
                 Err(e) => return Err(e),
             }
         }
-        let result = session(config, polling, &shutdown, &metrics).await;
+        let result = session(config, polling, shutdown, metrics, producer).await;
         metrics.set_state(RelayState::Reconnecting);
         if shutdown.is_cancelled() {
             return match result {
@@ -114,6 +128,7 @@ async fn session(
     polling: &PollingConfig,
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
+    producer: &super::session::KeptProducer,
 ) -> Result<(), RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = tokio::select! {
@@ -128,7 +143,7 @@ async fn session(
     let tables = describe(&sql, cfg, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
     let notices = listen(&params, polling).await?;
-    let producer = Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?;
+    let producer = producer.for_session(cfg)?;
     metrics.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
     let (confirmed, _) = watch::channel(Lsn(0));
