@@ -424,6 +424,167 @@ async fn sasl_plain_and_oauthbearer_deliver_across_reauthentication() {
     }
 }
 
+/// An OAuth 2 token endpoint on loopback for the client-credentials grant, as an identity provider
+/// (Keycloak, Okta, Entra ID) serves it: it checks the grant type, the scope and the client's id and
+/// secret (HTTP Basic), and issues tokens that live `lifetime`, in the unsecured form (alg none)
+/// the broker's validator on this cluster accepts, with the client's id as the principal.
+struct TokenEndpoint {
+    url: String,
+    /// Tokens issued, and requests refused (with what was wrong).
+    issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    refused: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl TokenEndpoint {
+    async fn start(
+        client_id: &'static str,
+        client_secret: &'static str,
+        scope: &'static str,
+        lifetime: Duration,
+    ) -> TokenEndpoint {
+        use axum::http::{header, HeaderMap, StatusCode};
+        use base64::Engine;
+        const JSON: [(header::HeaderName, &str); 1] = [(header::CONTENT_TYPE, "application/json")];
+        use std::sync::atomic::Ordering;
+        let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (i, r) = (issued.clone(), refused.clone());
+        let token = move |headers: HeaderMap, body: String| {
+            let (i, r) = (i.clone(), r.clone());
+            async move {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                let basic = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Basic "))
+                    .and_then(|v| b64.decode(v).ok())
+                    .map(|v| String::from_utf8_lossy(&v).into_owned());
+                let form: std::collections::HashMap<&str, &str> =
+                    body.split('&').filter_map(|kv| kv.split_once('=')).collect();
+                let wrong = if basic.as_deref() != Some(&format!("{client_id}:{client_secret}")) {
+                    Some("client credentials")
+                } else if form.get("grant_type") != Some(&"client_credentials") {
+                    Some("grant_type")
+                } else if form.get("scope") != Some(&scope) {
+                    Some("scope")
+                } else {
+                    None
+                };
+                if let Some(what) = wrong {
+                    r.lock().unwrap().push(format!("{what}: {body}"));
+                    return (StatusCode::UNAUTHORIZED, JSON, r#"{"error":"invalid_client"}"#.to_string());
+                }
+                i.fetch_add(1, Ordering::Relaxed);
+                let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+                let claims =
+                    serde_json::json!({"sub": client_id, "iat": now, "exp": now + lifetime.as_secs(), "scope": scope});
+                let jwt = format!("{}.{}.", url.encode(r#"{"alg":"none"}"#), url.encode(claims.to_string()));
+                let answer =
+                    serde_json::json!({"access_token": jwt, "token_type": "Bearer", "expires_in": lifetime.as_secs()});
+                (StatusCode::OK, JSON, answer.to_string())
+            }
+        };
+        let app = axum::Router::new().route("/oauth2/token", axum::routing::post(token));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://127.0.0.1:{}/oauth2/token", listener.local_addr().unwrap().port());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        TokenEndpoint { url, issued, refused, server }
+    }
+
+    fn issued(&self) -> usize {
+        self.issued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for TokenEndpoint {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// OAUTHBEARER with a token endpoint (OIDC, the client-credentials grant), configured as Connect's
+/// Java client is (KIP-768: the login callback handler, the endpoint URL, clientId, clientSecret and
+/// scope in the JAAS config): the relay fetches its token from the endpoint with those credentials,
+/// delivers, and fetches a new one before the first expires (tokens live 6 s here; the broker ends
+/// a session when its token expires, so the relay also authenticates again). The secret reaches no log line. With a wrong
+/// secret the endpoint refuses, and the relay stops (exit 7) naming the token endpoint's keys.
+#[tokio::test(flavor = "multi_thread")]
+async fn oauthbearer_fetches_tokens_from_an_oidc_endpoint_with_client_credentials() {
+    const SECRET: &str = "oidc-Sekr3t-c1ient";
+    let s = Secure::start();
+    const LIFETIME: Duration = Duration::from_secs(6);
+    let endpoint = TokenEndpoint::start("alice", SECRET, "kafka", LIFETIME).await;
+    let ca = s.file("ca.pem");
+    let keys = |secret: &str| {
+        vec![
+            "security.protocol=SASL_SSL".to_string(),
+            "sasl.mechanism=OAUTHBEARER".to_string(),
+            "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".to_string(),
+            format!("sasl.oauthbearer.token.endpoint.url={}", endpoint.url),
+            format!(r#"sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="alice" clientSecret="{secret}" scope="kafka";"#),
+            format!("ssl.truststore.location={ca}"),
+            "ssl.truststore.type=PEM".to_string(),
+        ]
+    };
+    let o = Outbox::new("sec_oidc").await;
+    let mut relay = Relay::start_streaming(&secured(&o, s.get("SASL_SSL"), &keys(SECRET)));
+    let carol = s.get("CAROL_PASSWORD").to_string();
+    let reader = [
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "carol"),
+        ("sasl.password", carol.as_str()),
+        ("ssl.ca.location", ca.as_str()),
+    ];
+    insert(&o, 3).await;
+    assert_eq!(
+        read_back(s.get("SASL_SSL"), &reader, &o.topic("Order"), 3).len(),
+        3,
+        "relay log:\n{}",
+        relay.log_text()
+    );
+    assert!(endpoint.issued() >= 1, "no token was fetched; refused: {:?}", endpoint.refused.lock().unwrap());
+    // Past the first token's lifetime, which also ends the broker's session (it lasts at most as
+    // long as its token): the connection must authenticate again, with a new token.
+    tokio::time::sleep(LIFETIME + Duration::from_secs(2)).await;
+    let ids = insert(&o, 3).await;
+    let got = read_back(s.get("SASL_SSL"), &reader, &o.topic("Order"), ids.len());
+    assert_eq!(
+        got,
+        ids,
+        "every event, in commit order, after the first token expired; relay log:\n{}",
+        relay.log_text()
+    );
+    assert!(endpoint.issued() >= 2, "the token was not renewed: {} issued", endpoint.issued());
+    assert!(endpoint.refused.lock().unwrap().is_empty(), "refused: {:?}", endpoint.refused.lock().unwrap());
+    let log = relay.log_text();
+    assert!(!log.contains("reconnecting"), "the session restarted:\n{log}");
+    assert!(!log.contains(SECRET), "the client secret reached the log:\n{log}");
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+
+    // A wrong secret: the endpoint refuses it; nothing is delivered, and the relay stops naming the
+    // token endpoint's keys (after confirming the refusal once, as for any refused login).
+    let o = Outbox::new("sec_oidc_wrong").await;
+    let mut relay = Relay::start(&secured(&o, s.get("SASL_SSL"), &keys("not-the-secret")));
+    insert(&o, 1).await;
+    let status = relay.wait(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert_eq!(status.and_then(|s| s.code()), Some(7), "the relay did not stop on the refusal:\n{log}");
+    assert!(
+        log.contains("the OAuth token endpoint refused this client")
+            && log.contains("sasl.oauthbearer.token.endpoint.url"),
+        "the log does not name the token endpoint's refusal:\n{log}"
+    );
+    assert!(!endpoint.refused.lock().unwrap().is_empty(), "the endpoint saw no token request");
+    assert!(!log.contains("not-the-secret"), "the client secret reached the log:\n{log}");
+    o.drop_slot().await;
+}
+
 /// Adds (or removes) `operations` on `topic` for User:dave with Kafka's own ACL tool, over the
 /// cluster's PLAINTEXT listener (a super user).
 fn acl(s: &Secure, add: bool, topic: &str, operations: &[&str]) {

@@ -320,6 +320,14 @@ fn oidc(keys: &Keys, login: &jaas::Login, t: &mut Translated, url: String) -> Re
             "OAUTHBEARER with a token endpoint needs clientId=\"...\" and clientSecret=\"...\" in the JAAS config (or sasl.oauthbearer.client.credentials.client.id / .client.secret)",
         ));
     };
+    if !librdkafka_has("oidc") {
+        return Err(invalid(
+            &full("sasl.oauthbearer.token.endpoint.url"),
+            "OAUTHBEARER with a token endpoint needs librdkafka built with libcurl, and this build has none; \
+             rebuild with scripts/build-release.sh after scripts/install.sh (it installs what librdkafka's build \
+             probes for), or use SCRAM-SHA-512",
+        ));
+    }
     t.settings.set("sasl.oauthbearer.method", "oidc");
     t.settings.set("sasl.oauthbearer.token.endpoint.url", url);
     t.settings.set("sasl.oauthbearer.client.id", id);
@@ -328,6 +336,15 @@ fn oidc(keys: &Keys, login: &jaas::Login, t: &mut Translated, url: String) -> Re
         t.settings.set("sasl.oauthbearer.scope", scope);
     }
     Ok(())
+}
+
+/// Whether the linked librdkafka has `feature` among its `builtin.features` (e.g. `oidc`, which
+/// needs libcurl at librdkafka's build).
+pub fn librdkafka_has(feature: &str) -> bool {
+    rdkafka::ClientConfig::new()
+        .create_native_config()
+        .and_then(|c| c.get("builtin.features"))
+        .is_ok_and(|f| f.split(',').any(|x| x == feature))
 }
 
 /// What a store file turned out to be.

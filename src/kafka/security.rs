@@ -35,6 +35,27 @@ pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
     if !refused {
         return None;
     }
+    // OAUTHBEARER with a token endpoint: librdkafka fetches the token before the SASL handshake. An
+    // endpoint that refused the client (OAuth's error codes) is a refusal; one that could not be
+    // reached or failed (an identity provider restarting) passes, and librdkafka tries again.
+    if let Some(at) = text.find("failed to acquire sasl oauthbearer token") {
+        let detail = &text[at..];
+        const OAUTH_REFUSALS: [&str; 6] = [
+            "invalid_client",
+            "unauthorized_client",
+            "invalid_scope",
+            "invalid_grant",
+            "invalid_request",
+            "access_denied",
+        ];
+        if !OAUTH_REFUSALS.iter().any(|e| detail.contains(e)) {
+            return None;
+        }
+        return Some(format!(
+            "the OAuth token endpoint refused this client ({reason}); check sasl.oauthbearer.token.endpoint.url, \
+             and clientId, clientSecret and scope in sasl.jaas.config (producer.override.sasl.jaas.config for the producer)"
+        ));
+    }
     if matches!(code, Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)) {
         return Some(format!(
             "Kafka refused the SASL login ({reason}); check the username and password in sasl.jaas.config \
@@ -230,6 +251,10 @@ mod tests {
         let auth = KafkaError::Global(RDKafkaErrorCode::Authentication);
         assert!(refusal(&auth, "SASL authentication error: invalid credentials").unwrap().contains("sasl.jaas.config"));
         assert!(refusal(&ssl, "SSL handshake failed: Disconnected").is_none());
+        let token = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
+        assert!(refusal(&auth, token).unwrap().contains("sasl.oauthbearer.token.endpoint.url"));
+        let unreachable = r#"Failed to acquire SASL OAUTHBEARER token: Failed to retrieve OIDC token from "http://127.0.0.1:1/token": Couldn't connect to server (7)"#;
+        assert!(refusal(&auth, unreachable).is_none(), "an endpoint that cannot be reached is retried");
         assert!(refusal(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down").is_none());
     }
 

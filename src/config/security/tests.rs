@@ -333,3 +333,16 @@ fn secrets_are_known_by_what_the_key_holds_under_any_prefix() {
         assert!(!is_secret(k), "{k} holds no secret");
     }
 }
+
+/// The build links a librdkafka with libcurl (OIDC tokens): librdkafka's configure probes for a
+/// linkable libcurl before using the vendored one, and silently builds without it when the probe
+/// fails (scripts/install.sh installs what it probes for). A build without it fails here, not at a
+/// user's first token endpoint.
+#[test]
+fn the_linked_librdkafka_fetches_oidc_tokens() {
+    assert!(
+        librdkafka_has("oidc"),
+        "librdkafka was built without libcurl: OAUTHBEARER token endpoints will be refused"
+    );
+    assert!(!librdkafka_has("no-such-feature"));
+}
