@@ -57,6 +57,15 @@ pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
         ));
     }
     if matches!(code, Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)) {
+        // The connection died in the middle of the handshake (a broker stopping or restarting):
+        // librdkafka reports it as an authentication failure, "...mechanism handshake failed: Local:
+        // Broker transport failure", but nothing was refused (seen in a rolling restart).
+        if text.contains("broker transport failure")
+            || text.contains("disconnected")
+            || text.contains("connection closed")
+        {
+            return None;
+        }
         return Some(format!(
             "Kafka refused the SASL login ({reason}); check the username and password in sasl.jaas.config \
              (producer.override.sasl.jaas.config for the producer) and sasl.mechanism"
@@ -250,6 +259,8 @@ mod tests {
         assert!(r.contains("ssl.keystore.location"), "{r}");
         let auth = KafkaError::Global(RDKafkaErrorCode::Authentication);
         assert!(refusal(&auth, "SASL authentication error: invalid credentials").unwrap().contains("sasl.jaas.config"));
+        let dropped = "sasl_ssl://127.0.0.1:46405/1: SASL SCRAM-SHA-512 mechanism handshake failed: Local: Broker transport failure: broker's supported mechanisms: (n/a) (after 0ms in state DOWN)";
+        assert!(refusal(&auth, dropped).is_none(), "a connection lost mid-handshake is no refusal");
         assert!(refusal(&ssl, "SSL handshake failed: Disconnected").is_none());
         let token = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
         assert!(refusal(&auth, token).unwrap().contains("sasl.oauthbearer.token.endpoint.url"));

@@ -171,6 +171,16 @@ impl Broker {
         Broker { dir, addr, nodes }
     }
 
+    /// A value of the cluster's env file (a listener's bootstrap list, a SASL user's password).
+    pub fn env(&self, key: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join("env")).expect("the cluster's env file");
+        let prefix = format!("{key}=");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("{key} in the cluster's env file"))
+            .to_string()
+    }
+
     /// The bootstrap address clients use.
     pub fn addr(&self) -> String {
         self.addr.clone()
