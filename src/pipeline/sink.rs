@@ -658,6 +658,7 @@ impl Sink {
 }
 
 /// What became of a record handed to librdkafka.
+#[derive(Debug)]
 enum Queued {
     Yes,
     /// A stop was requested while waiting for room.
@@ -687,5 +688,52 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 20, item 11: a record larger than librdkafka's whole queue can never be queued, and
+    /// waiting for room (what a full queue with records in flight asks) would hang the relay without
+    /// a word. The config refuses such limits (`buffer.memory` below `max.request.size`); this is the
+    /// sink's own guard, with librdkafka's queue limit set directly: refused at once, as too large.
+    #[tokio::test]
+    async fn a_record_larger_than_the_whole_queue_is_refused_not_waited_for() {
+        let mut producer_overrides = crate::config::security::ClientSettings::default();
+        producer_overrides.set("queue.buffering.max.kbytes", "1");
+        let kafka = KafkaConfig {
+            // Nothing listens there: the record can only be queued, never delivered.
+            bootstrap_servers: "127.0.0.1:1".into(),
+            producer_overrides,
+            client_security: Default::default(),
+            topic_creation: None,
+        };
+        let producer = Producer::new(&kafka).unwrap();
+        let (confirmed, _) = watch::channel(Lsn::ZERO);
+        let mut sink = Sink::new(producer, Lsn::ZERO, confirmed, kafka, Arc::new(Metrics::default()));
+        let record = |bytes: usize| OutboxRecord {
+            topic: Arc::from("orders"),
+            key: Some(bytes::Bytes::from_static(b"order-1")),
+            value: Some(bytes::Bytes::from(vec![b'x'; bytes])),
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms: 0,
+        };
+        let stop = CancellationToken::new();
+        let alone = tokio::time::timeout(Duration::from_secs(5), sink.enqueue(&record(4096), &stop)).await;
+        match alone {
+            Ok(Ok(Queued::Refused(KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)))) => {}
+            other => panic!("a record larger than the empty queue must be refused as too large, got {other:?}"),
+        }
+        let small = tokio::time::timeout(Duration::from_secs(5), sink.enqueue(&record(100), &stop)).await;
+        assert!(matches!(small, Ok(Ok(Queued::Yes))), "a record that fits is queued: {small:?}");
+        // With a record queued, a full queue means waiting for room (deliveries, or a stop).
+        let waiting = tokio::time::timeout(Duration::from_millis(500), sink.enqueue(&record(4096), &stop)).await;
+        assert!(waiting.is_err(), "with records queued, a full queue waits for room: {waiting:?}");
+        stop.cancel();
+        let stopped = tokio::time::timeout(Duration::from_secs(5), sink.enqueue(&record(4096), &stop)).await;
+        assert!(matches!(stopped, Ok(Ok(Queued::Stopped))), "a stop ends the wait: {stopped:?}");
     }
 }
