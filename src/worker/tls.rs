@@ -250,6 +250,87 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
+    /// A self-signed identity for `localhost` in a PEM keystore file, and its certificate.
+    fn identity() -> (std::path::PathBuf, Vec<u8>) {
+        use openssl::asn1::Asn1Time;
+        use openssl::ec::{EcGroup, EcKey};
+        use openssl::hash::MessageDigest;
+        use openssl::nid::Nid;
+        use openssl::x509::extension::SubjectAlternativeName;
+        use openssl::x509::{X509Builder, X509NameBuilder};
+        let key =
+            PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap())
+                .unwrap();
+        let mut name = X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", "localhost").unwrap();
+        let name = name.build();
+        let mut b = X509Builder::new().unwrap();
+        b.set_version(2).unwrap();
+        b.set_subject_name(&name).unwrap();
+        b.set_issuer_name(&name).unwrap();
+        b.set_pubkey(&key).unwrap();
+        b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
+        b.set_not_after(&Asn1Time::days_from_now(1).unwrap()).unwrap();
+        let san = SubjectAlternativeName::new().dns("localhost").build(&b.x509v3_context(None, None)).unwrap();
+        b.append_extension(san).unwrap();
+        b.sign(&key, MessageDigest::sha256()).unwrap();
+        let cert = b.build();
+        let path =
+            std::env::temp_dir().join(format!("pgoutbox-tls-{}-{}.pem", std::process::id(), uuid::Uuid::now_v7()));
+        let mut pem = key.private_key_to_pem_pkcs8().unwrap();
+        pem.extend(cert.to_pem().unwrap());
+        std::fs::write(&path, pem).unwrap();
+        (path, cert.to_der().unwrap())
+    }
+
+    /// Issue 20, item 6: a client that opens a connection and never finishes its handshake is
+    /// dropped after HANDSHAKE_TIMEOUT, and HANDSHAKES_AT_ONCE such clients hold back a real one
+    /// only until then (time is paused: the waits are virtual).
+    #[tokio::test(start_paused = true)]
+    async fn silent_clients_are_dropped_and_hold_back_a_real_one_only_for_the_handshake_timeout() {
+        use tokio::io::AsyncReadExt;
+        let (keystore, cert) = identity();
+        let props = props(&[("listeners.https.ssl.keystore.location", keystore.to_str().unwrap())]);
+        let config = Arc::new(server_config(&props).unwrap());
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener = TlsListener::new(tcp, config, CancellationToken::new()).unwrap();
+        tokio::spawn(async move {
+            // What axum would do: take each connection that finished its handshake.
+            loop {
+                let _ = axum::serve::Listener::accept(&mut listener).await;
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let mut silent = Vec::new();
+        for _ in 0..HANDSHAKES_AT_ONCE {
+            silent.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from(cert)).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let real = connector.connect(name, TcpStream::connect(addr).await.unwrap()).await;
+        assert!(real.is_ok(), "the real client's handshake: {:?}", real.err());
+        let waited = started.elapsed();
+        assert!(
+            waited >= HANDSHAKE_TIMEOUT && waited < HANDSHAKE_TIMEOUT * 2,
+            "the real client waited {waited:?}: for a free handshake slot, no longer"
+        );
+        // The silent ones were dropped: each reads the server's close.
+        for mut s in silent {
+            let mut buf = [0u8; 16];
+            let read = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await;
+            assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "a silent client was not dropped: {read:?}");
+        }
+        let _ = std::fs::remove_file(keystore);
+    }
+
     /// As in Connect, `listeners.https.*` and the worker's `ssl.*` are never mixed: with any
     /// `listeners.https.` key, the worker's Kafka truststore is not the REST API's.
     #[test]

@@ -299,3 +299,22 @@ async fn a_connectors_converter_settings_apply_only_with_its_own_converter_class
         .unwrap();
     assert_eq!(parsed.value_converter, Converter::Json { schemas: false });
 }
+
+/// Issue 20, item 6: requests that build Kafka clients or read a topic (validate, GET and DELETE
+/// offsets) run two at a time; a third waits for a turn at most 10 s, then gets 503 (not a third
+/// blocking thread, nor an unbounded queue of them), and is served once a turn is free.
+#[tokio::test(start_paused = true)]
+async fn kafka_reading_requests_run_two_at_a_time_and_a_third_is_told_to_come_back() {
+    let w = worker_with(&[]);
+    let app = super::router(w.clone(), None);
+    let held = [w.heavy_turn().await.unwrap(), w.heavy_turn().await.unwrap()];
+    let validate = "/connector-plugins/PostgresConnector/config/validate";
+    let started = tokio::time::Instant::now();
+    let (status, body) = call(&app, Method::PUT, validate, Some(connector(&[])), None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("busy") && body.contains("try again"), "{body}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(10), "it waited for a turn first");
+    drop(held);
+    let (status, body) = call(&app, Method::PUT, validate, Some(connector(&[])), None).await;
+    assert_eq!(status, StatusCode::OK, "served once a turn is free: {body}");
+}
