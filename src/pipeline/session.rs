@@ -335,7 +335,15 @@ async fn check_not_lost(cfg: &Config, state: &SessionState, offsets: &OffsetStor
     if state.streamed {
         return Err(RelayError::SlotDropped(cfg.slot_name.clone()));
     }
-    if let Some(recorded) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, offsets))? {
+    let reading = std::time::Instant::now();
+    let recorded = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, offsets))?;
+    tracing::info!(
+        slot = %cfg.slot_name,
+        recorded = recorded.is_some(),
+        took_ms = reading.elapsed().as_millis() as u64,
+        "no slot: read the offsets topic to its end for the slot's record"
+    );
+    if let Some(recorded) = recorded {
         slot_lost(cfg, offsets, &recorded)?;
     }
     Ok(())
