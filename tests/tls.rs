@@ -125,12 +125,16 @@ async fn tls_channel_binding_required_binds_to_the_server_certificate() {
 }
 
 /// A trust-authenticated user is let in without authentication: with requireAuth listing only
-/// SCRAM the relay refuses the connection (exit 3) instead of streaming.
+/// SCRAM the relay refuses the connection (exit 3) instead of streaming. The SQL connection, the
+/// first one made, refuses it itself, inside TLS and without it (before, only the replication
+/// connection checked requireAuth).
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_require_auth_refuses_a_server_that_skips_authentication() {
-    fails_with(
-        &["database.user=postgres", "database.sslmode=require", "database.requireAuth=scram-sha-256"],
-        "without authentication",
-    )
-    .await;
+    for sslmode in ["require", "disable"] {
+        fails_with(
+            &["database.user=postgres", &format!("database.sslmode={sslmode}"), "database.requireAuth=scram-sha-256"],
+            "without authentication, which database.requireAuth does not allow; refusing to authenticate the SQL connection",
+        )
+        .await;
+    }
 }

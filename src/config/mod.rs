@@ -95,9 +95,8 @@ pub enum ChannelBinding {
 }
 
 /// The authentication requests the client answers (libpq's `require_auth`, pgjdbc's
-/// `requireAuth`): on the replication connection a request of another kind is refused before it is
-/// answered. The SQL connection (tokio-postgres, which has no such option) is protected only by
-/// `channelBinding=require`; docs/operations.md says so.
+/// `requireAuth`): a request of another kind is refused before it is answered, on the replication
+/// connection by its own framing, on the SQL connection by `postgres::auth_guard`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequireAuth {
     pub password: bool,

@@ -1,6 +1,7 @@
 //! PostgreSQL: the replication connection (`replication`, `wire`) and the ordinary SQL that sets up
 //! and inspects publications and slots (`setup`, over tokio-postgres).
 
+pub mod auth_guard;
 pub mod polling;
 pub mod prune;
 pub mod replication;

@@ -71,16 +71,16 @@ pub async fn connect_sql_notified(
     }
     // tokio-postgres refuses an AuthenticationOk before SCRAM's final message on its own, and with
     // channel binding required it refuses cleartext and md5 requests too. It has no require_auth:
-    // database.requireAuth is enforced on the replication connection only (see replication.rs);
-    // docs/operations.md says so and recommends channelBinding=require where a server in the middle
-    // is feared.
+    // with database.requireAuth the connection goes through `auth_guard` (below).
     c.channel_binding(match p.channel_binding {
         crate::config::ChannelBinding::Disable => tokio_postgres::config::ChannelBinding::Disable,
         crate::config::ChannelBinding::Prefer => tokio_postgres::config::ChannelBinding::Prefer,
         crate::config::ChannelBinding::Require => tokio_postgres::config::ChannelBinding::Require,
     });
     let map_err = |e: tokio_postgres::Error| {
-        if let Some(tls) = tls_failure(&e) {
+        if let Some(refusal) = guard_refusal(&e) {
+            PgError::AuthRefused(refusal)
+        } else if let Some(tls) = tls_failure(&e) {
             PgError::Tls(tls)
         } else if e.code().is_none() && e.as_db_error().is_none() {
             PgError::Connect { addr: format!("{}:{}", p.host, p.port), source: std::io::Error::other(e.to_string()) }
@@ -89,6 +89,12 @@ pub async fn connect_sql_notified(
         }
     };
     let (want, must) = super::tls::wants_tls(p.sslmode);
+    if let Some(policy) = p.require_auth {
+        return connect_guarded(p, &c, policy, want, must, notices).await.map_err(|e| match e {
+            Guarded::Pg(e) => map_err(e),
+            Guarded::Other(e) => e,
+        });
+    }
     if !want {
         let (client, connection) = c.connect(NoTls).await.map_err(map_err)?;
         tokio::spawn(drive(connection, notices));
@@ -103,6 +109,72 @@ pub async fn connect_sql_notified(
     let (client, connection) = c.connect(tls).await.map_err(map_err)?;
     tokio::spawn(drive(connection, notices));
     Ok(client)
+}
+
+enum Guarded {
+    Pg(tokio_postgres::Error),
+    Other(PgError),
+}
+
+/// The SQL connection under `database.requireAuth`: our own socket, each layer guarded (see
+/// `auth_guard`), so that a request the operator did not allow is refused before it is answered.
+async fn connect_guarded(
+    p: &ConnectParams,
+    c: &tokio_postgres::Config,
+    policy: crate::config::RequireAuth,
+    want: bool,
+    must: bool,
+    notices: Option<tokio::sync::mpsc::Sender<()>>,
+) -> Result<Client, Guarded> {
+    use super::auth_guard::{AuthGuard, GuardedTls};
+    use tokio_postgres::tls::MakeTlsConnect;
+    let addr = format!("{}:{}", p.host, p.port);
+    let stream = tokio::time::timeout(p.connect_timeout, tokio::net::TcpStream::connect((p.host.as_str(), p.port)))
+        .await
+        .map_err(|_| Guarded::Other(PgError::ConnectTimeout { addr: addr.clone(), after: p.connect_timeout }))?
+        .map_err(|source| Guarded::Other(PgError::Connect { addr, source }))?;
+    let _ = stream.set_nodelay(true);
+    if p.tcp_keepalive {
+        let _ = socket2::SockRef::from(&stream).set_keepalive(true);
+    }
+    let stream = AuthGuard::plain(stream, policy, want);
+    if !want {
+        let mut c = c.clone();
+        c.ssl_mode(tokio_postgres::config::SslMode::Disable);
+        let (client, connection) = c.connect_raw(stream, NoTls).await.map_err(Guarded::Pg)?;
+        tokio::spawn(drive(connection, notices));
+        return Ok(client);
+    }
+    let config = p.tls.clone().ok_or_else(|| {
+        Guarded::Other(PgError::Tls("the TLS configuration could not be built (see the error above)".into()))
+    })?;
+    let mut c = c.clone();
+    c.ssl_mode(if must { tokio_postgres::config::SslMode::Require } else { tokio_postgres::config::SslMode::Prefer });
+    let mut make = tokio_postgres_rustls::MakeRustlsConnect::new((*config).clone());
+    let tls = MakeTlsConnect::<AuthGuard<tokio::net::TcpStream>>::make_tls_connect(&mut make, &p.host)
+        .map_err(|e| Guarded::Other(PgError::Tls(e.to_string())))?;
+    let (client, connection) = c.connect_raw(stream, GuardedTls { inner: tls, policy }).await.map_err(Guarded::Pg)?;
+    tokio::spawn(drive(connection, notices));
+    Ok(client)
+}
+
+/// The guard's refusal somewhere in the error's causes.
+fn guard_refusal(e: &tokio_postgres::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<super::auth_guard::Refusal>() {
+            return Some(r.0.clone());
+        }
+        if let Some(r) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|i| i.downcast_ref::<super::auth_guard::Refusal>())
+        {
+            return Some(r.0.clone());
+        }
+        cause = c.source();
+    }
+    None
 }
 
 /// Runs a SQL connection until it ends; with `notices`, each notification it receives is signalled
