@@ -706,3 +706,62 @@ async fn a_worker_runs_a_polling_connector_created_through_rest() {
     worker.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The connector's state as the status topic holds it (what the other workers answer from).
+fn state_in_status_topic(broker: &str, topic: &str, name: &str) -> Option<String> {
+    let key = format!("status-connector-{name}");
+    consume_until_idle(broker, &[topic.to_string()], Duration::from_secs(2))
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(key.as_bytes()))
+        .next_back()
+        .and_then(|r| r.value.as_ref())
+        .and_then(|v| serde_json::from_slice::<Value>(v).ok())
+        .and_then(|v| v["state"].as_str().map(str::to_string))
+}
+
+/// Sets the status topic's largest record (Kafka's max.message.bytes), keeping it compacted.
+async fn status_topic_max_bytes(broker: &str, topic: &str, bytes: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().unwrap();
+    let alter = AlterConfig::new(ResourceSpecifier::Topic(topic))
+        .set("cleanup.policy", "compact")
+        .set("max.message.bytes", bytes);
+    let result = admin.alter_configs(&[alter], &AdminOptions::new()).await.unwrap();
+    assert!(result.iter().all(|r| r.is_ok()), "{result:?}");
+}
+
+/// Issue 20, item 17: a status write the status topic refuses is written again at a later
+/// reconcile, so the other workers (which answer from the topic) do not keep reporting a state the
+/// connector left. The topic refuses it here by its record size limit, then takes records again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_the_status_topic_refused_is_written_once_it_takes_it_again() {
+    let o = Outbox::new("wrkstatus").await;
+    let broker = o.env.broker.clone();
+    let group = unique("pgoutbox-status");
+    let root = std::env::temp_dir().join(format!("pgoutbox-status-{}", std::process::id()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut worker = cluster_worker(&root, &group, &broker, port);
+    let status_topic = format!("{group}-status");
+    assert_eq!(call(&addr, "PUT", "/connectors/keeper/config", Some(&connector_json(&o, "keeper"))).0, 201);
+    wait_state(&addr, "keeper", "RUNNING");
+    wait_for("RUNNING in the status topic", Duration::from_secs(30), || {
+        state_in_status_topic(&broker, &status_topic, "keeper").as_deref() == Some("RUNNING")
+    });
+    status_topic_max_bytes(&broker, &status_topic, "16").await;
+    assert_eq!(call(&addr, "PUT", "/connectors/keeper/pause", None).0, 202);
+    wait_state(&addr, "keeper", "PAUSED");
+    wait_for("the refused status write", Duration::from_secs(30), || {
+        worker.log_text().contains("cannot write the connector's status")
+    });
+    assert_eq!(state_in_status_topic(&broker, &status_topic, "keeper").as_deref(), Some("RUNNING"));
+    status_topic_max_bytes(&broker, &status_topic, "1048588").await;
+    wait_for("PAUSED in the status topic after it takes records again", Duration::from_secs(30), || {
+        state_in_status_topic(&broker, &status_topic, "keeper").as_deref() == Some("PAUSED")
+    });
+    assert_eq!(call(&addr, "DELETE", "/connectors/keeper", None).0, 204);
+    worker.stop();
+    o.drop_slot().await;
+    let _ = std::fs::remove_dir_all(root);
+}
