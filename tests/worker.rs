@@ -712,8 +712,7 @@ fn state_in_status_topic(broker: &str, topic: &str, name: &str) -> Option<String
     let key = format!("status-connector-{name}");
     consume_until_idle(broker, &[topic.to_string()], Duration::from_secs(2))
         .iter()
-        .filter(|r| r.key.as_deref() == Some(key.as_bytes()))
-        .next_back()
+        .rfind(|r| r.key.as_deref() == Some(key.as_bytes()))
         .and_then(|r| r.value.as_ref())
         .and_then(|v| serde_json::from_slice::<Value>(v).ok())
         .and_then(|v| v["state"].as_str().map(str::to_string))
