@@ -125,6 +125,9 @@ async fn sessions(
         let wait = match result {
             Ok(()) => return Ok(()),
             Err(e) if e.is_slot_in_use() => {
+                // Another process writes from the slot now: what this relay's producer still holds
+                // must not land after its records.
+                state.producer.close().await;
                 if !standing_by {
                     tracing::info!(slot = %config.slot_name, reason = %e, "replication slot is in use by another process; standing by to take over when it is released");
                     standing_by = true;
@@ -134,6 +137,7 @@ async fn sessions(
             }
             Err(e) if e.is_retryable() => {
                 standing_by = false;
+                state.producer.expire().await;
                 let wait = backoff.next(started.elapsed());
                 tracing::warn!(error = %e, retry_in = ?wait, "replication session ended; reconnecting and resuming from the slot's confirmed position");
                 wait

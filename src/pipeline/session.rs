@@ -49,21 +49,45 @@ pub struct SessionState {
 
 /// The at-least-once producer the sessions of one relay share: created when a session first needs
 /// one, so a standby builds none.
+///
+/// It is kept only while this relay is the slot's one writer, or soon back: a relay that stands by
+/// (another process holds the slot) closes it at once, and one whose sessions have not streamed for
+/// [`KEEP_IDLE`] (PostgreSQL away, perhaps the slot taken over from another host) closes it then. A
+/// kept producer still delivers what its last session left queued, which the slot's next holder
+/// sends again; closing it bounds how late those copies can land after the new holder's records.
 #[derive(Default)]
-pub struct KeptProducer(std::sync::Mutex<Option<Arc<Producer>>>);
+pub struct KeptProducer(std::sync::Mutex<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    producer: Option<Arc<Producer>>,
+    /// When the last session that used it ended (`None` while one runs).
+    idle_since: Option<std::time::Instant>,
+}
+
+/// How long a producer is kept for the next session once no session uses it.
+pub const KEEP_IDLE: Duration = Duration::from_secs(30);
 
 impl KeptProducer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The kept producer, or a new one if there is none or it failed for good; either way started on
     /// a new session.
     pub(super) fn for_session(&self, cfg: &Config) -> Result<Arc<Producer>, RelayError> {
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let producer = match kept.as_ref() {
+        let mut kept = self.lock();
+        kept.idle_since = None;
+        let producer = match kept.producer.as_ref() {
             Some(p) if !p.is_fatal() => p.clone(),
             _ => {
+                // A fatal producer delivers nothing more (librdkafka failed what it held); its drop
+                // can block, so it happens off the runtime's threads.
+                if let Some(old) = kept.producer.take() {
+                    tokio::task::spawn_blocking(move || drop(old));
+                }
                 let p = Arc::new(Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?);
-                // A fatal producer delivers nothing more (librdkafka failed what it held); it is
-                // dropped here, on the way to its replacement.
-                *kept = Some(p.clone());
+                kept.producer = Some(p.clone());
                 p
             }
         };
@@ -71,12 +95,52 @@ impl KeptProducer {
         Ok(producer)
     }
 
+    /// A session ended (its sink has stopped): the producer waits for the next one.
+    pub(super) fn session_ended(&self) {
+        let mut kept = self.lock();
+        if kept.producer.is_some() {
+            kept.idle_since.get_or_insert_with(std::time::Instant::now);
+        }
+    }
+
+    /// Closes the producer if no session has used it for [`KEEP_IDLE`].
+    pub async fn expire(&self) {
+        let idle = self.lock().idle_since.is_some_and(|at| at.elapsed() >= KEEP_IDLE);
+        if idle {
+            tracing::info!(
+                "no session streamed for {} s: closing the Kafka producer (a new one is made when one streams again)",
+                KEEP_IDLE.as_secs()
+            );
+            self.close().await;
+        }
+    }
+
     /// Ends the kept producer, waiting for it: what it still holds is purged, and its connections
-    /// are closed before the caller goes on.
+    /// are closed before the caller goes on. A sink task that was cut short may still hold a
+    /// reference for a moment: the close waits for it (bounded), so that it is the last.
     pub async fn close(&self) {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(p) = kept {
-            let _ = tokio::task::spawn_blocking(move || drop(p)).await;
+        let taken = {
+            let mut kept = self.lock();
+            kept.idle_since = None;
+            kept.producer.take()
+        };
+        let Some(mut p) = taken else { return };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let last = loop {
+            match Arc::try_unwrap(p) {
+                Ok(last) => break Some(last),
+                Err(shared) if tokio::time::Instant::now() < deadline => {
+                    p = shared;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(_) => {
+                    tracing::debug!("the Kafka producer is still shared; its last holder ends it");
+                    break None;
+                }
+            }
+        };
+        if let Some(last) = last {
+            let _ = tokio::task::spawn_blocking(move || drop(last)).await;
         }
     }
 }
@@ -179,6 +243,7 @@ pub async fn run(
         Ok(r) => r,
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
+    state.producer.session_ended();
     watch_stop.cancel();
     let _ = partition_watch.await;
     let result = match (reader_result, sink_result) {
@@ -569,7 +634,9 @@ async fn run_snapshot(ctx: &Ctx<'_>, exported: Option<&str>) -> Result<(), Relay
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
     let published = snapshot::publish(&sql, cfg, &mut router(cfg, context.clone()), &tx, metrics).await;
     drop(tx);
-    let sink_result = sink.await.map_err(|e| RelayError::TaskStopped(format!("the snapshot sink failed: {e}")))?;
+    let sink_result = sink.await.map_err(|e| RelayError::TaskStopped(format!("the snapshot sink failed: {e}")));
+    ctx.producer.session_ended();
+    let sink_result = sink_result?;
     sink_result?;
     published?;
     sql.batch_execute("COMMIT").await.map_err(PgError::Sql)?;
@@ -594,5 +661,48 @@ pub async fn drop_slot(cfg: &Config) {
             tracing::info!(slot = %cfg.slot_name, "dropped replication slot (slot.drop.on.stop=true)")
         }
         _ => tracing::warn!(slot = %cfg.slot_name, "slot.drop.on.stop: could not drop the slot"),
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+
+    fn producer() -> Arc<Producer> {
+        let kafka = crate::config::KafkaConfig {
+            bootstrap_servers: "127.0.0.1:1".into(),
+            producer_overrides: Default::default(),
+            client_security: Default::default(),
+            topic_creation: None,
+        };
+        Arc::new(Producer::new(&kafka).unwrap())
+    }
+
+    /// The kept producer outlives a short pause between sessions, not a long one, and a close
+    /// ends it even while a cut-short task still holds it for a moment.
+    #[tokio::test]
+    async fn a_kept_producer_expires_once_no_session_used_it_for_a_while() {
+        let kept = KeptProducer::default();
+        kept.lock().producer = Some(producer());
+        kept.expire().await;
+        assert!(kept.lock().producer.is_some(), "kept while a session uses it");
+        kept.session_ended();
+        kept.expire().await;
+        assert!(kept.lock().producer.is_some(), "kept for the next session");
+        kept.lock().idle_since = Some(std::time::Instant::now() - KEEP_IDLE - Duration::from_secs(1));
+        kept.expire().await;
+        assert!(kept.lock().producer.is_none(), "closed after KEEP_IDLE without a session");
+
+        let p = producer();
+        kept.lock().producer = Some(p.clone());
+        let holder = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            drop(p);
+        });
+        let closing = std::time::Instant::now();
+        kept.close().await;
+        assert!(closing.elapsed() >= Duration::from_millis(150), "the close waited for the other holder to let go");
+        holder.await.unwrap();
+        assert!(kept.lock().producer.is_none());
     }
 }

@@ -159,8 +159,12 @@ impl Sink {
         // Release the reader (it waits for this) before the producer's drop, which purges its queue
         // and can block for up to half a second: off the runtime's thread, which the reader shares.
         drop(self.confirmed);
-        let producer = self.producer;
-        tokio::task::spawn_blocking(move || drop(producer));
+        // The last reference (exactly once's producer, or the snapshot's under it) ends the client,
+        // which can block; a shared one (the relay keeps its at-least-once producer for the next
+        // session) is only let go.
+        if let Ok(last) = Arc::try_unwrap(self.producer) {
+            tokio::task::spawn_blocking(move || drop(last));
+        }
         result.and(drained)
     }
 

@@ -110,6 +110,7 @@ async fn sessions(
         let wait = match result {
             Ok(()) => return Ok(()),
             Err(e) if e.is_retryable() => {
+                producer.expire().await;
                 let wait = backoff.next(started.elapsed());
                 tracing::warn!(error = %e, retry_in = ?wait, "polling session ended; reconnecting (unmarked rows are published again)");
                 wait
@@ -128,7 +129,7 @@ async fn session(
     polling: &PollingConfig,
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
-    producer: &super::session::KeptProducer,
+    kept: &super::session::KeptProducer,
 ) -> Result<(), RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = tokio::select! {
@@ -143,7 +144,7 @@ async fn session(
     let tables = describe(&sql, cfg, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
     let notices = listen(&params, polling).await?;
-    let producer = producer.for_session(cfg)?;
+    let producer = kept.for_session(cfg)?;
     metrics.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
     let (confirmed, _) = watch::channel(Lsn(0));
@@ -186,6 +187,7 @@ async fn session(
         Ok(r) => r,
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
+    kept.session_ended();
     match (poll_result, sink_result) {
         (Err(p), _) if !p.is_retryable() => Err(p),
         (_, Err(s)) => Err(s),
