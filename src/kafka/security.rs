@@ -40,13 +40,20 @@ pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
     // reached or failed (an identity provider restarting) passes, and librdkafka tries again.
     if let Some(at) = text.find("failed to acquire sasl oauthbearer token") {
         let detail = &text[at..];
-        const OAUTH_REFUSALS: [&str; 6] = [
+        // OAuth's error codes, HTTP's refusals when the body has none, and a certificate the client
+        // does not trust (curl's words).
+        const OAUTH_REFUSALS: [&str; 11] = [
             "invalid_client",
             "unauthorized_client",
             "invalid_scope",
             "invalid_grant",
             "invalid_request",
             "access_denied",
+            "unauthorized",
+            "forbidden",
+            "http 401",
+            "http 403",
+            "ssl certificate problem",
         ];
         if !OAUTH_REFUSALS.iter().any(|e| detail.contains(e)) {
             return None;
@@ -59,10 +66,11 @@ pub fn refusal(error: &KafkaError, reason: &str) -> Option<String> {
     if matches!(code, Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)) {
         // The connection died in the middle of the handshake (a broker stopping or restarting):
         // librdkafka reports it as an authentication failure, "...mechanism handshake failed: Local:
-        // Broker transport failure", but nothing was refused (seen in a rolling restart).
-        if text.contains("broker transport failure")
-            || text.contains("disconnected")
-            || text.contains("connection closed")
+        // Broker transport failure", but nothing was refused (seen in a rolling restart); so is a
+        // broker that did not answer in time.
+        if ["broker transport failure", "disconnected", "connection closed", "timed out"]
+            .iter()
+            .any(|t| text.contains(t))
         {
             return None;
         }
@@ -261,6 +269,8 @@ mod tests {
         assert!(refusal(&auth, "SASL authentication error: invalid credentials").unwrap().contains("sasl.jaas.config"));
         let dropped = "sasl_ssl://127.0.0.1:46405/1: SASL SCRAM-SHA-512 mechanism handshake failed: Local: Broker transport failure: broker's supported mechanisms: (n/a) (after 0ms in state DOWN)";
         assert!(refusal(&auth, dropped).is_none(), "a connection lost mid-handshake is no refusal");
+        let hung = "sasl_ssl://127.0.0.1:1/1: SASL SCRAM-SHA-512 mechanism handshake failed: Local: Timed out";
+        assert!(refusal(&auth, hung).is_none(), "a broker that does not answer is no refusal");
         assert!(refusal(&ssl, "SSL handshake failed: Disconnected").is_none());
         let token = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
         assert!(refusal(&auth, token).unwrap().contains("sasl.oauthbearer.token.endpoint.url"));

@@ -132,11 +132,11 @@ impl Parser {
             10 if !self.policy.scram => {
                 return refuse("the server asks for SCRAM, which database.requireAuth does not allow")
             }
-            // SASL's continuation and final messages belong to a request already allowed; what
-            // pgoutbox cannot answer (GSSAPI, SSPI) tokio-postgres refuses itself.
+            // What pgoutbox cannot answer (GSSAPI, SSPI) tokio-postgres refuses itself.
             _ => {}
         }
-        self.asked |= code != 0;
+        // SASL's continuation and final messages follow a request already counted.
+        self.asked |= !matches!(code, 0 | 11 | 12);
         Ok(())
     }
 }

@@ -134,9 +134,8 @@ async fn connect_guarded(
         .map_err(|_| Guarded::Other(PgError::ConnectTimeout { addr: addr.clone(), after: p.connect_timeout }))?
         .map_err(|source| Guarded::Other(PgError::Connect { addr, source }))?;
     let _ = stream.set_nodelay(true);
-    if p.tcp_keepalive {
-        let _ = socket2::SockRef::from(&stream).set_keepalive(true);
-    }
+    // As tokio-postgres does on the sockets it opens (its keepalives default on).
+    let _ = socket2::SockRef::from(&stream).set_keepalive(true);
     let stream = AuthGuard::plain(stream, policy, want);
     if !want {
         let mut c = c.clone();
