@@ -27,7 +27,7 @@ command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 # librdkafka's configure (rdkafka-sys) links a probe against libcurl before building with the vendored
 # one; without a linkable libcurl it silently leaves out OIDC token endpoints (OAUTHBEARER). The
 # binary still links the vendored libcurl statically (no runtime dependency).
-ls /usr/lib/*/libcurl.so /usr/lib/libcurl.so >/dev/null 2>&1 || need_apt+=(libcurl4-openssl-dev)
+[ -n "$(ls /usr/lib/*/libcurl.so /usr/lib/libcurl.so 2>/dev/null)" ] || need_apt+=(libcurl4-openssl-dev)
 if [ "$with_tls_tools" = 1 ]; then
     command -v openssl >/dev/null || need_apt+=(openssl)
 fi

@@ -749,6 +749,21 @@ async fn a_status_the_status_topic_refused_is_written_once_it_takes_it_again() {
         state_in_status_topic(&broker, &status_topic, "keeper").as_deref() == Some("RUNNING")
     });
     status_topic_max_bytes(&broker, &status_topic, "16").await;
+    // The broker applies a topic's config a moment later: a record of the test's own is refused
+    // first, so the pause's status write surely is.
+    let probe: rdkafka::producer::FutureProducer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", &broker).create().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let record = rdkafka::producer::FutureRecord::<str, str>::to(&status_topic)
+            .key("probe")
+            .payload("a record larger than sixteen bytes");
+        if probe.send(record, Duration::from_secs(10)).await.is_err() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the status topic still takes large records");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert_eq!(call(&addr, "PUT", "/connectors/keeper/pause", None).0, 202);
     wait_state(&addr, "keeper", "PAUSED");
     wait_for("the refused status write", Duration::from_secs(30), || {
