@@ -86,6 +86,7 @@ pub fn properties(names: &Names, slot: &str, broker: &str, extra: &[String]) -> 
 
 /// Runs a case and panics with a full report if pgoutbox's records differ from Debezium's.
 pub async fn run(case: Case) {
+    let _turn = super::turn().await;
     let names = Names::new();
     std::fs::create_dir_all(&names.dir).expect("create case dir");
     let started = Instant::now();

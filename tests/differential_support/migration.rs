@@ -29,6 +29,7 @@ const AGGREGATES: usize = 40;
 const PARTITIONS: i32 = 3;
 
 pub async fn run() {
+    let _turn = super::turn().await;
     let names = Names::new();
     std::fs::create_dir_all(&names.dir).expect("create case dir");
     let case = Case::new("migration").columns(&["seq bigserial"]);

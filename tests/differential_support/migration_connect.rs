@@ -39,6 +39,7 @@ const PARTITIONS: i32 = 3;
 const CONNECT_DEADLINE: Duration = Duration::from_secs(240);
 
 pub async fn run() {
+    let _turn = super::turn().await;
     let names = Names::new();
     std::fs::create_dir_all(&names.dir).expect("create case dir");
     let case = super::case::Case::new("migration-connect").columns(&["seq bigserial"]);

@@ -18,3 +18,13 @@ pub mod via_connect;
 
 pub use case::{insert, lit, tx, Case};
 pub use harness::run;
+
+/// Two runs at a time, whatever the harness's thread count (scripts/test.sh runs the suite's other
+/// binaries four at a time): each run starts JVMs, and on two cores more of them at once only slow each
+/// other down past the cases' deadlines.
+static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// Waits for one of the two turns; the turn is held until the returned permit is dropped.
+pub async fn turn() -> tokio::sync::SemaphorePermit<'static> {
+    TURNS.acquire().await.expect("the semaphore is never closed")
+}

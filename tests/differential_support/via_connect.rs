@@ -227,6 +227,7 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
 
 /// Every case of `cases` through one Connect worker; panics with every failing case's report.
 pub async fn run(cases: Vec<Case>) {
+    let _turn = super::turn().await;
     let env = Env::get();
     let dir = std::env::temp_dir().join("pgoutbox-differential").join(unique("connect"));
     let connect = tokio::task::block_in_place(|| Connect::start(dir.clone(), &env.broker, ""));
