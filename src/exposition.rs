@@ -140,10 +140,84 @@ pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
         connect.observe(s);
     }
     connect.worker(sources);
+    process(&mut r);
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &r);
     out
+}
+
+/// The process metrics every Prometheus client library exports (`process_*`, as the Java and Go
+/// clients name them), read from `/proc/self`; a value that cannot be read is left out.
+fn process(r: &mut Registry) {
+    let p = ProcessStats::read();
+    let mut gauge = |name: &str, help: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            let g = Gauge::<f64, AtomicU64>::default();
+            g.set(v);
+            r.register(name, help, g);
+        }
+    };
+    gauge("process_resident_memory_bytes", "Resident memory size in bytes.", p.rss_bytes);
+    gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", p.vsize_bytes);
+    gauge("process_open_fds", "Number of open file descriptors.", p.open_fds);
+    gauge("process_max_fds", "Maximum number of open file descriptors.", p.max_fds);
+    gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", p.start_time_s);
+    gauge("process_threads", "Number of OS threads in the process.", p.threads);
+    if let Some(cpu) = p.cpu_s {
+        let c = Counter::<f64, AtomicU64>::default();
+        c.inc_by(cpu);
+        r.register("process_cpu_seconds", "Total user and system CPU time spent in seconds.", c);
+    }
+}
+
+/// What `/proc/self` says of this process.
+#[derive(Debug, Default)]
+struct ProcessStats {
+    cpu_s: Option<f64>,
+    rss_bytes: Option<f64>,
+    vsize_bytes: Option<f64>,
+    open_fds: Option<f64>,
+    max_fds: Option<f64>,
+    start_time_s: Option<f64>,
+    threads: Option<f64>,
+}
+
+/// Clock ticks per second in `/proc`'s times: USER_HZ, 100 on every Linux ABI pgoutbox builds for.
+const USER_HZ: f64 = 100.0;
+
+impl ProcessStats {
+    fn read() -> ProcessStats {
+        let mut p = ProcessStats::default();
+        // /proc/self/stat: the fields after the command's closing parenthesis, from field 3 (state).
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+            if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let num = |i: usize| f.get(i - 3).and_then(|v| v.parse::<f64>().ok());
+                p.cpu_s = num(14).zip(num(15)).map(|(u, s)| (u + s) / USER_HZ);
+                p.threads = num(20);
+                p.vsize_bytes = num(23);
+                let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+                    s.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse::<f64>().ok())
+                });
+                p.start_time_s = num(22).zip(boot).map(|(ticks, boot)| boot + ticks / USER_HZ);
+            }
+        }
+        if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+            p.rss_bytes = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| {
+                v.trim().strip_suffix("kB").and_then(|kb| kb.trim().parse::<f64>().ok()).map(|kb| kb * 1024.0)
+            });
+        }
+        p.open_fds = std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as f64);
+        if let Ok(limits) = std::fs::read_to_string("/proc/self/limits") {
+            p.max_fds = limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse::<f64>().ok());
+        }
+        p
+    }
 }
 
 /// A label value as the exposition formats require it: backslash, double quote and line feed escaped.
@@ -495,6 +569,24 @@ mod tests {
         assert_eq!(sample(&text, &dbz("MilliSecondsSinceLastEvent")), "2500");
         assert_eq!(sample(&text, &dbz("Connected")), "1");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// The process metrics every exporter has, with the values `/proc` gives this test's process.
+    #[test]
+    fn process_metrics_as_every_exporter_names_them() {
+        let text = render(&[], 0);
+        let num = |name: &str| sample(&text, name).parse::<f64>().unwrap();
+        let rss = num("process_resident_memory_bytes");
+        assert!(rss > 1e6 && rss < 1e11, "{rss}");
+        assert!(num("process_virtual_memory_bytes") >= rss);
+        assert!(num("process_open_fds") >= 3.0);
+        assert!(num("process_max_fds") >= num("process_open_fds"));
+        assert!(num("process_cpu_seconds_total") > 0.0 || text.contains("process_cpu_seconds_total 0"));
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        let start = num("process_start_time_seconds");
+        assert!(start <= now + 1.0 && start > now - 86_400.0, "started within the day: {start} (now {now})");
+        assert!(num("process_threads") >= 1.0);
+        assert!(text.contains("# TYPE process_cpu_seconds counter"), "{text}");
     }
 
     /// The relay's own aggregatable metrics: a real histogram of commit-to-ack latency (cumulative
