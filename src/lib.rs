@@ -3,6 +3,20 @@
 //!
 //! `run` is the one entry point; `main` only wires it to the command line and signals.
 
+/// The commit this binary was built from (`build.rs`).
+pub const COMMIT: &str = env!("PGOUTBOX_COMMIT");
+
+/// What `pgoutbox --version` prints after the name: the version, the commit, librdkafka's version
+/// and the Kafka Connect REST API it implements.
+pub fn version_text() -> String {
+    format!(
+        "{} (commit {COMMIT}, librdkafka {}, Kafka Connect REST API {})",
+        env!("CARGO_PKG_VERSION"),
+        rdkafka::util::get_rdkafka_version().1,
+        worker::rest::CONNECT_VERSION
+    )
+}
+
 pub mod check;
 pub mod config;
 pub mod connect;
@@ -11,6 +25,7 @@ pub mod error;
 pub mod exposition;
 pub mod http;
 pub mod kafka;
+pub mod logging;
 pub mod lsn;
 pub mod metrics;
 pub mod outbox;
@@ -122,12 +137,9 @@ async fn load_connectors(
         if connectors.iter().any(|(n, _)| *n == name) {
             continue;
         }
-        if let Err(e) = worker.put(&name, config, true).await {
+        // In its saved target from the start: a stopped connector does not stream on the way there.
+        if let Err(e) = worker.create(&name, config, target).await {
             tracing::error!(connector = %name, "cannot start the saved connector: {}", e.message);
-            continue;
-        }
-        if target != worker::Target::Running {
-            let _ = worker.set_target(&name, target).await;
         }
     }
     for (name, config) in connectors {
@@ -159,6 +171,50 @@ pub async fn connect(
         RelayError::Config(config::ConfigError::invalid("listeners", format!("cannot listen on {addr}: {e}")))
     })?;
     let bound = listener.local_addr().unwrap_or(addr);
+    // Served from here on: while the worker joins its cluster and loads its connectors, every
+    // route answers that it is starting (`/health` 503, as Connect's), then the worker's routes.
+    let (app, routes) = tokio::sync::watch::channel(None);
+    let serving = shutdown.child_token();
+    let front = worker::rest::front(routes, auth.clone(), START_WAIT);
+    let server = tokio::spawn(serve(listener, front, tls.clone(), serving.clone()));
+    let started = start_worker(worker_props, connectors, shutdown.clone(), bound, distributed).await;
+    let (worker, cluster) = match started {
+        Ok(w) => w,
+        Err(e) => {
+            serving.cancel();
+            let _ = server.await;
+            return Err(e);
+        }
+    };
+    let _ = app.send(Some(worker::rest::routes_of(worker.clone())));
+    let follower = cluster.is_some().then(|| tokio::spawn(worker.clone().follow_cluster()));
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(listen = %bound, scheme, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
+    if auth.is_none() {
+        tracing::warn!("the REST API asks for no credentials: anyone who reaches {bound} can create, change and delete connectors; set rest.extension.classes={} with a JAAS users file, or listeners.https.ssl.client.auth=required", worker::auth::BASIC_AUTH_EXTENSION);
+    }
+    let served = server.await;
+    if let Ok(Err(e)) = served {
+        tracing::warn!(error = %e, "the REST server stopped");
+    }
+    if let Some(f) = follower {
+        let _ = f.await;
+    }
+    worker.stop_all().await;
+    Ok(())
+}
+
+/// How long a REST call made while the worker starts waits for it (Connect's request timeout).
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// The worker itself: its id, its cluster (distributed mode) and its connectors.
+async fn start_worker(
+    worker_props: std::collections::BTreeMap<String, String>,
+    connectors: Vec<(String, std::collections::BTreeMap<String, String>)>,
+    shutdown: CancellationToken,
+    bound: SocketAddr,
+    distributed: Option<worker::cluster::Settings>,
+) -> Result<(Arc<worker::Worker>, Option<Arc<worker::cluster::Cluster>>), RelayError> {
     let host = worker_props.get("rest.advertised.host.name").cloned().unwrap_or_else(|| bound.ip().to_string());
     let port = worker_props.get("rest.advertised.port").cloned().unwrap_or_else(|| bound.port().to_string());
     let worker_id = format!("{host}:{port}");
@@ -170,29 +226,23 @@ pub async fn connect(
         }
         None => None,
     };
-    let worker = Arc::new(worker::Worker::new(worker_props, worker_id, shutdown.clone(), cluster.clone())?);
+    let worker = Arc::new(worker::Worker::new(worker_props, worker_id, shutdown, cluster.clone())?);
     load_connectors(&worker, connectors).await?;
-    let follower = cluster.is_some().then(|| tokio::spawn(worker.clone().follow_cluster()));
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    tracing::info!(listen = %bound, scheme, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");
-    if auth.is_none() {
-        tracing::warn!("the REST API asks for no credentials: anyone who reaches {bound} can create, change and delete connectors; set rest.extension.classes={} with a JAAS users file, or listeners.https.ssl.client.auth=required", worker::auth::BASIC_AUTH_EXTENSION);
-    }
-    let app = worker::rest::router(worker.clone(), auth);
-    let served = match tls {
+    Ok((worker, cluster))
+}
+
+/// Serves the REST API on `listener` (through TLS with `tls`) until `shutdown`.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: CancellationToken,
+) -> Result<(), std::io::Error> {
+    match tls {
         Some(config) => {
-            let listener = worker::tls::TlsListener::new(listener, config, shutdown.clone())
-                .map_err(|e| RelayError::Config(config::ConfigError::invalid("listeners", e.to_string())))?;
-            axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
+            let listener = worker::tls::TlsListener::new(listener, config, shutdown.clone())?;
+            axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await
         }
-        None => axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await,
-    };
-    if let Err(e) = served {
-        tracing::warn!(error = %e, "the REST server stopped");
+        None => axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await,
     }
-    if let Some(f) = follower {
-        let _ = f.await;
-    }
-    worker.stop_all().await;
-    Ok(())
 }

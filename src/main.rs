@@ -11,10 +11,12 @@ use tokio_util::sync::CancellationToken;
 use pgoutbox::config::{Config, RawConfig};
 use pgoutbox::kafka::consume::consume_all;
 
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(pgoutbox::version_text);
+
 #[derive(Parser)]
 #[command(
     name = "pgoutbox",
-    version,
+    version = VERSION.as_str(),
     about = "Transactional outbox relay: PostgreSQL logical replication to Kafka, a drop-in for Debezium's Outbox Event Router"
 )]
 struct Cli {
@@ -37,18 +39,18 @@ enum Command {
     /// Relay outbox events until stopped (SIGTERM or Ctrl-C stop gracefully).
     Run {
         /// Connector configuration: Java .properties, or the Connect REST JSON form (.json).
-        #[arg(long)]
+        #[arg(long, env = "PGOUTBOX_CONFIG")]
         config: PathBuf,
         /// Override a key, e.g. --set slot.name=outbox_slot (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Serve /metrics, /health and /latency on this address, e.g. 127.0.0.1:9187.
-        #[arg(long)]
+        #[arg(long, env = "PGOUTBOX_METRICS_ADDRESS")]
         metrics_address: Option<std::net::SocketAddr>,
         /// Take config keys from environment variables too (PGOUTBOX_<KEY>, CONNECT_<KEY>,
         /// BOOTSTRAP_SERVERS, PGOUTBOX_SET_<n>=key=value; see docs/operations.md), over the file
         /// and under --set. For containers.
-        #[arg(long)]
+        #[arg(long, env = "PGOUTBOX_ENV_OVERRIDES")]
         env_overrides: bool,
     },
     /// Run as a Kafka Connect worker (standalone mode): the connectors of the files, plus what the
@@ -56,8 +58,15 @@ enum Command {
     Connect {
         /// The worker's properties (bootstrap.servers, converters, listeners,
         /// offset.storage.file.filename, ...), which every connector inherits.
-        #[arg(long)]
-        worker: PathBuf,
+        #[arg(long, env = "PGOUTBOX_WORKER", required_unless_present = "env_overrides")]
+        worker: Option<PathBuf>,
+        /// Take worker keys from the environment as Debezium's `connect` image does (GROUP_ID,
+        /// CONFIG_STORAGE_TOPIC, OFFSET_STORAGE_TOPIC, STATUS_STORAGE_TOPIC, BOOTSTRAP_SERVERS,
+        /// KEY_CONVERTER, VALUE_CONVERTER, REST_PORT, CONNECT_<KEY>, ...; docs/operations.md), over
+        /// the worker file; without a file, with the image's defaults. LOG_LEVEL sets the level when
+        /// RUST_LOG is not set.
+        #[arg(long, env = "PGOUTBOX_ENV_OVERRIDES")]
+        env_overrides: bool,
         /// Connector configurations: Java .properties or Connect's REST JSON form.
         connectors: Vec<PathBuf>,
     },
@@ -124,28 +133,51 @@ fn load_with(
     Config::from_raw(&raw)
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+/// The subscriber, with a filter `/admin/loggers` can replace (`pgoutbox::logging`).
+/// `image_level`: Debezium's image's LOG_LEVEL, which applies when RUST_LOG is not set.
+fn init_logging(format: LogFormat, image_level: Option<String>) {
+    use tracing_subscriber::EnvFilter;
+    let from_image = image_level.as_deref().and_then(pgoutbox::logging::parse_level).map(pgoutbox::logging::directive);
+    let base = match std::env::var("RUST_LOG") {
+        Ok(s) if !s.trim().is_empty() && EnvFilter::try_new(&s).is_ok() => s,
+        _ => from_image.unwrap_or("info").to_string(),
+    };
+    let filter = EnvFilter::new(&base);
+    let reload = |d: &str| EnvFilter::try_new(d).map_err(|e| format!("the log filter was refused: {e}"));
     match format {
-        LogFormat::Text => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
+        LogFormat::Text => {
+            let builder = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            pgoutbox::logging::install(&base, move |d| handle.reload(reload(d)?).map_err(|e| e.to_string()));
+        }
         // One JSON object per line: timestamp, level, target, fields (the message among them).
-        LogFormat::Json => tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init(),
+        LogFormat::Json => {
+            let builder = tracing_subscriber::fmt()
+                .json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            pgoutbox::logging::install(&base, move |d| handle.reload(reload(d)?).map_err(|e| e.to_string()));
+        }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let image_level = match &cli.command {
+        Command::Connect { env_overrides: true, .. } => std::env::var("LOG_LEVEL").ok(),
+        _ => None,
+    };
+    init_logging(cli.log_format, image_level);
     // One thread runs the reader, the sink and the HTTP endpoint; librdkafka has threads of its own.
     // Measured against the multi-threaded runtime at 5,000 events/s: ~12% less CPU (5.3 vs 6.0 CPU s
     // over 20 s), since a batch no longer wakes another thread on its way from reader to sink; the
@@ -169,7 +201,9 @@ fn main() -> ExitCode {
             runtime.block_on(run(config, pgoutbox::RunOptions { metrics_address }))
         }
         Command::Verify { args } => runtime.block_on(pgoutbox::verify::cli::run(args)),
-        Command::Connect { worker, connectors } => connect(&runtime, &worker, &connectors),
+        Command::Connect { worker, connectors, env_overrides } => {
+            connect(&runtime, worker.as_deref(), env_overrides, &connectors)
+        }
         Command::Offsets { action, config, set } => {
             let config = match load(&config, &set) {
                 Ok(c) => c,
@@ -206,9 +240,14 @@ fn main() -> ExitCode {
 }
 
 /// `connect`: the worker with the connectors of `files`, until a signal stops it.
-fn connect(runtime: &tokio::runtime::Runtime, worker: &std::path::Path, files: &[PathBuf]) -> ExitCode {
-    let worker = match RawConfig::load(worker) {
-        Ok(w) => w.entries,
+fn connect(
+    runtime: &tokio::runtime::Runtime,
+    worker: Option<&std::path::Path>,
+    env_overrides: bool,
+    files: &[PathBuf],
+) -> ExitCode {
+    let worker = match worker_props(worker, env_overrides) {
+        Ok(w) => w,
         Err(e) => {
             tracing::error!("{e}");
             return ExitCode::from(2);
@@ -238,6 +277,32 @@ fn connect(runtime: &tokio::runtime::Runtime, worker: &std::path::Path, files: &
             }
         }
     })
+}
+
+/// The worker's keys: the file's, then (with `env_overrides`) the environment's; without a file, the
+/// Debezium image's defaults under them, and its required variables checked.
+fn worker_props(
+    file: Option<&std::path::Path>,
+    env_overrides: bool,
+) -> Result<std::collections::BTreeMap<String, String>, pgoutbox::config::ConfigError> {
+    use pgoutbox::config::env;
+    let mut props = match file {
+        Some(f) => RawConfig::load(f)?.entries,
+        None => env::IMAGE_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    if env_overrides {
+        for (k, v) in env::worker_overrides(std::env::vars())? {
+            props.insert(k, v);
+        }
+    }
+    if file.is_none() {
+        env::check_image_worker(&props)?;
+        if !props.contains_key("status.storage.topic") {
+            tracing::warn!("STATUS_STORAGE_TOPIC is not set: connector statuses go to topic connect-status, as in Debezium's image");
+            props.insert("status.storage.topic".into(), "connect-status".into());
+        }
+    }
+    Ok(props)
 }
 
 /// `run`: the relay until a signal stops it; the exit code names the kind of error.

@@ -41,6 +41,18 @@ const INTENDED: &[(&str, &str)] = &[
     ("validate", "groups"),
     ("validate", "configs"),
     ("validate", "error_count"),
+    // `commit` is pgoutbox's own; `pgoutbox_version` is an addition (docs/compatibility.md §3.1).
+    ("root", "commit"),
+    ("root", "pgoutbox_version"),
+    // The loggers a PUT affects are each side's own: Connect's are its Java classes', pgoutbox's
+    // the Connect names it maps and its own modules (docs/operations.md, "Log levels at runtime").
+    ("logger set", "body"),
+    ("logger set, cluster", "body"),
+    // When each side set the level.
+    ("logger get", "last_modified"),
+    // Connect's message repeats the level sent; pgoutbox's names the levels it takes (no error
+    // repeats a value).
+    ("logger, bad level", "message"),
 ];
 
 fn intended(step: &str, field: &str) -> bool {
@@ -375,6 +387,10 @@ async fn connect_rest_api_matches_kafka_connect() {
     s.both("task status", "GET", "/connectors/diff/tasks/0/status", None);
     s.both("list, expanded", "GET", "/connectors?expand=status&expand=info", None);
     s.both("topics", "GET", "/connectors/diff/topics", None);
+    s.both("topics reset", "PUT", "/connectors/diff/topics/reset", None);
+    s.both("topics after reset", "GET", "/connectors/diff/topics", None);
+    s.both("topics reset, unknown connector", "PUT", "/connectors/nope/topics/reset", None);
+    s.both("topics, unknown connector", "GET", "/connectors/nope/topics", None);
     let mut rc2 = rc.clone();
     let mut pc2 = pc.clone();
     rc2["snapshot.fetch.size"] = json!("5000");
@@ -390,6 +406,9 @@ async fn connect_rest_api_matches_kafka_connect() {
     s.both("restart", "POST", "/connectors/diff/restart", None);
     s.wait_state("diff", "RUNNING");
     s.both("restart with tasks", "POST", "/connectors/diff/restart?includeTasks=true&onlyFailed=false", None);
+    s.wait_state("diff", "RUNNING");
+    // JAX-RS reads a boolean query parameter that is not `true` as false, never as an error.
+    s.both("restart, flag not a boolean", "POST", "/connectors/diff/restart?includeTasks=maybe", None);
     s.wait_state("diff", "RUNNING");
     s.both("stop", "PUT", "/connectors/diff/stop", None);
     s.wait_state("diff", "STOPPED");
@@ -411,6 +430,73 @@ async fn connect_rest_api_matches_kafka_connect() {
     bad["database.port"] = json!("not-a-port");
     let [r, p] = s.both("validate", "PUT", "/connector-plugins/PostgresConnector/config/validate", Some(&bad));
     s.both("plugins", "GET", "/connector-plugins", None);
+    // Every plugin (KIP-769): each one pgoutbox lists is one Connect, with Debezium on its plugin
+    // path, lists too, of the same type (Connect lists more: its other connectors and transforms).
+    let listed = |addr: &str| {
+        let (code, v) = call(addr, "GET", "/connector-plugins?connectorsOnly=false", None, false);
+        assert_eq!(code, 200, "{v}");
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["class"].as_str().unwrap().to_string(), p["type"].as_str().unwrap().to_string()))
+            .collect::<Vec<_>>()
+    };
+    let (theirs, ours) = (listed(&s.reference), listed(&s.pgoutbox));
+    let unknown: Vec<_> = ours.iter().filter(|p| !theirs.contains(p)).collect();
+    println!("connector-plugins?connectorsOnly=false: Connect lists {}, pgoutbox {}", theirs.len(), ours.len());
+    assert!(ours.len() > 30 && unknown.is_empty(), "listed by pgoutbox, not by Connect: {unknown:?}");
+
+    // The worker itself (both on the same Kafka cluster, so the same cluster id).
+    let [(_, theirs), (_, ours)] = s.both("root", "GET", "/", None);
+    let id = ours["kafka_cluster_id"].as_str();
+    assert!(
+        id.is_some_and(|id| !id.is_empty()) && theirs["kafka_cluster_id"] == ours["kafka_cluster_id"],
+        "{theirs} / {ours}"
+    );
+    s.both("health", "GET", "/health", None);
+    s.both("method not allowed", "DELETE", "/connectors", None);
+    // Log levels at runtime (KIP-495, KIP-976).
+    let level = json!({"level": "DEBUG"});
+    s.both("logger set", "PUT", "/admin/loggers/io.debezium.transforms.outbox", Some(&level));
+    s.both("logger get", "GET", "/admin/loggers/io.debezium.transforms.outbox", None);
+    s.both("logger, bad level", "PUT", "/admin/loggers/io.debezium", Some(&json!({"level": "LOUD"})));
+    s.both("logger, no level", "PUT", "/admin/loggers/io.debezium", Some(&json!({"lvl": "DEBUG"})));
+    s.both("logger unknown", "GET", "/admin/loggers/com.example.nothing", None);
+    s.both(
+        "logger set, cluster",
+        "PUT",
+        "/admin/loggers/io.debezium.transforms.outbox?scope=cluster",
+        Some(&json!({"level": "INFO"})),
+    );
+    // The lists are each side's own loggers: both list the root, and pgoutbox the one set above.
+    for (who, addr) in [("Connect", &s.reference), ("pgoutbox", &s.pgoutbox)] {
+        // A cluster-wide level is applied as each worker reads it from the config topic.
+        let start = Instant::now();
+        let (code, v) = loop {
+            let (code, v) = call(addr, "GET", "/admin/loggers", None, false);
+            if v["io.debezium.transforms.outbox"]["level"] == "INFO" || start.elapsed() > Duration::from_secs(15) {
+                break (code, v);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert_eq!(code, 200, "{who}: {v}");
+        assert!(v["root"]["level"].is_string(), "{who} lists the root logger: {v}");
+        assert_eq!(v["io.debezium.transforms.outbox"]["level"], "INFO", "{who}: the cluster-wide level applied: {v}");
+    }
+    // Created stopped (KIP-980): it never runs, and its status says so.
+    pair(
+        &mut s,
+        "create stopped",
+        "POST",
+        "/connectors",
+        [
+            &json!({"name": "diffstopped", "config": rc, "initial_state": "STOPPED"}),
+            &json!({"name": "diffstopped", "config": pc, "initial_state": "STOPPED"}),
+        ],
+    );
+    s.wait_state("diffstopped", "STOPPED");
+    s.both("status, created stopped", "GET", "/connectors/diffstopped/status", None);
+    s.both("delete, created stopped", "DELETE", "/connectors/diffstopped", None);
 
     let mut unexpected = Vec::new();
     println!("connect_rest_api_matches_kafka_connect: {} differences", s.differences.len());

@@ -47,9 +47,26 @@ fn dockerfile_builds_with_the_ci_command_and_runs_non_root() {
     let user = d.lines().rfind(|l| l.starts_with("USER ")).expect("a USER");
     assert!(!user.contains("root") && !user.trim_end().ends_with(" 0"), "{user}");
     assert_eq!(exec_form(&d, "ENTRYPOINT"), ["pgoutbox"]);
-    let cmd = exec_form(&d, "CMD");
-    assert_eq!(cmd[0], "run");
-    assert!(cmd.contains(&"--env-overrides".to_string()), "{cmd:?}");
+    // The Connect worker by default, as Debezium's image; `run` one argument away, its file, metrics
+    // address and environment overrides coming from the image's environment.
+    assert_eq!(exec_form(&d, "CMD"), ["connect"]);
+    for env in [
+        "ENV PGOUTBOX_WORKER=/etc/pgoutbox/worker.properties",
+        "ENV PGOUTBOX_ENV_OVERRIDES=true",
+        "ENV PGOUTBOX_CONFIG=/etc/pgoutbox/connector.properties",
+        "ENV PGOUTBOX_METRICS_ADDRESS=0.0.0.0:8080",
+    ] {
+        assert!(d.lines().any(|l| l == env), "the image sets {env}");
+    }
+    assert!(d.lines().any(|l| l.starts_with("EXPOSE 8083")), "the worker's port first");
+    let health = exec_form(&d, "HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 CMD");
+    assert_eq!(health, ["/usr/local/bin/pgoutbox-healthcheck"]);
+    assert!(d.contains("COPY docker/healthcheck.sh /usr/local/bin/pgoutbox-healthcheck"));
+    let label = format!("org.opencontainers.image.version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(d.contains(&label), "the image's version label is the crate's: {label}");
+    for l in ["title", "revision", "licenses", "description"] {
+        assert!(d.contains(&format!("org.opencontainers.image.{l}=")), "OCI label {l}");
+    }
     // Every path the Dockerfile copies exists in the repository.
     for l in d.lines().filter(|l| l.starts_with("COPY ") && !l.contains("--from")) {
         let parts: Vec<&str> = l.split_whitespace().collect();
@@ -71,9 +88,9 @@ fn compose_runs_the_outbox_quickstart_with_logical_postgres_and_kraft_kafka() {
     let relay = &s["pgoutbox"];
     assert_eq!(relay["build"]["dockerfile"].as_str(), Some("docker/Dockerfile"));
     assert!(repo("docker").join(relay["build"]["context"].as_str().unwrap()).join("docker/Dockerfile").exists());
+    assert_eq!(strings(&relay["command"]), ["run"], "the relay without Connect: one argument");
     let d = read("docker/Dockerfile");
-    let cmd = exec_form(&d, "CMD");
-    let config_path = &cmd[cmd.iter().position(|a| a == "--config").unwrap() + 1];
+    let config_path = d.lines().find_map(|l| l.strip_prefix("ENV PGOUTBOX_CONFIG=")).expect("run's config path");
     let volumes = strings(&relay["volumes"]);
     assert!(
         volumes.iter().any(|v| v.contains(&format!(":{config_path}"))),
@@ -182,12 +199,55 @@ fn image_and_quickstart_worker_ship_with_auth_and_a_restrictive_override_policy(
     let basic = |up: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(up));
     assert!(auth.allows(Some(&basic("admin:admin-secret"))));
     assert!(!auth.allows(None));
-    let connect = &compose()["services"]["connect"];
-    assert_eq!(strings(&connect["command"]), ["connect", "--worker", "/etc/pgoutbox/worker.properties"]);
+    let services = &compose()["services"];
+    let connect = &services["connect"];
+    assert!(connect["command"].is_badvalue(), "the quickstart's worker runs the image's default command");
     let volumes = strings(&connect["volumes"]);
     assert!(volumes.iter().any(|v| v.ends_with(":/run/secrets/connect-users.properties:ro")), "{volumes:?}");
     for v in &volumes {
         assert!(repo("docker").join(v.split(':').next().unwrap()).exists(), "mounted file {v} exists");
     }
+    // The worker as the container configures it: the image's file, then Debezium's image variables.
+    let mut props = worker.clone();
+    let vars: Vec<(String, String)> = connect["environment"]
+        .as_hash()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().unwrap().to_string()))
+        .collect();
+    for (k, v) in env::worker_overrides(vars).unwrap() {
+        props.insert(k, v);
+    }
+    let settings = pgoutbox::worker::cluster::Settings::from_props(&props).unwrap().expect("distributed mode");
+    assert_eq!((settings.group_id.as_str(), settings.config_topic.as_str()), ("1", "my_connect_configs"));
+    // `register` PUTs the connector the worker validates as it would a REST call.
+    let register = strings(&services["register"]["command"]);
+    assert!(register.last().unwrap().ends_with("/connectors/outbox-connector/config"), "{register:?}");
+    assert!(register.iter().any(|a| a == "@/outbox-connector.json") && register.contains(&"PUT".to_string()));
+    let secrets = repo("docker").to_string_lossy().into_owned();
+    props.insert("config.providers.file.param.allowed.paths".into(), secrets.clone());
+    let w = pgoutbox::worker::Worker::new(props, "w:8083".into(), Default::default(), None).unwrap();
+    let json = read("docker/outbox-connector.json").replace("/run/secrets", &secrets);
+    let config: std::collections::BTreeMap<String, String> = serde_json::from_str(&json).unwrap();
+    let mut config = config;
+    config.insert("name".into(), "outbox-connector".into());
+    let cfg = w.effective(&config).unwrap_or_else(|e| panic!("the quickstart's connector is valid: {e}"));
+    assert_eq!(cfg.database.password.as_ref().map(|p| p.expose()), Some("postgrespw"), "through the worker's provider");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `pgoutbox --version` names what an operator reports a problem against: the version, the commit
+/// (build.rs; the image passes it as a build argument), librdkafka's version and the Connect REST API
+/// version it implements.
+#[test]
+fn version_names_the_commit_librdkafka_and_the_connect_api() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pgoutbox")).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let expected = format!("pgoutbox {} (commit {}, librdkafka ", env!("CARGO_PKG_VERSION"), pgoutbox::COMMIT);
+    assert!(text.starts_with(&expected), "{text}");
+    assert!(text.contains("Kafka Connect REST API 4."), "{text}");
+    assert!(pgoutbox::COMMIT != "unknown", "built from a git checkout, the commit is known");
+    let d = read("docker/Dockerfile");
+    assert!(d.contains("ARG PGOUTBOX_COMMIT"), "the image build takes the commit as an argument");
 }

@@ -779,3 +779,118 @@ async fn a_status_the_status_topic_refused_is_written_once_it_takes_it_again() {
     o.drop_slot().await;
     let _ = std::fs::remove_dir_all(root);
 }
+
+/// The worker as the container image runs it: no file, only the variables Debezium's `connect` image
+/// takes (and LOG_LEVEL); `/health` says `starting` or answers healthy, never anything else, until
+/// the worker has joined its cluster. Then a connector through REST: the topic it produces to is in
+/// the status topic (KIP-558) as Connect records it, a reset forgets it, the next event brings it
+/// back. Without CONFIG_STORAGE_TOPIC the worker refuses to start, naming the variable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_configured_by_debeziums_image_variables_alone() {
+    let o = Outbox::new("wrkenv").await;
+    o.create_topics(&["Order"], 1).await;
+    let dir = std::env::temp_dir().join(format!("pgoutbox-worker-{}-{}", std::process::id(), o.slot));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let group = format!("env{}", o.slot);
+    let variables = |missing: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pgoutbox"));
+        c.args(["connect", "--env-overrides"]).env_remove("RUST_LOG").env_remove("PGOUTBOX_WORKER");
+        for (k, v) in [
+            ("BOOTSTRAP_SERVERS", o.env.broker.clone()),
+            ("GROUP_ID", group.clone()),
+            ("CONFIG_STORAGE_TOPIC", format!("{group}-configs")),
+            ("OFFSET_STORAGE_TOPIC", format!("{group}-offsets")),
+            ("STATUS_STORAGE_TOPIC", format!("{group}-status")),
+            ("KEY_CONVERTER", "org.apache.kafka.connect.storage.StringConverter".into()),
+            ("REST_HOST_NAME", "127.0.0.1".into()),
+            ("REST_PORT", port.to_string()),
+            ("CONNECT_CONFIG_STORAGE_REPLICATION_FACTOR", "1".into()),
+            ("CONNECT_OFFSET_STORAGE_REPLICATION_FACTOR", "1".into()),
+            ("CONNECT_STATUS_STORAGE_REPLICATION_FACTOR", "1".into()),
+            ("LOG_LEVEL", "DEBUG".into()),
+        ] {
+            if k != missing {
+                c.env(k, v);
+            }
+        }
+        c
+    };
+    let out = variables("CONFIG_STORAGE_TOPIC").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("CONFIG_STORAGE_TOPIC"), "{stderr}");
+    let log = dir.join("worker.log");
+    let child = variables("").stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    let mut worker = Worker { child: Some(child), log };
+    let start = Instant::now();
+    let mut answers = std::collections::BTreeSet::new();
+    loop {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            let (code, v) = call(&addr, "GET", "/health", None);
+            answers.insert(format!("{code} {}", v["status"].as_str().unwrap_or("")));
+            if code == 200 {
+                break;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "never healthy: {answers:?}\n{}", worker.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(answers.iter().all(|a| a == "200 healthy" || a == "503 starting"), "{answers:?}");
+    let (_, root) = call(&addr, "GET", "/", None);
+    assert!(root["kafka_cluster_id"].as_str().is_some_and(|id| !id.is_empty()), "{root}");
+    let (_, loggers) = call(&addr, "GET", "/admin/loggers", None);
+    assert_eq!(loggers["root"]["level"], "DEBUG", "LOG_LEVEL applies without RUST_LOG: {loggers}");
+    let (code, body) =
+        call(&addr, "POST", "/connectors", Some(&json!({"name": "env", "config": connector_json(&o, "env")})));
+    assert_eq!(code, 201, "{body}");
+    wait_state(&addr, "env", "RUNNING");
+    let sql = o.env.sql().await;
+    let topics = |expected: Value| {
+        let start = Instant::now();
+        loop {
+            let (code, v) = call(&addr, "GET", "/connectors/env/topics", None);
+            if code == 200 && v["env"]["topics"] == expected {
+                return;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                s.write_all(format!("GET /metrics HTTP/1.0\r\nhost: {addr}\r\n\r\n").as_bytes()).unwrap();
+                let mut text = String::new();
+                s.read_to_string(&mut text).unwrap();
+                let m: Vec<&str> = text.lines().filter(|l| l.contains("topic") || l.contains("acked")).collect();
+                panic!("topics never {expected}: {code} {v}\n{}", m.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    sql.batch_execute(&o.insert_sql("Order", "a-1", Some("{}"))).await.unwrap();
+    topics(json!([o.topic("Order")]));
+    let key = format!("status-topic-{}:connector-env", o.topic("Order"));
+    let status_topic = format!("{group}-status");
+    let read = || {
+        pgoutbox::kafka::consume::consume_all(
+            &o.env.broker,
+            &[&status_topic],
+            None,
+            Duration::from_secs(2),
+            Duration::from_secs(20),
+        )
+    };
+    let recorded = tokio::task::block_in_place(read)
+        .unwrap()
+        .into_iter()
+        .rfind(|r| r.key.as_deref() == Some(key.as_bytes()))
+        .and_then(|r| r.value)
+        .map(|v| serde_json::from_slice::<Value>(&v).unwrap());
+    assert_eq!(recorded.as_ref().map(|v| v["topic"]["name"].clone()), Some(json!(o.topic("Order"))), "{recorded:?}");
+    assert_eq!(call(&addr, "PUT", "/connectors/env/topics/reset", None).0, 202);
+    topics(json!([]));
+    sql.batch_execute(&o.insert_sql("Order", "a-2", Some("{}"))).await.unwrap();
+    topics(json!([o.topic("Order")]));
+    assert_eq!(call(&addr, "DELETE", "/connectors/env", None).0, 204);
+    worker.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    o.drop_slot().await;
+}

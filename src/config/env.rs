@@ -15,7 +15,16 @@
 use super::ConfigError;
 
 /// Variables with the `PGOUTBOX_` prefix that belong to the command or the scripts.
-const NOT_KEYS: &[&str] = &["PGOUTBOX_LOG_FORMAT", "PGOUTBOX_CACHE", "PGOUTBOX_BIN", "PGOUTBOX_CONFIG"];
+const NOT_KEYS: &[&str] = &[
+    "PGOUTBOX_LOG_FORMAT",
+    "PGOUTBOX_CACHE",
+    "PGOUTBOX_BIN",
+    "PGOUTBOX_CONFIG",
+    "PGOUTBOX_WORKER",
+    "PGOUTBOX_METRICS_ADDRESS",
+    "PGOUTBOX_ENV_OVERRIDES",
+    "PGOUTBOX_COMMIT",
+];
 const NOT_KEY_PREFIXES: &[&str] = &["PGOUTBOX_TEST_", "PGOUTBOX_FAULTS_", "PGOUTBOX_PG_", "PGOUTBOX_BENCH_"];
 
 /// `NAME` (after the prefix) as a config key: lower case; `___` is `-`, `__` is `_`, `_` is `.`.
@@ -80,9 +89,129 @@ pub fn overrides(vars: impl IntoIterator<Item = (String, String)>) -> Result<Vec
     Ok(out)
 }
 
+/// The variables of Debezium's `connect` image and the worker keys they set (its entrypoint exports
+/// `CONNECT_<KEY>=$<VARIABLE>`, so the short variable wins over a `CONNECT_` one of the same key).
+pub const IMAGE_VARIABLES: &[(&str, &str)] = &[
+    ("BOOTSTRAP_SERVERS", "bootstrap.servers"),
+    ("GROUP_ID", "group.id"),
+    ("CONFIG_STORAGE_TOPIC", "config.storage.topic"),
+    ("OFFSET_STORAGE_TOPIC", "offset.storage.topic"),
+    ("STATUS_STORAGE_TOPIC", "status.storage.topic"),
+    ("KEY_CONVERTER", "key.converter"),
+    ("VALUE_CONVERTER", "value.converter"),
+    ("ADVERTISED_HOST_NAME", "rest.advertised.host.name"),
+    ("ADVERTISED_PORT", "rest.advertised.port"),
+    ("OFFSET_FLUSH_INTERVAL_MS", "offset.flush.interval.ms"),
+    ("OFFSET_FLUSH_TIMEOUT_MS", "offset.flush.timeout.ms"),
+    ("SHUTDOWN_TIMEOUT", "task.shutdown.graceful.timeout.ms"),
+];
+
+/// The image's defaults, for a worker configured by its environment alone (no worker file):
+/// a distributed worker of group `1` with JSON converters, REST on every interface's port 8083.
+pub const IMAGE_DEFAULTS: &[(&str, &str)] = &[
+    ("group.id", "1"),
+    ("key.converter", "org.apache.kafka.connect.json.JsonConverter"),
+    ("value.converter", "org.apache.kafka.connect.json.JsonConverter"),
+    ("listeners", "http://:8083"),
+];
+
+/// `pgoutbox connect --env-overrides`: the worker keys the environment sets, as Debezium's `connect`
+/// image reads its variables (`IMAGE_VARIABLES`, `REST_HOST_NAME` and `REST_PORT` as `listeners`,
+/// `CONNECT_<KEY>`), plus `PGOUTBOX_<KEY>` and `PGOUTBOX_SET_*` as for `run`. Connect 4 has no
+/// `rest.host.name` or `rest.port`: given as `CONNECT_REST_*`, they become `listeners` too.
+pub fn worker_overrides(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let vars: Vec<(String, String)> = vars.into_iter().collect();
+    let image = |n: &str| IMAGE_VARIABLES.iter().any(|(v, _)| *v == n) || n == "REST_HOST_NAME" || n == "REST_PORT";
+    let mut out = overrides(vars.iter().filter(|(n, _)| !image(n)).cloned())?;
+    let get = |n: &str| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.trim().to_string()).filter(|v| !v.is_empty());
+    let set = |out: &mut Vec<(String, String)>, k: &str, v: String| {
+        out.retain(|(x, _)| x != k);
+        out.push((k.to_string(), v));
+    };
+    for (var, key) in IMAGE_VARIABLES {
+        if let Some(v) = get(var) {
+            set(&mut out, key, v);
+        }
+    }
+    let key = |out: &Vec<(String, String)>, k: &str| out.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    let host = get("REST_HOST_NAME").or_else(|| key(&out, "rest.host.name"));
+    let port = get("REST_PORT").or_else(|| key(&out, "rest.port"));
+    out.retain(|(k, _)| k != "rest.host.name" && k != "rest.port");
+    if (host.is_some() || port.is_some())
+        && (get("REST_HOST_NAME").is_some() || get("REST_PORT").is_some() || key(&out, "listeners").is_none())
+    {
+        let host = host.unwrap_or_default();
+        let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host };
+        set(&mut out, "listeners", format!("http://{host}:{}", port.unwrap_or_else(|| "8083".into())));
+    }
+    Ok(out)
+}
+
+/// What a worker configured by its environment alone must have, named by the image's variables
+/// (Debezium's image refuses to start without them, in the same words).
+pub fn check_image_worker(props: &std::collections::BTreeMap<String, String>) -> Result<(), ConfigError> {
+    let required = [
+        ("bootstrap.servers", "BOOTSTRAP_SERVERS", "must be set to the Kafka brokers, host:port[,host:port]"),
+        ("config.storage.topic", "CONFIG_STORAGE_TOPIC", "must be set to the name of the topic where connector configurations will be stored (one partition, compacted)"),
+        ("offset.storage.topic", "OFFSET_STORAGE_TOPIC", "must be set to the name of the topic where connector offsets will be stored (compacted, many partitions)"),
+    ];
+    for (key, var, what) in required {
+        if !props.get(key).is_some_and(|v| !v.trim().is_empty()) {
+            return Err(ConfigError::Invalid {
+                key: var.to_string(),
+                message: format!("the variable {what} (or give --worker a file)"),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_debezium_connect_images_variables_configure_the_worker() {
+        let o = worker_overrides(env(&[
+            ("BOOTSTRAP_SERVERS", "kafka:9092"),
+            ("GROUP_ID", "outbox"),
+            ("CONFIG_STORAGE_TOPIC", "my_connect_configs"),
+            ("OFFSET_STORAGE_TOPIC", "my_connect_offsets"),
+            ("STATUS_STORAGE_TOPIC", "my_connect_statuses"),
+            ("KEY_CONVERTER", "org.apache.kafka.connect.storage.StringConverter"),
+            ("CONNECT_GROUP_ID", "loses"),
+            ("CONNECT_CONFIG_STORAGE_REPLICATION_FACTOR", "1"),
+            ("REST_PORT", "18083"),
+            ("ADVERTISED_HOST_NAME", "connect-0"),
+            ("SHUTDOWN_TIMEOUT", "20000"),
+            ("PGOUTBOX_SET_X", "exactly.once.source.support=enabled"),
+            ("HOME", "/root"),
+        ]))
+        .unwrap();
+        let get = |k: &str| o.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("bootstrap.servers"), Some("kafka:9092"));
+        assert_eq!(get("group.id"), Some("outbox"), "the image's variable wins, as its entrypoint exports it last");
+        assert_eq!(get("config.storage.topic"), Some("my_connect_configs"));
+        assert_eq!(get("offset.storage.topic"), Some("my_connect_offsets"));
+        assert_eq!(get("status.storage.topic"), Some("my_connect_statuses"));
+        assert_eq!(get("key.converter"), Some("org.apache.kafka.connect.storage.StringConverter"));
+        assert_eq!(get("config.storage.replication.factor"), Some("1"));
+        assert_eq!(get("listeners"), Some("http://:18083"));
+        assert_eq!(get("rest.advertised.host.name"), Some("connect-0"));
+        assert_eq!(get("task.shutdown.graceful.timeout.ms"), Some("20000"));
+        assert_eq!(get("exactly.once.source.support"), Some("enabled"));
+        assert_eq!(o.iter().filter(|(k, _)| k == "group.id").count(), 1, "{o:?}");
+        // Connect 4 has no rest.port: the CONNECT_ form becomes a listener too.
+        let o = worker_overrides(env(&[("CONNECT_REST_PORT", "9083"), ("CONNECT_REST_HOST_NAME", "0.0.0.0")])).unwrap();
+        assert_eq!(o, vec![("listeners".to_string(), "http://0.0.0.0:9083".to_string())]);
+        let mut props: std::collections::BTreeMap<String, String> =
+            IMAGE_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        props.insert("bootstrap.servers".into(), "kafka:9092".into());
+        let e = check_image_worker(&props).unwrap_err().to_string();
+        assert!(e.contains("CONFIG_STORAGE_TOPIC"), "{e}");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

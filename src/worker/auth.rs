@@ -153,10 +153,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-/// The middleware: every request, whatever its path, needs a listed user.
+/// The middleware: every request, whatever its path, needs a listed user, except `GET /health`
+/// (liveness and readiness probes; it tells whether the worker has started, nothing else).
 pub async fn require(State(auth): State<BasicAuth>, request: Request, next: Next) -> Response {
     let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    if auth.allows(header) {
+    let probe = request.method() == axum::http::Method::GET && request.uri().path() == "/health";
+    if probe || auth.allows(header) {
         return next.run(request).await;
     }
     (StatusCode::UNAUTHORIZED, [(header::CONTENT_TYPE, "application/json")], REFUSED).into_response()

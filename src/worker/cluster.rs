@@ -177,6 +177,13 @@ const SLOT: &str = "pgoutbox.slot";
 /// A record that changes nothing (a restore where the connector is absent): skipped by every
 /// reader, and the last of its key leaves the connector absent.
 const NOOP: &str = "pgoutbox.noop";
+/// A create's initial target state (KIP-980's `initial_state`), beside `properties`: applied with
+/// the create itself, so a connector created STOPPED never streams, and a create that loses writes
+/// no target over the winner's.
+const INITIAL: &str = "pgoutbox.initial_state";
+/// Connect's key prefix for a cluster-wide log level (KIP-976): `logger-cluster-<namespace>` ->
+/// `{"level": "DEBUG"}`.
+const LOGGER_PREFIX: &str = "logger-cluster-";
 
 #[derive(Default)]
 struct View {
@@ -197,10 +204,22 @@ struct View {
     task_status: BTreeMap<String, (String, Option<String>)>,
     /// Restart requests read after the initial load, for the owner to carry out.
     restarts: Vec<(String, bool)>,
+    /// The topics each connector has produced to (`status-topic-<topic>:connector-<name>`, Connect's
+    /// records, KIP-558).
+    topics: BTreeMap<String, BTreeSet<String>>,
     loaded: bool,
 }
 
+/// Connect's key of an active-topic record: `status-topic-<topic>:connector-<connector>`.
+const TOPIC_PREFIX: &str = "status-topic-";
+const TOPIC_SEPARATOR: &str = ":connector-";
+
+/// What a worker does when an active-topic record is deleted: (connector, topic).
+pub type TopicResetHook = Box<dyn Fn(&str, &str) + Send + Sync>;
+
 pub struct Cluster {
+    /// See [`Cluster::on_topic_reset`].
+    topic_reset_hook: std::sync::OnceLock<TopicResetHook>,
     pub settings: Settings,
     worker_id: String,
     producer: FutureProducer,
@@ -254,8 +273,15 @@ impl Cluster {
             partitions,
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
+            topic_reset_hook: std::sync::OnceLock::new(),
         });
-        let reader = stores_consumer(&kafka, &cluster.settings)?;
+        // Off the runtime's thread: it waits for metadata, and the REST API answers meanwhile.
+        let reader = {
+            let (kafka, s) = (kafka.clone(), cluster.settings.clone());
+            tokio::task::spawn_blocking(move || stores_consumer(&kafka, &s))
+                .await
+                .map_err(|e| RelayError::TaskStopped(format!("reading the cluster topics' metadata: {e}")))??
+        };
         let member = membership_consumer(&kafka, &cluster)?;
         let c = cluster.clone();
         let t1 = std::thread::Builder::new()
@@ -351,6 +377,55 @@ impl Cluster {
         record
     }
 
+    /// The topics `connector` has produced to, as the status topic records them (every worker's).
+    pub fn topics(&self, connector: &str) -> Vec<String> {
+        self.view().topics.get(connector).map(|t| t.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Called with (connector, topic) as each active-topic record's deletion (a reset) is read, so
+    /// that the worker running the connector counts what it sends from that moment.
+    pub fn on_topic_reset(&self, hook: TopicResetHook) {
+        let _ = self.topic_reset_hook.set(hook);
+    }
+
+    /// Records that `connector` produces to `topic`, as Connect's task does on its first record
+    /// there; `false` when the status topic did not take it (the caller tries again).
+    pub async fn publish_topic(&self, connector: &str, topic: &str) -> bool {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let value = json!({"topic": {"name": topic, "connector": connector, "task": 0, "discoverTimestamp": now}});
+        self.send_status(&format!("{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}"), Some(value.to_string())).await
+    }
+
+    /// Forgets the topics `connector` has produced to (`PUT .../topics/reset`): their records are
+    /// deleted; a topic comes back when the connector produces to it again.
+    pub async fn reset_topics(&self, connector: &str) -> Result<(), WorkerError> {
+        for topic in self.topics(connector) {
+            if !self.send_status(&format!("{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}"), None).await {
+                return Err(WorkerError {
+                    status: 500,
+                    message: format!(
+                        "cannot write to status.storage.topic `{}`; try again",
+                        self.settings.status_topic
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn send_status(&self, key: &str, payload: Option<String>) -> bool {
+        let mut record = FutureRecord::<str, str>::to(&self.settings.status_topic).key(key);
+        if let Some(p) = &payload {
+            record = record.payload(p);
+        }
+        if let Err((e, _)) = self.producer.send(record, Duration::from_secs(30)).await {
+            tracing::warn!(key, topic = %self.settings.status_topic, error = %e, "cannot write to the status topic");
+            return false;
+        }
+        true
+    }
+
     /// Restart requests for connectors, taken once.
     pub fn take_restarts(&self) -> Vec<(String, bool)> {
         std::mem::take(&mut self.view().restarts)
@@ -368,9 +443,30 @@ impl Cluster {
 
     /// Creates a connector unless one of that name exists by the time the record is in the
     /// topic: `Ok(false)` when another create or PUT came first (409 for the caller).
-    pub async fn create(&self, name: &str, config: &BTreeMap<String, String>) -> Result<bool, WorkerError> {
-        let record = self.config_record(name, config, Some(json!({"absent": true})));
-        self.write_conditional(name, record).await
+    /// `initial`: the target it starts in (running when `None`).
+    pub async fn create(
+        &self,
+        name: &str,
+        config: &BTreeMap<String, String>,
+        initial: Option<Target>,
+    ) -> Result<bool, WorkerError> {
+        let mut record = self.config_record(name, config, Some(json!({"absent": true})));
+        if let Some(t) = initial {
+            record[INITIAL] = target_value(t);
+        }
+        let created = self.write_conditional(name, record).await?;
+        if let (true, Some(t)) = (created, initial) {
+            // Connect's own record of it too, for Connect workers and tools reading the topic.
+            self.write(&format!("target-state-{name}"), Some(target_value(t))).await?;
+        }
+        Ok(created)
+    }
+
+    /// Sets a log level on every worker of the cluster, this one included (Connect's
+    /// `PUT /admin/loggers/{namespace}?scope=cluster`): each applies it when it reads the record.
+    pub async fn set_logger_level(&self, namespace: &str, level: &str) -> Result<(), WorkerError> {
+        self.write_and_read_back(&format!("{LOGGER_PREFIX}{namespace}"), Some(json!({ "level": level }))).await?;
+        Ok(())
     }
 
     /// Replaces a connector's config if it is still the one read at `version` (a PATCH's base):
@@ -630,6 +726,10 @@ impl Cluster {
                             // pause that raced a delete) is not the new connector's. (Connect
                             // writes a create's initial state before its config: kept.)
                             v.targets.remove(name);
+                            let initial = value.as_ref().and_then(|r| r.get(INITIAL)).and_then(target_of);
+                            if let Some(t) = initial {
+                                v.targets.insert(name.to_string(), t);
+                            }
                         }
                     }
                 }
@@ -641,12 +741,8 @@ impl Cluster {
                 }
             }
         } else if let Some(name) = key.strip_prefix("target-state-") {
-            let state =
-                value.as_ref().and_then(|v| v.get("state.v2").or_else(|| v.get("state"))).and_then(Value::as_str);
-            match (state, &value) {
-                (Some("PAUSED"), _) => v.targets.insert(name.to_string(), Target::Paused),
-                (Some("STOPPED"), _) => v.targets.insert(name.to_string(), Target::Stopped),
-                (Some("STARTED"), _) => v.targets.insert(name.to_string(), Target::Running),
+            match (value.as_ref().map(target_of), &value) {
+                (Some(Some(t)), _) => v.targets.insert(name.to_string(), t),
                 (_, None) => v.targets.remove(name),
                 (_, Some(_)) => {
                     tracing::error!(key, offset, "a target-state record of config.storage.topic names no state pgoutbox knows (STARTED, PAUSED, STOPPED); it is skipped and the last good target kept");
@@ -654,6 +750,27 @@ impl Cluster {
                     None
                 }
             };
+        } else if let Some(namespace) = key.strip_prefix(LOGGER_PREFIX) {
+            // As Connect: levels written before this worker had read the topic are history, not
+            // orders (the worker starts at its configured levels).
+            let level = value.as_ref().and_then(|v| v.get("level")).and_then(Value::as_str);
+            match level {
+                Some(level) if loaded => {
+                    if let Err(e) = crate::logging::levels().set_level(namespace, level) {
+                        tracing::error!(
+                            key,
+                            offset,
+                            "a cluster log level of config.storage.topic was not applied: {e}"
+                        );
+                    }
+                }
+                Some(_) => {}
+                None => tracing::error!(
+                    key,
+                    offset,
+                    "a logger-cluster record of config.storage.topic has no `level` string; it is skipped"
+                ),
+            }
         } else if let Some(name) = key.strip_prefix("restart-connector-") {
             if loaded {
                 let only_failed = value.as_ref().and_then(|v| v.get("only-failed")).and_then(Value::as_bool);
@@ -669,6 +786,23 @@ impl Cluster {
     }
 
     fn apply_status(&self, key: &str, value: Option<Value>) {
+        if let Some((topic, connector)) = key.strip_prefix(TOPIC_PREFIX).and_then(|r| r.split_once(TOPIC_SEPARATOR)) {
+            let removed = {
+                let mut v = self.view();
+                match value {
+                    Some(_) => {
+                        v.topics.entry(connector.to_string()).or_default().insert(topic.to_string());
+                        false
+                    }
+                    None => v.topics.get_mut(connector).is_some_and(|t| t.remove(topic)),
+                }
+            };
+            // Outside the view's lock: the hook takes the worker's.
+            if let (true, Some(hook)) = (removed, self.topic_reset_hook.get()) {
+                hook(connector, topic);
+            }
+            return;
+        }
         let mut v = self.view();
         let field = |f: &str| value.as_ref().and_then(|v| v.get(f)).and_then(Value::as_str).map(str::to_string);
         if let Some(name) = key.strip_prefix("status-connector-") {
@@ -732,6 +866,17 @@ fn condition_holds(v: &View, name: &str, condition: Option<&Value>) -> bool {
     match condition.get("offset").and_then(Value::as_i64) {
         Some(version) => v.config_offsets.get(name) == Some(&version) || !v.seen_offsets.contains(&version),
         None => true,
+    }
+}
+
+/// The target a `target-state` value (or a create's initial state) names: `state.v2` first, as
+/// Connect reads it.
+fn target_of(value: &Value) -> Option<Target> {
+    match value.get("state.v2").or_else(|| value.get("state")).and_then(Value::as_str)? {
+        "PAUSED" => Some(Target::Paused),
+        "STOPPED" => Some(Target::Stopped),
+        "STARTED" => Some(Target::Running),
+        _ => None,
     }
 }
 

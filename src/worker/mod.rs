@@ -101,7 +101,24 @@ pub struct Worker {
     /// Connectors given up (deleted, or moved elsewhere) whose pipeline is still stopping, or whose
     /// slot is still being dropped: a connector of the same name created again starts after it.
     retiring: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
+    /// The Kafka cluster's id (`GET /`), once read; a failed read is tried again after a pause.
+    cluster_id: tokio::sync::Mutex<ClusterId>,
+    /// Per connector, the records sent to each topic when its active topics were last reset: a topic
+    /// is active again once the connector sends to it after that (KIP-558's reset).
+    topic_baselines: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
+    /// Distributed mode: the active-topic records this worker wrote, (connector, topic), until a
+    /// reset deletes them.
+    published_topics: Mutex<std::collections::BTreeSet<(String, String)>>,
 }
+
+#[derive(Default)]
+struct ClusterId {
+    id: Option<String>,
+    failed_at: Option<std::time::Instant>,
+}
+
+/// How long a failed read of the cluster id is not tried again.
+const CLUSTER_ID_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How many Kafka-reading requests run at once, and how long one waits for its turn.
 const HEAVY_AT_ONCE: usize = 2;
@@ -130,7 +147,63 @@ impl Worker {
             cluster,
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_AT_ONCE)),
             retiring: Mutex::new(BTreeMap::new()),
+            cluster_id: tokio::sync::Mutex::new(ClusterId::default()),
+            topic_baselines: Mutex::new(BTreeMap::new()),
+            published_topics: Mutex::new(std::collections::BTreeSet::new()),
         })
+    }
+
+    /// The id of the Kafka cluster the worker's `bootstrap.servers` name (Connect's
+    /// `kafka_cluster_id`); `None` while it cannot be read. One read at a time.
+    pub async fn kafka_cluster_id(&self) -> Option<String> {
+        let mut cached = self.cluster_id.lock().await;
+        if cached.id.is_some() || cached.failed_at.is_some_and(|t| t.elapsed() < CLUSTER_ID_RETRY) {
+            return cached.id.clone();
+        }
+        let props = self.props.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            use rdkafka::consumer::Consumer;
+            let kafka = crate::config::worker_kafka(&props).ok()?;
+            let consumer: rdkafka::consumer::BaseConsumer = crate::kafka::client_config(&kafka).create().ok()?;
+            consumer.client().fetch_cluster_id(std::time::Duration::from_secs(5))
+        });
+        let id = read.await.ok().flatten();
+        if id.is_none() {
+            tracing::warn!("cannot read the Kafka cluster's id for GET / (the worker's bootstrap.servers)");
+        }
+        *cached = ClusterId { failed_at: id.is_none().then(std::time::Instant::now), id: id.clone() };
+        id
+    }
+
+    /// Whether `/admin/*` is served on the REST listener: unless `admin.listeners` is set, as in
+    /// Connect (empty turns the admin endpoints off; a listener of their own is not served here,
+    /// so they are off then too, and a warning says so).
+    pub fn admin_endpoints(&self) -> bool {
+        match self.props.get("admin.listeners") {
+            None => true,
+            Some(l) if l.trim().is_empty() => false,
+            Some(_) => {
+                tracing::warn!("admin.listeners names a listener of its own, which pgoutbox does not serve: the admin endpoints (/admin/loggers) are off; remove the key to serve them on the REST listener");
+                false
+            }
+        }
+    }
+
+    /// Whether the REST API is served over TLS (the first of `listeners` is https://).
+    pub fn https(&self) -> bool {
+        self.props.get("listeners").is_some_and(|l| l.trim_start().to_ascii_lowercase().starts_with("https://"))
+    }
+
+    /// A log level for every worker of the cluster (`?scope=cluster`): through the config topic in
+    /// distributed mode, this worker's alone in standalone mode (as Connect's standalone herder).
+    pub async fn set_cluster_logger_level(&self, namespace: &str, level: &str) -> Result<(), WorkerError> {
+        match &self.cluster {
+            Some(cluster) => cluster.set_logger_level(namespace, level).await,
+            None => crate::logging::levels()
+                .set_level(namespace, level)
+                .map(|_| ())
+                .map_err(|message| WorkerError { status: 500, message }),
+        }
     }
 
     /// A turn for a request that builds Kafka clients or reads a topic; 503 when other such
@@ -152,7 +225,12 @@ impl Worker {
         policy::check(&self.policy, config)?;
         // The REST server's and the cluster's own keys are the worker's, not its connectors'.
         let worker_key = |k: &str| {
-            k == "listeners" || k.starts_with("listeners.") || k.starts_with("rest.") || cluster::is_worker_key(k)
+            k == "listeners"
+                || k.starts_with("listeners.")
+                || k == "admin.listeners"
+                || k.starts_with("admin.listeners.")
+                || k.starts_with("rest.")
+                || cluster::is_worker_key(k)
         };
         let mut entries: BTreeMap<String, String> =
             self.props.iter().filter(|(k, _)| !worker_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -265,10 +343,66 @@ impl Worker {
     }
 
     /// The topics this worker's run of `name` has produced to, sorted.
+    /// The topics the connector has produced to since its topics were last reset (KIP-558): the
+    /// cluster's record of them in distributed mode (whichever worker runs it), else this worker's.
+    /// A connector it does not know has none (200 with an empty list, as Connect answers).
     pub fn active_topics(&self, name: &str) -> Result<Vec<String>, WorkerError> {
-        self.config(name)?;
-        let connectors = self.lock();
-        Ok(connectors.get(name).map(|c| c.metrics.topics_sent()).unwrap_or_default())
+        self.topic_tracking(false)?;
+        if let Some(cluster) = &self.cluster {
+            return Ok(cluster.topics(name));
+        }
+        Ok(self.local_active_topics(name))
+    }
+
+    /// The topics this worker's run of `name` sent to after the last reset.
+    fn local_active_topics(&self, name: &str) -> Vec<String> {
+        let sent = self.lock().get(name).map(|c| c.metrics.sent_by_topic()).unwrap_or_default();
+        let baselines = self.topic_baselines.lock().unwrap_or_else(|e| e.into_inner());
+        let baseline = baselines.get(name);
+        sent.into_iter()
+            .filter(|(t, n, _)| *n > baseline.and_then(|b| b.get(&**t)).copied().unwrap_or(0))
+            .map(|(t, ..)| t.to_string())
+            .collect()
+    }
+
+    /// Forgets `topic` (every topic, with `None`) of `name` as sent so far.
+    fn note_topic_reset(&self, name: &str, topic: Option<&str>) {
+        let sent = self.lock().get(name).map(|c| c.metrics.sent_by_topic()).unwrap_or_default();
+        let mut baselines = self.topic_baselines.lock().unwrap_or_else(|e| e.into_inner());
+        let baseline = baselines.entry(name.to_string()).or_default();
+        for (t, n, _) in sent.into_iter().filter(|(t, ..)| topic.map_or(true, |x| x == &**t)) {
+            baseline.insert(t.to_string(), n);
+        }
+    }
+
+    /// `PUT /connectors/{name}/topics/reset`: the connector's active topics are forgotten; each comes
+    /// back when the connector produces to it again.
+    pub async fn reset_active_topics(&self, name: &str) -> Result<(), WorkerError> {
+        self.topic_tracking(true)?;
+        // As Connect: a connector it does not know has no topics to forget (202 all the same).
+        if self.config(name).is_err() {
+            return Ok(());
+        }
+        match &self.cluster {
+            Some(cluster) => cluster.reset_topics(name).await,
+            None => {
+                self.note_topic_reset(name, None);
+                Ok(())
+            }
+        }
+    }
+
+    /// Connect's worker keys `topic.tracking.enable` and `topic.tracking.allow.reset` (both default
+    /// true): 403, in Connect's words, when the call is turned off.
+    fn topic_tracking(&self, reset: bool) -> Result<(), WorkerError> {
+        let off = |k: &str| self.props.get(k).is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
+        if off("topic.tracking.enable") {
+            return Err(WorkerError { status: 403, message: "Topic tracking is disabled.".into() });
+        }
+        if reset && off("topic.tracking.allow.reset") {
+            return Err(WorkerError { status: 403, message: "Topic tracking reset is disabled.".into() });
+        }
+        Ok(())
     }
 
     pub fn state(&self, name: &str) -> Result<State, WorkerError> {
@@ -322,17 +456,39 @@ impl Worker {
         if replace {
             self.keep_hidden(name, &mut config)?;
         }
-        let Some(cluster) = &self.cluster else { return self.put_local(name, config, replace) };
+        let Some(cluster) = &self.cluster else { return self.put_local(name, config, replace, Target::Running) };
         config.insert("name".to_string(), name.to_string());
         self.effective(&config).map_err(Self::invalid)?;
         if replace {
             return cluster.put(name, &config).await;
         }
         // Another worker may have created it a moment ago: the config topic's order decides.
-        if cluster.config(name).is_some() || !cluster.create(name, &config).await? {
+        if cluster.config(name).is_some() || !cluster.create(name, &config, None).await? {
             return Err(Self::exists(name));
         }
         Ok(true)
+    }
+
+    /// Creates a connector that starts in `initial` (KIP-980's `initial_state`): one created
+    /// STOPPED or PAUSED never streams before it is resumed. 409 when the name exists.
+    pub async fn create(
+        &self,
+        name: &str,
+        config: BTreeMap<String, String>,
+        initial: Target,
+    ) -> Result<(), WorkerError> {
+        if initial == Target::Running {
+            return self.put(name, config, false).await.map(|_| ());
+        }
+        validate_name(name)?;
+        let Some(cluster) = &self.cluster else { return self.put_local(name, config, false, initial).map(|_| ()) };
+        let mut config = config;
+        config.insert("name".to_string(), name.to_string());
+        self.effective(&config).map_err(Self::invalid)?;
+        if cluster.config(name).is_some() || !cluster.create(name, &config, Some(initial)).await? {
+            return Err(Self::exists(name));
+        }
+        Ok(())
     }
 
     fn exists(name: &str) -> WorkerError {
@@ -405,7 +561,14 @@ impl Worker {
         }
     }
 
-    fn put_local(&self, name: &str, mut config: BTreeMap<String, String>, replace: bool) -> Result<bool, WorkerError> {
+    /// `initial`: the target of a connector that did not exist (an update keeps the current one).
+    fn put_local(
+        &self,
+        name: &str,
+        mut config: BTreeMap<String, String>,
+        replace: bool,
+        initial: Target,
+    ) -> Result<bool, WorkerError> {
         config.insert("name".to_string(), name.to_string());
         let parsed = self.effective(&config).map_err(Self::invalid)?;
         // As `pgoutbox run` does: what the connector's own keys ask for and pgoutbox does not do.
@@ -427,7 +590,7 @@ impl Worker {
             Some(mut old) => (old.target, old.metrics.clone(), stop(&mut old)),
             // A connector of this name deleted a moment ago may still be stopping, or having its
             // slot dropped: this one starts after that.
-            None => (Target::Running, Arc::new(Metrics::default()), self.retiring_lock().remove(name)),
+            None => (initial, Arc::new(Metrics::default()), self.retiring_lock().remove(name)),
         };
         let server = parsed.topic_prefix.clone();
         let mut c =
@@ -450,6 +613,7 @@ impl Worker {
             return Err(WorkerError::not_found(name));
         }
         self.give_up(name, true);
+        self.topic_baselines.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         self.save();
         Ok(())
     }
@@ -611,6 +775,14 @@ impl Worker {
     /// and reports the statuses, until the worker stops.
     pub async fn follow_cluster(self: Arc<Self>) {
         let Some(cluster) = self.cluster.clone() else { return };
+        // A reset read from the status topic: what the connector sent so far no longer counts.
+        let worker = Arc::downgrade(&self);
+        cluster.on_topic_reset(Box::new(move |connector, topic| {
+            if let Some(w) = worker.upgrade() {
+                w.note_topic_reset(connector, Some(topic));
+                w.published_topics_lock().remove(&(connector.to_string(), topic.to_string()));
+            }
+        }));
         let mut followed = Followed::default();
         loop {
             tokio::select! {
@@ -634,6 +806,9 @@ impl Worker {
             followed.published.remove(&name);
             if deleted {
                 cluster.publish_status(&name, None).await;
+                // As Connect: a deleted connector's active topics go with it.
+                let _ = cluster.reset_topics(&name).await;
+                self.topic_baselines.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
             } else {
                 tracing::info!(connector = %name, "the connector moves to another worker");
             }
@@ -646,7 +821,9 @@ impl Worker {
                 _ if followed.rejected.get(&name) == Some(&config) => Ok(()),
                 _ => {
                     tracing::info!(connector = %name, "running the connector here, as the group assigned it");
-                    let put = self.put_local(&name, config.clone(), true);
+                    // A connector new here starts in its target: one paused or stopped never
+                    // streams on the way there.
+                    let put = self.put_local(&name, config.clone(), true, target);
                     match put {
                         Ok(_) if target != Target::Running => self.set_target_local(&name, target),
                         Ok(_) => Ok(()),
@@ -660,6 +837,22 @@ impl Worker {
             if let Err(e) = result {
                 tracing::error!(connector = %name, "cannot run the connector: {}", e.message);
                 cluster.publish_status(&name, Some(&State::Failed(e.message))).await;
+            }
+        }
+        // Active topics (KIP-558): what the connector sent to a topic after its record was deleted
+        // (`follow_cluster`'s hook) records the topic again.
+        if self.topic_tracking(false).is_ok() {
+            for name in self.local_names() {
+                let recorded = cluster.topics(&name);
+                for topic in self.local_active_topics(&name) {
+                    let key = (name.clone(), topic.clone());
+                    if recorded.contains(&topic) || self.published_topics_lock().contains(&key) {
+                        continue;
+                    }
+                    if cluster.publish_topic(&name, &topic).await {
+                        self.published_topics_lock().insert(key);
+                    }
+                }
             }
         }
         for (name, only_failed) in cluster.take_restarts() {
@@ -694,6 +887,10 @@ impl Worker {
         let mut all = self.retiring_lock();
         all.retain(|_, h| !h.is_finished());
         all.insert(name.to_string(), retiring);
+    }
+
+    fn published_topics_lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<(String, String)>> {
+        self.published_topics.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn retiring_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, tokio::task::JoinHandle<()>>> {

@@ -18,7 +18,7 @@ use crate::config::security::is_secret;
 use crate::config::POSTGRES_CONNECTOR_CLASS;
 
 /// The Connect version the API speaks (Debezium 3.6's runtime).
-const CONNECT_VERSION: &str = "4.3.0";
+pub const CONNECT_VERSION: &str = "4.3.0";
 const DEBEZIUM_VERSION: &str = "3.6.3.Final";
 
 type Shared = Arc<Worker>;
@@ -61,15 +61,58 @@ fn require_class(config: &BTreeMap<String, String>) -> Result<(), WorkerError> {
 
 /// The API; with `auth`, every route needs a listed user (Connect's basic auth extension).
 pub fn router(worker: Shared, auth: Option<super::auth::BasicAuth>) -> axum::Router {
-    let routes = routes(worker);
+    guarded(routes(worker), auth)
+}
+
+fn guarded(routes: axum::Router, auth: Option<super::auth::BasicAuth>) -> axum::Router {
     match auth {
         Some(auth) => routes.layer(axum::middleware::from_fn_with_state(auth, super::auth::require)),
         None => routes,
     }
 }
 
+/// The API behind a switch: until `app` holds the worker's routes (the worker has started),
+/// `/health` answers 503 `starting` at once, and any other call waits for them, as a call to Connect
+/// waits for its herder, for up to `wait`, then 503 (see [`starting`]). With `auth`, every request
+/// needs a listed user, a waiting one too.
+pub fn front(
+    app: tokio::sync::watch::Receiver<Option<axum::Router>>,
+    auth: Option<super::auth::BasicAuth>,
+    wait: std::time::Duration,
+) -> axum::Router {
+    let switch = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let mut app = app.clone();
+        async move {
+            use tower::ServiceExt;
+            let current = app.borrow().clone();
+            let routes = match current {
+                Some(routes) => Some(routes),
+                None if req.uri().path() == "/health" => None,
+                None => match tokio::time::timeout(wait, app.wait_for(Option::is_some)).await {
+                    Ok(Ok(ready)) => ready.clone(),
+                    _ => None,
+                },
+            };
+            match routes {
+                Some(routes) => match routes.oneshot(req).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                },
+                None => starting(req.uri().path()),
+            }
+        }
+    });
+    guarded(switch, auth)
+}
+
+/// The worker's routes, without authentication (see [`front`]).
+pub fn routes_of(worker: Shared) -> axum::Router {
+    routes(worker)
+}
+
 fn routes(worker: Shared) -> axum::Router {
-    axum::Router::new()
+    let admin = worker.admin_endpoints();
+    let routes = axum::Router::new()
         .route("/", get(root))
         .route("/connectors", get(list).post(create))
         .route("/connectors/{name}", get(info).delete(delete))
@@ -77,6 +120,7 @@ fn routes(worker: Shared) -> axum::Router {
         .route("/connectors/{name}/status", get(status))
         .route("/connectors/{name}/tasks", get(tasks))
         .route("/connectors/{name}/topics", get(topics))
+        .route("/connectors/{name}/topics/reset", put(reset_topics))
         .route("/connectors/{name}/tasks/{task}/status", get(task_status))
         .route("/connectors/{name}/tasks/{task}/restart", post(restart_task))
         .route("/connectors/{name}/restart", post(restart))
@@ -87,12 +131,95 @@ fn routes(worker: Shared) -> axum::Router {
         .route("/connector-plugins", get(plugins))
         .route("/metrics", get(metrics))
         .route("/connector-plugins/{class}/config/validate", put(validate))
+        .route("/health", get(health));
+    // As Connect: `admin.listeners` set (to nothing, or to a listener of its own, which pgoutbox
+    // does not serve) takes the admin endpoints off the REST listener.
+    let routes = match admin {
+        true => {
+            routes.route("/admin/loggers", get(loggers)).route("/admin/loggers/{logger}", get(logger).put(set_logger))
+        }
+        false => routes,
+    };
+    routes
         .fallback(|| async { error(404, "HTTP 404 Not Found") })
+        // Connect answers a method a resource does not have in its error shape too.
+        .method_not_allowed_fallback(|| async { error(405, "HTTP 405 Method Not Allowed") })
         .with_state(worker)
 }
 
-async fn root() -> Json<Value> {
-    Json(json!({"version": CONNECT_VERSION, "commit": env!("CARGO_PKG_VERSION"), "kafka_cluster_id": Value::Null}))
+/// Connect's `ServerInfo`: the Connect version whose API this is, and the Kafka cluster's id; with
+/// pgoutbox's own version and commit beside them.
+async fn root(State(w): State<Shared>) -> Json<Value> {
+    Json(json!({
+        "version": CONNECT_VERSION,
+        "commit": crate::COMMIT,
+        "kafka_cluster_id": w.kafka_cluster_id().await,
+        "pgoutbox_version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// `GET /health` (KIP-1017): served by this router only once the worker has started (joined its
+/// cluster, read its config topic, loaded its connectors); before that, `starting` answers.
+async fn health() -> Json<Value> {
+    Json(json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}))
+}
+
+/// What a route answers while the worker starts: `/health` 503 `starting`, as Connect's; any other
+/// call that waited [`front`]'s time for the start, 503 in Connect's error shape.
+pub fn starting(path: &str) -> Response {
+    if path == "/health" {
+        let body = json!({"status": "starting", "message": "Worker is still starting up."});
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
+    error(503, "The worker is still starting up (joining its cluster and reading its connectors); try again shortly")
+        .into_response()
+}
+
+/// `GET /admin/loggers`: every logger with a level of its own, and the root (KIP-495).
+async fn loggers() -> Json<Value> {
+    let all = crate::logging::levels().all();
+    Json(Value::Object(all.into_iter().map(|(n, l)| (n, logger_json(&l))).collect()))
+}
+
+fn logger_json(l: &crate::logging::LoggerLevel) -> Value {
+    json!({"level": l.level, "last_modified": l.last_modified})
+}
+
+async fn logger(Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    match crate::logging::levels().level(&name) {
+        Some(l) => Ok(Json(logger_json(&l))),
+        None => Err(error(404, format!("Logger {name} not found."))),
+    }
+}
+
+/// `PUT /admin/loggers/{logger}`: `{"level": "DEBUG"}` for this worker (200 with the loggers set),
+/// or with `?scope=cluster` for every worker of the cluster (204), as Connect 3.7+ (KIP-976).
+async fn set_logger(
+    State(w): State<Shared>,
+    Path(name): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, WorkerError> {
+    let level = body
+        .get("level")
+        .and_then(Value::as_str)
+        .ok_or_else(|| error(400, "Desired 'level' parameter was not specified in request."))?;
+    let Some(level) = crate::logging::parse_level(level) else {
+        // Connect's status; its message repeats the value, this one names what is expected.
+        return Err(error(404, crate::logging::INVALID_LEVEL));
+    };
+    let scope = q.iter().rev().find(|(k, _)| k == "scope").map(|(_, v)| v.to_ascii_lowercase());
+    if scope.as_deref() == Some("cluster") {
+        w.set_cluster_logger_level(&name, level).await?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    if scope.as_deref().is_some_and(|s| s != "worker") {
+        tracing::warn!(
+            "an /admin/loggers request named a scope other than worker or cluster; it applies to this worker"
+        );
+    }
+    let affected = crate::logging::levels().set_level(&name, level).map_err(|m| error(500, m))?;
+    Ok(Json(json!(affected)).into_response())
 }
 
 /// A configuration as the API shows it: secrets hidden (Connect shows them in clear, KAFKA-5117),
@@ -166,7 +293,11 @@ fn config_map(v: &Value) -> Result<BTreeMap<String, String>, WorkerError> {
     Ok(out)
 }
 
-async fn create(State(w): State<Shared>, JsonBody(body): JsonBody) -> Result<Response, WorkerError> {
+async fn create(
+    State(w): State<Shared>,
+    headers: axum::http::HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Result<Response, WorkerError> {
     let config = config_map(body.get("config").ok_or_else(|| error(400, "the request has no `config`"))?)?;
     let name = match body.get("name").and_then(Value::as_str).or_else(|| config.get("name").map(String::as_str)) {
         Some(n) if !n.trim().is_empty() => n.trim().to_string(),
@@ -181,11 +312,47 @@ async fn create(State(w): State<Shared>, JsonBody(body): JsonBody) -> Result<Res
         }
     }
     require_class(&config)?;
-    w.put(&name, config, false).await?;
+    let initial = match body.get("initial_state") {
+        None | Some(Value::Null) => Target::Running,
+        Some(Value::String(s)) => match s.to_ascii_uppercase().as_str() {
+            "RUNNING" => Target::Running,
+            "PAUSED" => Target::Paused,
+            "STOPPED" => Target::Stopped,
+            _ => return Err(error(400, "`initial_state` must be RUNNING, PAUSED or STOPPED")),
+        },
+        Some(_) => return Err(error(400, "`initial_state` must be RUNNING, PAUSED or STOPPED")),
+    };
+    w.create(&name, config, initial).await?;
     // As Connect: a new connector has no tasks yet when the create is answered.
     let mut created = info_of(&w, &name)?;
     created["tasks"] = json!([]);
-    Ok((StatusCode::CREATED, Json(created)).into_response())
+    Ok(created_at(&w, &headers, &name, created))
+}
+
+/// 201 with `Location`, the new connector's URL, absolute as Connect's (JAX-RS resolves it against
+/// the request's base URI).
+fn created_at(w: &Worker, headers: &axum::http::HeaderMap, name: &str, body: Value) -> Response {
+    let path = format!("/connectors/{}", encode_segment(name));
+    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok());
+    let location = match host {
+        Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) => {
+            format!("{}://{h}{path}", if w.https() { "https" } else { "http" })
+        }
+        _ => path,
+    };
+    (StatusCode::CREATED, [(axum::http::header::LOCATION, location)], Json(body)).into_response()
+}
+
+/// A path segment, percent-encoded (RFC 3986 unreserved characters kept).
+fn encode_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 async fn info(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
@@ -199,6 +366,7 @@ async fn config(State(w): State<Shared>, Path(name): Path<String>) -> Result<Jso
 async fn put_config(
     State(w): State<Shared>,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, WorkerError> {
     let config = config_map(&body)?;
@@ -212,8 +380,11 @@ async fn put_config(
         }
     }
     let created = w.put(&name, config, true).await?;
-    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((code, Json(info_of(&w, &name)?)).into_response())
+    let info = info_of(&w, &name)?;
+    if created {
+        return Ok(created_at(&w, &headers, &name, info));
+    }
+    Ok((StatusCode::OK, Json(info)).into_response())
 }
 
 /// PATCH: the given keys replace the current ones; a null value removes a key.
@@ -255,11 +426,17 @@ async fn tasks(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json
     Ok(Json(json!([{"id": {"connector": name, "task": 0}, "config": shown}])))
 }
 
-/// `GET /connectors/{name}/topics`: the topics this worker's run of the connector has produced to
-/// (a connector running on another worker of the cluster shows none).
+/// `GET /connectors/{name}/topics` (KIP-558): the topics the connector has produced to since its
+/// last reset, whichever worker runs it.
 async fn topics(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
     let topics = w.active_topics(&name)?;
     Ok(Json(json!({ name: {"topics": topics} })))
+}
+
+/// `PUT /connectors/{name}/topics/reset`: 202; the list starts again from the next records.
+async fn reset_topics(State(w): State<Shared>, Path(name): Path<String>) -> Result<StatusCode, WorkerError> {
+    w.reset_active_topics(&name).await?;
+    Ok(StatusCode::ACCEPTED)
 }
 
 fn task_zero(task: &str, name: &str) -> Result<(), WorkerError> {
@@ -292,12 +469,19 @@ async fn restart_task(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(serde::Deserialize, Default)]
 struct RestartQuery {
-    #[serde(rename = "includeTasks", default)]
     include_tasks: bool,
-    #[serde(rename = "onlyFailed", default)]
     only_failed: bool,
+}
+
+impl RestartQuery {
+    /// As JAX-RS reads a boolean query parameter: `true` in any case is true, anything else false
+    /// (never a rejection).
+    fn from(q: &[(String, String)]) -> RestartQuery {
+        let flag =
+            |name: &str| q.iter().rev().find(|(k, _)| k == name).is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"));
+        RestartQuery { include_tasks: flag("includeTasks"), only_failed: flag("onlyFailed") }
+    }
 }
 
 /// `POST /connectors/{name}/restart`: 204 for a plain restart; with `includeTasks` or
@@ -305,8 +489,9 @@ struct RestartQuery {
 async fn restart(
     State(w): State<Shared>,
     Path(name): Path<String>,
-    Query(q): Query<RestartQuery>,
+    Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Response, WorkerError> {
+    let q = RestartQuery::from(&q);
     // The states before the restart, for the answer that reports them (a plain restart has none).
     let before = if q.include_tasks || q.only_failed { Some(status_of(&w, &name)?) } else { None };
     w.restart(&name, q.only_failed).await?;
@@ -391,8 +576,47 @@ async fn metrics(State(w): State<Shared>) -> Response {
     ([(axum::http::header::CONTENT_TYPE, crate::exposition::CONTENT_TYPE)], w.metrics_text()).into_response()
 }
 
-async fn plugins() -> Json<Value> {
-    Json(json!([{"class": POSTGRES_CONNECTOR_CLASS, "type": "source", "version": DEBEZIUM_VERSION}]))
+/// `GET /connector-plugins[?connectorsOnly=false]`: the connector, or (KIP-769) every plugin
+/// pgoutbox implements: transforms, predicates, converters and header converters, with the version
+/// of the release whose behaviour each matches (Kafka's for Kafka's, Debezium's for Debezium's).
+async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
+    let connector = json!({"class": POSTGRES_CONNECTOR_CLASS, "type": "source", "version": DEBEZIUM_VERSION});
+    // As JAX-RS reads the boolean (default true): only `false`, in any case, lists them all.
+    let all = q.iter().rev().find(|(k, _)| k == "connectorsOnly").is_some_and(|(_, v)| v.eq_ignore_ascii_case("false"));
+    if !all {
+        return Json(json!([connector]));
+    }
+    use crate::connect::converter::{BINARY_DATA_CONVERTER, JSON_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER};
+    use crate::connect::transforms::{predicates, KAFKA_TRANSFORMS, KAFKA_TRANSFORMS_PACKAGE};
+    let plugin = |class: &str, kind: &str, version: &str| json!({"class": class, "type": kind, "version": version});
+    let mut out = vec![connector];
+    for t in KAFKA_TRANSFORMS {
+        out.push(plugin(&format!("{KAFKA_TRANSFORMS_PACKAGE}{t}"), "transformation", CONNECT_VERSION));
+    }
+    for t in [
+        crate::outbox::EVENT_ROUTER_CLASS,
+        crate::debezium::transforms::HEADER_TO_VALUE,
+        crate::debezium::transforms::PARTITION_ROUTING,
+        crate::debezium::transforms::TIMEZONE_CONVERTER,
+    ] {
+        out.push(plugin(t, "transformation", DEBEZIUM_VERSION));
+    }
+    for p in predicates::CLASSES {
+        out.push(plugin(p, "predicate", CONNECT_VERSION));
+    }
+    for (c, v) in [
+        (JSON_CONVERTER, CONNECT_VERSION),
+        (STRING_CONVERTER, CONNECT_VERSION),
+        ("org.apache.kafka.connect.converters.ByteArrayConverter", CONNECT_VERSION),
+        (BINARY_DATA_CONVERTER, DEBEZIUM_VERSION),
+        ("io.debezium.converters.ByteArrayConverter", DEBEZIUM_VERSION),
+    ] {
+        out.push(plugin(c, "converter", v));
+    }
+    for c in [SIMPLE_HEADER_CONVERTER, JSON_CONVERTER, STRING_CONVERTER] {
+        out.push(plugin(c, "header_converter", CONNECT_VERSION));
+    }
+    Json(Value::Array(out))
 }
 
 /// `PUT /connector-plugins/{class}/config/validate`: Connect's ConfigInfos, one entry per given

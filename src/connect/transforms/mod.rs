@@ -71,38 +71,42 @@ pub enum Transform {
     Filter,
 }
 
+/// Kafka's transforms this module implements, by their class names after the package.
+pub const KAFKA_TRANSFORMS: &[&str] = &[
+    "RegexRouter",
+    "TimestampRouter",
+    "InsertHeader",
+    "DropHeaders",
+    "HeaderFrom$Key",
+    "HeaderFrom$Value",
+    "InsertField$Key",
+    "InsertField$Value",
+    "ReplaceField$Key",
+    "ReplaceField$Value",
+    "HoistField$Key",
+    "HoistField$Value",
+    "ExtractField$Key",
+    "ExtractField$Value",
+    "ValueToKey",
+    "SetSchemaMetadata$Key",
+    "SetSchemaMetadata$Value",
+    "Cast$Key",
+    "Cast$Value",
+    "MaskField$Key",
+    "MaskField$Value",
+    "TimestampConverter$Key",
+    "TimestampConverter$Value",
+    "Flatten$Key",
+    "Flatten$Value",
+    "Filter",
+];
+
+/// The package of Kafka's transforms.
+pub const KAFKA_TRANSFORMS_PACKAGE: &str = PACKAGE;
+
 /// Whether `class` names one of Kafka's transforms this module implements.
 pub fn is_known(class: &str) -> bool {
-    let Some(name) = class.strip_prefix(PACKAGE) else { return false };
-    matches!(
-        name,
-        "RegexRouter"
-            | "TimestampRouter"
-            | "InsertHeader"
-            | "DropHeaders"
-            | "HeaderFrom$Key"
-            | "HeaderFrom$Value"
-            | "InsertField$Key"
-            | "InsertField$Value"
-            | "ReplaceField$Key"
-            | "ReplaceField$Value"
-            | "HoistField$Key"
-            | "HoistField$Value"
-            | "ExtractField$Key"
-            | "ExtractField$Value"
-            | "ValueToKey"
-            | "SetSchemaMetadata$Key"
-            | "SetSchemaMetadata$Value"
-            | "Cast$Key"
-            | "Cast$Value"
-            | "MaskField$Key"
-            | "MaskField$Value"
-            | "TimestampConverter$Key"
-            | "TimestampConverter$Value"
-            | "Flatten$Key"
-            | "Flatten$Value"
-            | "Filter"
-    )
+    class.strip_prefix(PACKAGE).is_some_and(|name| KAFKA_TRANSFORMS.contains(&name))
 }
 
 impl Transform {

@@ -10,6 +10,13 @@ use crate::connect::Value;
 
 const PACKAGE: &str = "org.apache.kafka.connect.transforms.predicates.";
 
+/// The predicates this module implements, by their full class names.
+pub const CLASSES: &[&str] = &[
+    "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+    "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+    "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+];
+
 #[derive(Debug, Clone)]
 pub enum Predicate {
     /// `pattern`, a full match of the topic name.

@@ -246,6 +246,9 @@ async fn rest_with_basic_auth_answers_401_without_a_listed_user() {
         ("/connectors", Method::POST),
         ("/metrics", Method::GET),
         ("/nowhere", Method::GET),
+        ("/admin/loggers", Method::GET),
+        ("/admin/loggers/root", Method::PUT),
+        ("/health", Method::POST),
     ] {
         let (status, body) = call(&app, method.clone(), uri, None, None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri}");
@@ -255,6 +258,10 @@ async fn rest_with_basic_auth_answers_401_without_a_listed_user() {
     }
     let (status, body) = call(&app, Method::GET, "/connectors", None, Some("admin:s3cret")).await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "[]"));
+    // Probes need no credentials: the answer says whether the worker has started, nothing more.
+    let (status, body) = call(&app, Method::GET, "/health", None, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("healthy") && !body.contains("connector"), "{body}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -317,4 +324,169 @@ async fn kafka_reading_requests_run_two_at_a_time_and_a_third_is_told_to_come_ba
     drop(held);
     let (status, body) = call(&app, Method::PUT, validate, Some(connector(&[])), None).await;
     assert_eq!(status, StatusCode::OK, "served once a turn is free: {body}");
+}
+
+async fn json_of(
+    app: &axum::Router,
+    method: Method,
+    uri: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, serde_json::Value) {
+    let (status, text) = call(app, method, uri, body, None).await;
+    (status, serde_json::from_str(&text).unwrap_or_else(|_| serde_json::Value::String(text)))
+}
+
+/// KIP-980: a connector created STOPPED or PAUSED never starts its pipeline (this one would fail at
+/// once, its database is port 1); an unknown initial state is refused in Connect's error shape; the
+/// 201 names the new connector's URL, as Connect's.
+#[tokio::test]
+async fn a_connector_created_stopped_never_streams_and_the_201_says_where_it_is() {
+    let w = worker_with(&[]);
+    let app = super::router(w.clone(), None);
+    for (name, initial, state) in [("made-stopped", "STOPPED", "STOPPED"), ("made paused", "paused", "PAUSED")] {
+        let body = serde_json::json!({"name": name, "config": connector(&[]), "initial_state": initial});
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri("/connectors")
+            .header("host", "worker.example:8083")
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        let location = resp.headers().get("location").map(|l| l.to_str().unwrap().to_string());
+        let encoded = name.replace(' ', "%20");
+        assert_eq!(location, Some(format!("http://worker.example:8083/connectors/{encoded}")));
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let (status, v) = json_of(&app, Method::GET, &format!("/connectors/{encoded}/status"), None).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["connector"]["state"], state, "{v}");
+    }
+    let (status, v) = json_of(
+        &app,
+        Method::POST,
+        "/connectors",
+        Some(serde_json::json!({"name": "x", "config": connector(&[]), "initial_state": "SLEEPING"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error_code"], 400);
+    assert!(v["message"].as_str().unwrap().contains("RUNNING, PAUSED or STOPPED"), "{v}");
+    assert!(w.config("x").is_err(), "nothing was created");
+    // A method a resource does not have: Connect's 405, in its error shape.
+    let (status, v) = json_of(&app, Method::DELETE, "/connectors", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(v, serde_json::json!({"error_code": 405, "message": "HTTP 405 Method Not Allowed"}));
+    // A restart flag that is not `true` is false, as JAX-RS reads it, not a plain-text 400.
+    let (status, v) = json_of(&app, Method::POST, "/connectors/made-stopped/restart?includeTasks=maybe", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{v}");
+}
+
+/// `/admin/loggers` (KIP-495, KIP-976) with Connect's codes and bodies; a standalone worker applies a
+/// cluster-wide level itself.
+#[tokio::test]
+async fn log_levels_change_through_admin_loggers() {
+    let app = super::router(worker_with(&[]), None);
+    let (status, v) = json_of(&app, Method::GET, "/admin/loggers", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(v["root"]["level"].is_string(), "{v}");
+    let (status, v) = json_of(&app, Method::GET, "/admin/loggers/com.example.Nothing", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(v["message"], "Logger com.example.Nothing not found.");
+    let level = |l: &str| Some(serde_json::json!({ "level": l }));
+    let (status, v) =
+        json_of(&app, Method::PUT, "/admin/loggers/org.apache.kafka.connect.runtime", level("debug")).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v, serde_json::json!(["org.apache.kafka.connect.runtime", "org.apache.kafka.connect.runtime.rest"]));
+    let (_, v) = json_of(&app, Method::GET, "/admin/loggers/org.apache.kafka.connect.runtime.rest", None).await;
+    assert_eq!(v["level"], "DEBUG");
+    assert!(v["last_modified"].as_u64().is_some(), "{v}");
+    let (_, v) = json_of(&app, Method::GET, "/admin/loggers", None).await;
+    assert_eq!(v["org.apache.kafka.connect.runtime"]["level"], "DEBUG", "{v}");
+    let (status, v) =
+        json_of(&app, Method::PUT, "/admin/loggers/org.apache.kafka.connect.runtime", level("LOUD")).await;
+    assert_eq!((status, v["message"].as_str()), (StatusCode::NOT_FOUND, Some(crate::logging::INVALID_LEVEL)));
+    assert!(!v.to_string().contains("LOUD"), "no error repeats a value: {v}");
+    let (status, v) =
+        json_of(&app, Method::PUT, "/admin/loggers/org.apache.kafka.connect.runtime", Some(serde_json::json!({})))
+            .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["message"], "Desired 'level' parameter was not specified in request.");
+    let (status, _) =
+        json_of(&app, Method::PUT, "/admin/loggers/org.apache.kafka.connect.runtime?scope=cluster", level("WARN"))
+            .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, v) = json_of(&app, Method::GET, "/admin/loggers/org.apache.kafka.connect.runtime", None).await;
+    assert_eq!(v["level"], "WARN", "a standalone worker is the whole cluster");
+    // `admin.listeners` set takes the admin endpoints off the REST listener, as in Connect.
+    for value in ["", "http://:9093"] {
+        let off = super::router(worker_with(&[("admin.listeners", value)]), None);
+        let (status, _) = json_of(&off, Method::GET, "/admin/loggers", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "admin.listeners={value}");
+        let (status, _) = json_of(&off, Method::PUT, "/admin/loggers/root", level("TRACE")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "admin.listeners={value}");
+    }
+}
+
+/// While the worker starts, `/health` says so at once with Connect's 503, and any other call waits
+/// for the start (503 in the error shape if it takes longer than the wait); once it has started, its
+/// routes answer, `/health` 200, a call that was waiting included.
+#[tokio::test]
+async fn health_says_starting_and_calls_wait_until_the_worker_has_started() {
+    let (ready, routes) = tokio::sync::watch::channel(None);
+    let app = super::front(routes, None, std::time::Duration::from_millis(300));
+    let (status, v) = json_of(&app, Method::GET, "/health", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(v, serde_json::json!({"status": "starting", "message": "Worker is still starting up."}));
+    let (status, v) = json_of(&app, Method::GET, "/connectors", None).await;
+    assert_eq!((status, v["error_code"].as_u64()), (StatusCode::SERVICE_UNAVAILABLE, Some(503)), "{v}");
+    let waiting = {
+        let app = app.clone();
+        tokio::spawn(async move { json_of(&app, Method::GET, "/connectors", None).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let _ = ready.send(Some(super::routes_of(worker_with(&[]))));
+    assert_eq!(waiting.await.unwrap(), (StatusCode::OK, serde_json::json!([])), "the waiting call is served");
+    let (status, v) = json_of(&app, Method::GET, "/health", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["status"], "healthy");
+}
+
+/// KIP-558 in a standalone worker: the topics a connector produced to, forgotten by a reset until it
+/// produces to them again; both calls 403 in Connect's words when the worker turns tracking off.
+#[tokio::test]
+async fn active_topics_reset_and_come_back_when_produced_to_again() {
+    let w = worker_with(&[]);
+    let app = super::router(w.clone(), None);
+    let body = serde_json::json!({"name": "t", "config": connector(&[]), "initial_state": "STOPPED"});
+    assert_eq!(json_of(&app, Method::POST, "/connectors", Some(body)).await.0, StatusCode::CREATED);
+    let metrics = w.lock().get("t").unwrap().metrics.clone();
+    metrics.record_sent(&Arc::from("order.events"), 2, 100);
+    let (status, v) = json_of(&app, Method::GET, "/connectors/t/topics", None).await;
+    assert_eq!((status, v), (StatusCode::OK, serde_json::json!({"t": {"topics": ["order.events"]}})));
+    let (status, _) = json_of(&app, Method::PUT, "/connectors/t/topics/reset", None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, v) = json_of(&app, Method::GET, "/connectors/t/topics", None).await;
+    assert_eq!(v, serde_json::json!({"t": {"topics": []}}));
+    metrics.record_sent(&Arc::from("order.events"), 1, 50);
+    let (_, v) = json_of(&app, Method::GET, "/connectors/t/topics", None).await;
+    assert_eq!(v, serde_json::json!({"t": {"topics": ["order.events"]}}), "produced to again");
+    // As Connect: a reset of a connector it does not know is accepted and forgets nothing.
+    let (status, _) = json_of(&app, Method::PUT, "/connectors/nope/topics/reset", None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    for (key, get, reset) in [
+        ("topic.tracking.enable", "Topic tracking is disabled.", "Topic tracking is disabled."),
+        ("topic.tracking.allow.reset", "", "Topic tracking reset is disabled."),
+    ] {
+        let off = super::router(worker_with(&[(key, "false")]), None);
+        let (status, v) = json_of(&off, Method::GET, "/connectors/t/topics", None).await;
+        if get.is_empty() {
+            assert_eq!(status, StatusCode::OK, "tracking itself is on: {v}");
+            assert_eq!(v, serde_json::json!({"t": {"topics": []}}), "unknown here: none, as Connect answers");
+        } else {
+            assert_eq!((status, v["message"].as_str()), (StatusCode::FORBIDDEN, Some(get)));
+        }
+        let (status, v) = json_of(&off, Method::PUT, "/connectors/t/topics/reset", None).await;
+        assert_eq!((status, v["message"].as_str()), (StatusCode::FORBIDDEN, Some(reset)));
+    }
 }
