@@ -44,11 +44,12 @@ export PGOUTBOX_TEST_TANSU=127.0.0.1:$broker_port
 export PGOUTBOX_TEST_SCRIPTS=$here
 
 cd "$root"
-# Four tests at a time per binary: most of a test's time is spent waiting for a relay, a broker or a
-# deadline, not computing, and four at a time took the suite's binaries (edges, relay, polling, Kafka
-# security, workers) 25-40 % less time than two on the 2-core VM. The differential suite bounds itself to
-# two runs at a time (its JVMs compete for the cores) and the fault scenarios run one at a time.
-export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
+# Two tests at a time per binary in the main run (the test harness's default here). Four at a time
+# was tried: it cut edges, relay, polling, Kafka security and the workers by 25-40 %, but two of three
+# CI runs then failed on tests that other tests' concurrent WAL or CPU load disturbed (a position
+# bound in bad_input, since made exact; a partition drop in prune that timed out). The differential
+# suite bounds itself to two runs at a time whatever this says; the fault scenarios run one at a time.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-2}
 start=$(date +%s)
 cargo test --locked --workspace --all-targets -- --nocapture "$@"
 log "test suite took $(( $(date +%s) - start ))s"
@@ -75,9 +76,12 @@ for major in $majors; do
         # The polling hand-over (24 s) and held-batch (8 s) tests run once, on 15, above: repeating them per
         # major would cost the CI budget and test no SQL the others do not.
         # Exactly once's relay tests (30 s of this run) read no major-specific SQL either: on 15 only.
-        cargo test --locked --test relay --test edges --test polling --test prune -- --nocapture \
+        # Four at a time here (the per-major run passed that way; prune, which timed out once at four
+        # in the main run, stays at two): 70 s per major instead of 120.
+        RUST_TEST_THREADS=4 cargo test --locked --test relay --test edges --test polling -- --nocapture \
             --skip a_cut_off_pollers --skip unpartitioned_pollers \
             --skip under_exactly_once --skip in_the_exactly_once_transactions
+        cargo test --locked --test prune -- --nocapture
         # Decoding from a standby needs 16+ (the main run tests it on 16 from the npm registry).
         if [ "$major" -ge 16 ]; then cargo test --locked --test standby -- --nocapture; fi
         # Exactly once runs on 15 only, with every fault (above): its code reads no major-specific

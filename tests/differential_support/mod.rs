@@ -19,7 +19,7 @@ pub mod via_connect;
 pub use case::{insert, lit, tx, Case};
 pub use harness::run;
 
-/// Two runs at a time, whatever the harness's thread count (scripts/test.sh runs the suite's other
+/// Two runs at a time, whatever the harness's thread count (scripts/test.sh may run other
 /// binaries four at a time): each run starts JVMs, and on two cores more of them at once only slow each
 /// other down past the cases' deadlines.
 static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
