@@ -186,7 +186,7 @@ pub async fn connect(
             return Err(e);
         }
     };
-    let _ = app.send(Some(worker::rest::routes_of(worker.clone())));
+    let _ = app.send(Some(worker::rest::routes(worker.clone())));
     let follower = cluster.is_some().then(|| tokio::spawn(worker.clone().follow_cluster()));
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(listen = %bound, scheme, worker_id = %worker.worker_id, connectors = ?worker.names(), "Connect REST API listening");

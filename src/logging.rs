@@ -80,10 +80,6 @@ pub fn parse_level(s: &str) -> Option<&'static str> {
 
 /// A level `parse_level` took, as an `EnvFilter` directive.
 pub fn directive(level: &str) -> &'static str {
-    directive_level(level)
-}
-
-fn directive_level(level: &str) -> &'static str {
     match level {
         "OFF" => "off",
         "FATAL" | "ERROR" => "error",
@@ -226,7 +222,7 @@ impl Levels {
             .map(String::from)
             .collect();
         let root = set.get(ROOT).map(|l| l.level.as_str()).unwrap_or(&self.root);
-        out.insert(0, directive_level(root).to_string());
+        out.insert(0, directive(root).to_string());
         let mut targets: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
         for (name, l) in set.iter().filter(|(n, _)| *n != ROOT) {
             let mapped: Vec<&str> = match LOGGERS.iter().find(|(n, _)| n == name) {
@@ -249,7 +245,7 @@ impl Levels {
                 }
             }
         }
-        out.extend(targets.into_iter().map(|(t, (l, _))| format!("{t}={}", directive_level(l))));
+        out.extend(targets.into_iter().map(|(t, (l, _))| format!("{t}={}", directive(l))));
         out.join(",")
     }
 }

@@ -394,14 +394,23 @@ impl Cluster {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let value = json!({"topic": {"name": topic, "connector": connector, "task": 0, "discoverTimestamp": now}});
-        self.send_status(&format!("{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}"), Some(value.to_string())).await
+        let key = format!("{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}");
+        match self.send_status(&key, Some(value.to_string())).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(connector, topic = %self.settings.status_topic, error = %e, "cannot record the connector's active topic; trying again");
+                false
+            }
+        }
     }
 
     /// Forgets the topics `connector` has produced to (`PUT .../topics/reset`): their records are
     /// deleted; a topic comes back when the connector produces to it again.
     pub async fn reset_topics(&self, connector: &str) -> Result<(), WorkerError> {
         for topic in self.topics(connector) {
-            if !self.send_status(&format!("{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}"), None).await {
+            let key = format!("{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}");
+            if let Err(e) = self.send_status(&key, None).await {
+                tracing::warn!(connector, topic = %self.settings.status_topic, error = %e, "cannot delete the connector's active topic");
                 return Err(WorkerError {
                     status: 500,
                     message: format!(
@@ -414,16 +423,13 @@ impl Cluster {
         Ok(())
     }
 
-    async fn send_status(&self, key: &str, payload: Option<String>) -> bool {
+    /// One record to `status.storage.topic` (`None`: a tombstone); the caller says what failed.
+    async fn send_status(&self, key: &str, payload: Option<String>) -> Result<(), rdkafka::error::KafkaError> {
         let mut record = FutureRecord::<str, str>::to(&self.settings.status_topic).key(key);
         if let Some(p) = &payload {
             record = record.payload(p);
         }
-        if let Err((e, _)) = self.producer.send(record, Duration::from_secs(30)).await {
-            tracing::warn!(key, topic = %self.settings.status_topic, error = %e, "cannot write to the status topic");
-            return false;
-        }
-        true
+        self.producer.send(record, Duration::from_secs(30)).await.map(|_| ()).map_err(|(e, _)| e)
     }
 
     /// Restart requests for connectors, taken once.
@@ -595,12 +601,7 @@ impl Cluster {
             }
         };
         for (key, value) in [(format!("status-connector-{name}"), connector), (format!("status-task-{name}-0"), task)] {
-            let payload = value.map(|v| v.to_string());
-            let mut record = FutureRecord::<str, str>::to(&self.settings.status_topic).key(&key);
-            if let Some(p) = &payload {
-                record = record.payload(p);
-            }
-            if let Err((e, _)) = self.producer.send(record, Duration::from_secs(30)).await {
+            if let Err(e) = self.send_status(&key, value.map(|v| v.to_string())).await {
                 tracing::warn!(connector = name, topic = %self.settings.status_topic, error = %e, "cannot write the connector's status; trying again");
                 return false;
             }

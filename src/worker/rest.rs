@@ -106,11 +106,7 @@ pub fn front(
 }
 
 /// The worker's routes, without authentication (see [`front`]).
-pub fn routes_of(worker: Shared) -> axum::Router {
-    routes(worker)
-}
-
-fn routes(worker: Shared) -> axum::Router {
+pub fn routes(worker: Shared) -> axum::Router {
     let admin = worker.admin_endpoints();
     let routes = axum::Router::new()
         .route("/", get(root))
@@ -208,7 +204,7 @@ async fn set_logger(
         // Connect's status; its message repeats the value, this one names what is expected.
         return Err(error(404, crate::logging::INVALID_LEVEL));
     };
-    let scope = q.iter().rev().find(|(k, _)| k == "scope").map(|(_, v)| v.to_ascii_lowercase());
+    let scope = query_param(&q, "scope").map(str::to_ascii_lowercase);
     if scope.as_deref() == Some("cluster") {
         w.set_cluster_logger_level(&name, level).await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -475,13 +471,16 @@ struct RestartQuery {
 }
 
 impl RestartQuery {
-    /// As JAX-RS reads a boolean query parameter: `true` in any case is true, anything else false
-    /// (never a rejection).
     fn from(q: &[(String, String)]) -> RestartQuery {
-        let flag =
-            |name: &str| q.iter().rev().find(|(k, _)| k == name).is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"));
+        let flag = |name: &str| query_param(q, name).is_some_and(|v| v.eq_ignore_ascii_case("true"));
         RestartQuery { include_tasks: flag("includeTasks"), only_failed: flag("onlyFailed") }
     }
+}
+
+/// A query parameter's value (the last, when it is given more than once). A boolean is read as
+/// JAX-RS reads one: `true` or `false` in any case, anything else the default, never a rejection.
+fn query_param<'a>(q: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    q.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
 /// `POST /connectors/{name}/restart`: 204 for a plain restart; with `includeTasks` or
@@ -582,7 +581,7 @@ async fn metrics(State(w): State<Shared>) -> Response {
 async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
     let connector = json!({"class": POSTGRES_CONNECTOR_CLASS, "type": "source", "version": DEBEZIUM_VERSION});
     // As JAX-RS reads the boolean (default true): only `false`, in any case, lists them all.
-    let all = q.iter().rev().find(|(k, _)| k == "connectorsOnly").is_some_and(|(_, v)| v.eq_ignore_ascii_case("false"));
+    let all = query_param(&q, "connectorsOnly").is_some_and(|v| v.eq_ignore_ascii_case("false"));
     if !all {
         return Json(json!([connector]));
     }

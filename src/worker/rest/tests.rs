@@ -445,7 +445,7 @@ async fn health_says_starting_and_calls_wait_until_the_worker_has_started() {
         tokio::spawn(async move { json_of(&app, Method::GET, "/connectors", None).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let _ = ready.send(Some(super::routes_of(worker_with(&[]))));
+    let _ = ready.send(Some(super::routes(worker_with(&[]))));
     assert_eq!(waiting.await.unwrap(), (StatusCode::OK, serde_json::json!([])), "the waiting call is served");
     let (status, v) = json_of(&app, Method::GET, "/health", None).await;
     assert_eq!(status, StatusCode::OK);
