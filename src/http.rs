@@ -29,7 +29,7 @@ pub async fn serve(listener: TcpListener, relay: Relay, shutdown: CancellationTo
     }
 }
 
-async fn handle(State(relay): State<Relay>, uri: Uri) -> Response {
+async fn handle(State(relay): State<Relay>, uri: Uri, headers: axum::http::HeaderMap) -> Response {
     if uri.path() == "/metrics" {
         let source =
             // `pgoutbox run`'s one connector: running, except while another instance holds the slot
@@ -45,8 +45,10 @@ async fn handle(State(relay): State<Relay>, uri: Uri) -> Response {
             };
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let body = crate::exposition::render(&[source], now);
-        return ([(header::CONTENT_TYPE, crate::exposition::CONTENT_TYPE)], body).into_response();
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let (format, content_type) = crate::exposition::negotiate(accept);
+        let body = crate::exposition::render(&[source], None, now, format);
+        return ([(header::CONTENT_TYPE, content_type)], body).into_response();
     }
     let (status, ctype, body) = respond(uri.path(), &relay.metrics);
     let code = status.split(' ').next().and_then(|c| c.parse().ok()).and_then(|c| StatusCode::from_u16(c).ok());

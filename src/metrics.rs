@@ -87,6 +87,27 @@ pub struct Metrics {
     pub stalled: AtomicU8,
     /// Outbox rows deleted or archived by pruning (`pipeline::prune`).
     pub pruned_rows: AtomicU64,
+    /// Changes of the captured tables read but turned into no record: operations
+    /// `skipped.operations` names, UPDATEs the Event Router ignores, rows a Filter transform
+    /// dropped (Debezium's NumberOfEventsFiltered).
+    pub events_filtered: AtomicU64,
+    /// UPDATEs and DELETEs of the captured tables read (Debezium's TotalNumberOf{Update,Delete}EventsSeen).
+    pub updates_seen: AtomicU64,
+    pub deletes_seen: AtomicU64,
+    /// Records written by the connector's task since it started: batches polled from the source
+    /// and the time each took, for Connect's source-task and connector-task metrics.
+    pub batches: Mutex<Batches>,
+    /// The initial snapshot (Debezium's snapshot metrics).
+    pub snapshot: Mutex<Snapshot>,
+    /// The producer's figures from librdkafka's statistics (the current producer's).
+    pub producer: Mutex<Option<SharedClientStats>>,
+    /// The bounded queue between the source and the sink: its capacity and what is free in it, in
+    /// batches (Debezium's QueueTotalCapacity / QueueRemainingCapacity count records).
+    queue: Mutex<Option<QueueProbe>>,
+    /// How long the task has been in each state, for Connect's running and pause ratios.
+    pub task_clock: Mutex<TaskClock>,
+    /// Records polled and written as sampled at each scrape, for Connect's per-second rates.
+    pub throughput: Mutex<Throughput>,
     state: AtomicU8,
     latency: Mutex<Latencies>,
     /// Records and bytes (key, value and headers) handed to the producer, per topic.
@@ -105,6 +126,11 @@ struct Latencies {
 impl Metrics {
     pub fn set_state(&self, state: RelayState) {
         self.state.store(state as u8, Ordering::Relaxed);
+        let task = match state {
+            RelayState::Starting | RelayState::StandingBy => "UNASSIGNED",
+            _ => "RUNNING",
+        };
+        self.task_clock.lock().unwrap_or_else(|e| e.into_inner()).tick(task, std::time::Instant::now());
     }
 
     pub fn state(&self) -> RelayState {
@@ -177,6 +203,169 @@ impl Metrics {
 
     pub fn get(a: &AtomicU64) -> u64 {
         a.load(Ordering::Relaxed)
+    }
+
+    /// Where the queue between source and sink is read from: `probe` answers its capacity and free
+    /// room, `None` once it is gone.
+    pub fn set_queue(&self, probe: impl Fn() -> Option<(usize, usize)> + Send + Sync + 'static) {
+        *self.queue.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(probe));
+    }
+
+    /// The queue's capacity and free room, while a session runs.
+    pub fn queue(&self) -> Option<(usize, usize)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|probe| probe())
+    }
+
+    /// The current producer's statistics, once it reported any.
+    pub fn producer_stats(&self) -> Option<ClientStats> {
+        let shared = self.producer.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        let stats = shared.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        stats.reported.then_some(stats)
+    }
+
+    /// A batch of `records` read from the source in `took`, handed to the sink.
+    pub fn record_batch(&self, records: u64, took: std::time::Duration) {
+        let mut b = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        b.count += 1;
+        b.records += records;
+        b.max_records = b.max_records.max(records);
+        let ms = took.as_secs_f64() * 1e3;
+        b.time_sum_ms += ms;
+        b.time_max_ms = b.time_max_ms.max(ms);
+    }
+}
+
+/// The source's batches since the task started.
+#[derive(Debug, Default, Clone)]
+pub struct Batches {
+    pub count: u64,
+    pub records: u64,
+    pub max_records: u64,
+    pub time_sum_ms: f64,
+    pub time_max_ms: f64,
+}
+
+/// The initial snapshot, as Debezium's snapshot MBean reports it.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    /// When it started and ended, in milliseconds since the epoch (0: not yet).
+    pub started_ms: u64,
+    pub ended_ms: u64,
+    pub completed: bool,
+    pub aborted: bool,
+    pub total_tables: u64,
+    pub remaining_tables: u64,
+    /// Rows read per table (`schema.table`), in the order the tables were read.
+    pub rows_scanned: Vec<(String, u64)>,
+    /// Records the snapshot produced.
+    pub events: u64,
+}
+
+/// A Kafka client's figures from librdkafka's statistics callback, kept as the Java clients' metrics
+/// name them (see `exposition`): totals since the client started, averages over librdkafka's last
+/// statistics window, rates over the interval between the last two reports.
+#[derive(Debug, Default, Clone)]
+pub struct ClientStats {
+    /// At least one report arrived.
+    pub reported: bool,
+    pub client_id: String,
+    pub connections: u64,
+    pub outgoing_bytes: u64,
+    pub incoming_bytes: u64,
+    pub requests: u64,
+    pub responses: u64,
+    pub records_sent: u64,
+    pub retries: u64,
+    pub requests_in_flight: u64,
+    pub request_latency_avg_ms: f64,
+    pub request_latency_max_ms: f64,
+    pub record_queue_time_avg_ms: f64,
+    pub batch_size_avg: f64,
+    pub records_per_request_avg: f64,
+    pub outgoing_byte_rate: f64,
+    pub incoming_byte_rate: f64,
+    pub record_send_rate: f64,
+    pub request_rate: f64,
+    /// When the last report arrived, for the rates.
+    pub at: Option<std::time::Instant>,
+}
+
+pub type SharedClientStats = std::sync::Arc<Mutex<ClientStats>>;
+
+/// Answers the queue's capacity and free room while it exists.
+type QueueProbe = Box<dyn Fn() -> Option<(usize, usize)> + Send + Sync>;
+
+/// Counts sampled over time, for rates over a window as Connect's metrics keep them (its samples
+/// span 30 seconds by default: `metrics.sample.window.ms` times `metrics.num.samples`).
+#[derive(Debug, Default)]
+pub struct Throughput {
+    samples: std::collections::VecDeque<(std::time::Instant, [u64; 2])>,
+}
+
+/// The window Connect's rates cover.
+pub const RATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Throughput {
+    /// Adds `counts` at `now`; returns each count's rate per second over the window (0 until two
+    /// samples are at least a second apart).
+    pub fn rates(&mut self, counts: [u64; 2], now: std::time::Instant) -> [f64; 2] {
+        self.samples.push_back((now, counts));
+        while self.samples.len() > 2 && self.samples.get(1).is_some_and(|(t, _)| now.duration_since(*t) >= RATE_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+        let Some((first, before)) = self.samples.front() else { return [0.0; 2] };
+        let secs = now.duration_since(*first).as_secs_f64();
+        if secs < 1.0 {
+            return [0.0; 2];
+        }
+        [0, 1].map(|i| counts[i].saturating_sub(before[i]) as f64 / secs)
+    }
+}
+
+/// Time spent per task state since the task started (Connect's `running-ratio` and `pause-ratio`):
+/// each scrape and each change of state adds the time since the previous one to the state then.
+#[derive(Debug, Clone)]
+pub struct TaskClock {
+    started: std::time::Instant,
+    last: std::time::Instant,
+    state: String,
+    running: std::time::Duration,
+    paused: std::time::Duration,
+}
+
+impl Default for TaskClock {
+    fn default() -> Self {
+        let now = std::time::Instant::now();
+        TaskClock {
+            started: now,
+            last: now,
+            state: "UNASSIGNED".into(),
+            running: Default::default(),
+            paused: Default::default(),
+        }
+    }
+}
+
+impl TaskClock {
+    /// The task is in `state` (Connect's name) at `now`: the time since the last call goes to the
+    /// state then. Returns the running and pause ratios since the task started.
+    pub fn tick(&mut self, state: &str, now: std::time::Instant) -> (f64, f64) {
+        let spent = now.saturating_duration_since(self.last);
+        match self.state.as_str() {
+            "RUNNING" => self.running += spent,
+            "PAUSED" => self.paused += spent,
+            _ => {}
+        }
+        self.last = now;
+        if self.state != state {
+            self.state = state.to_string();
+        }
+        let total = now.saturating_duration_since(self.started).as_secs_f64();
+        if total <= 0.0 {
+            return (f64::from(u8::from(state == "RUNNING")), f64::from(u8::from(state == "PAUSED")));
+        }
+        (self.running.as_secs_f64() / total, self.paused.as_secs_f64() / total)
     }
 }
 
@@ -302,6 +491,33 @@ mod tests {
             assert!(i < BUCKETS);
             assert!(Histogram::upper(i) >= v, "{v}");
         }
+    }
+
+    /// Connect's running and pause ratios: the share of the task's life spent in each state.
+    #[test]
+    fn task_ratios_are_shares_of_the_time_since_the_task_started() {
+        let t0 = std::time::Instant::now();
+        let mut clock = TaskClock { started: t0, last: t0, state: "UNASSIGNED".into(), ..TaskClock::default() };
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        clock.tick("RUNNING", at(1));
+        clock.tick("PAUSED", at(7));
+        let (running, paused) = clock.tick("RUNNING", at(9));
+        assert!((running - 6.0 / 9.0).abs() < 1e-9 && (paused - 2.0 / 9.0).abs() < 1e-9, "{running} {paused}");
+        let (running, _) = clock.tick("RUNNING", at(10));
+        assert!((running - 0.7).abs() < 1e-9, "{running}");
+    }
+
+    /// Rates over Connect's 30-second window: older samples leave it.
+    #[test]
+    fn rates_cover_the_last_window() {
+        let t0 = std::time::Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let mut t = Throughput::default();
+        assert_eq!(t.rates([0, 0], at(0)), [0.0, 0.0]);
+        assert_eq!(t.rates([100, 50], at(10)), [10.0, 5.0]);
+        t.rates([400, 50], at(35));
+        // The sample at 0 s left the window; the one at 10 s is the oldest kept.
+        assert_eq!(t.rates([700, 50], at(40)), [20.0, 0.0]);
     }
 
     #[test]

@@ -669,8 +669,8 @@ async fn a_new_instance_fences_the_zombie_transactional_producer() {
         topic_creation: None,
     };
     let id = unique("txid");
-    let zombie = Producer::transactional(&kafka, &id).unwrap();
-    let successor = Producer::transactional(&kafka, &id).unwrap();
+    let zombie = Producer::transactional(&kafka, &id, "zombie-test").unwrap();
+    let successor = Producer::transactional(&kafka, &id, "zombie-test").unwrap();
     let timeout = Duration::from_secs(30);
     let send = |p: &Producer, value: &'static [u8]| {
         p.send(pgoutbox::kafka::Record::with_opaque_to(&topic, 0).key(&b"k"[..]).payload(value)).map_err(|(e, _)| e)

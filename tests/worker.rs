@@ -168,10 +168,11 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     // Pause: no events flow; resume: they do.
     assert_eq!(call(&addr, "PUT", "/connectors/orders/pause", None).0, 202);
     wait_state(&addr, "orders", "PAUSED");
-    // Connect's task status metric follows the state, as the dashboards on Strimzi's rules read it.
+    // Connect's status metrics follow the state, as the dashboards on Strimzi's rules read them.
     let metrics = http_get(&addr, "/metrics").expect("metrics").1;
+    assert!(metrics.contains("kafka_connect_connector_status{connector=\"orders\",status=\"paused\"} 1"), "{metrics}");
     assert!(
-        metrics.contains("kafka_connect_connector_status{connector=\"orders\",task=\"0\",status=\"paused\"} 1"),
+        metrics.contains("kafka_connect_connector_task_status{connector=\"orders\",task=\"0\",status=\"paused\"} 1"),
         "{metrics}"
     );
     sql.batch_execute(&a.insert_sql("Order", "a-2", Some("{}"))).await.unwrap();

@@ -298,6 +298,10 @@ pub struct Config {
 
 pub const POSTGRES_CONNECTOR_CLASS: &str = "io.debezium.connector.postgresql.PostgresConnector";
 
+/// The Debezium release whose behaviour pgoutbox matches: the connector's version in Connect's REST
+/// API and metrics.
+pub const DEBEZIUM_VERSION: &str = "3.6.3.Final";
+
 /// Where the relay records the slot it streams from when `offset.storage.topic` is not set.
 pub const DEFAULT_OFFSET_TOPIC: &str = "pgoutbox-offsets";
 

@@ -9,5 +9,6 @@ pub mod topics;
 
 pub use errors::{is_permanent, DeliveryFailure, Error};
 pub use producer::{
-    base_config, base_record, client_config, create_topics, topic_exists, transaction_timeout, Ack, Producer, Record,
+    base_config, base_record, client_config, client_stats, create_topics, topic_exists, transaction_timeout, Ack,
+    Producer, Record, STATISTICS_INTERVAL_MS,
 };

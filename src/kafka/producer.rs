@@ -61,6 +61,8 @@ pub struct ReportingContext {
     /// When each kind of connection error was last logged, and how many were not logged since:
     /// librdkafka reports a broker that is away every second or so.
     warned: Mutex<std::collections::HashMap<String, (Instant, u64)>>,
+    /// The client's figures from librdkafka's statistics, for the metrics.
+    stats: crate::metrics::SharedClientStats,
 }
 
 /// At most one warning per kind of connection error in this long.
@@ -93,6 +95,11 @@ impl ReportingContext {
 }
 
 impl ClientContext for ReportingContext {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        client_stats(&mut stats, &statistics, Instant::now());
+    }
+
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         match level {
             RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error => {
@@ -208,6 +215,73 @@ const SERVE_AT_LEAST_EVERY: Duration = Duration::from_millis(100);
 
 use crate::config::producer::{JAVA_MAX_REQUEST_SIZE, QUEUE_MAX_KBYTES};
 const QUEUE_MAX_MESSAGES: &str = "100000";
+/// How often librdkafka reports its statistics (the producer metrics' resolution).
+pub const STATISTICS_INTERVAL_MS: &str = "5000";
+
+/// Folds one statistics report into `stats`: totals and averages over the brokers that are nodes
+/// (not the bootstrap entries), rates over the time since the previous report.
+pub fn client_stats(stats: &mut crate::metrics::ClientStats, s: &rdkafka::Statistics, now: Instant) {
+    let nodes = s.brokers.values().filter(|b| b.nodeid >= 0);
+    let (mut connections, mut retries, mut in_flight, mut requests, mut responses) = (0, 0, 0, 0, 0);
+    let (mut rtt_sum, mut rtt_cnt, mut rtt_max, mut queued_sum, mut queued_cnt) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    for b in nodes {
+        connections += u64::from(b.state == "UP");
+        retries += b.txretries;
+        in_flight += u64::try_from(b.waitresp_cnt).unwrap_or(0);
+        requests += b.tx;
+        responses += b.rx;
+        // A window's `avg` is of its samples (`sum` is not reliably theirs in every release).
+        if let Some(w) = &b.rtt {
+            rtt_sum += w.avg * w.cnt;
+            rtt_cnt += w.cnt;
+            rtt_max = rtt_max.max(w.max);
+        }
+        if let Some(w) = &b.int_latency {
+            queued_sum += w.avg * w.cnt;
+            queued_cnt += w.cnt;
+        }
+    }
+    let (mut batch_bytes, mut batch_records, mut batches) = (0i64, 0i64, 0i64);
+    for t in s.topics.values() {
+        batch_bytes += t.batchsize.avg * t.batchsize.cnt;
+        batch_records += t.batchcnt.avg * t.batchcnt.cnt;
+        batches += t.batchcnt.cnt;
+    }
+    let avg = |sum: i64, cnt: i64, scale: f64| if cnt > 0 { sum as f64 / cnt as f64 / scale } else { 0.0 };
+    let outgoing = u64::try_from(s.tx_bytes).unwrap_or(0);
+    let incoming = u64::try_from(s.rx_bytes).unwrap_or(0);
+    let sent = u64::try_from(s.txmsgs).unwrap_or(0);
+    if let Some(at) = stats.at {
+        let secs = now.saturating_duration_since(at).as_secs_f64();
+        if secs > 0.0 {
+            let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
+            stats.outgoing_byte_rate = rate(outgoing, stats.outgoing_bytes);
+            stats.incoming_byte_rate = rate(incoming, stats.incoming_bytes);
+            stats.record_send_rate = rate(sent, stats.records_sent);
+            stats.request_rate = rate(requests, stats.requests);
+        }
+    }
+    *stats = crate::metrics::ClientStats {
+        reported: true,
+        client_id: s.client_id.clone(),
+        connections,
+        outgoing_bytes: outgoing,
+        incoming_bytes: incoming,
+        requests,
+        responses,
+        records_sent: sent,
+        retries,
+        requests_in_flight: in_flight,
+        // librdkafka measures in microseconds, the Java client's metrics in milliseconds.
+        request_latency_avg_ms: avg(rtt_sum, rtt_cnt, 1e3),
+        request_latency_max_ms: rtt_max as f64 / 1e3,
+        record_queue_time_avg_ms: avg(queued_sum, queued_cnt, 1e3),
+        batch_size_avg: avg(batch_bytes, batches, 1.0),
+        records_per_request_avg: avg(batch_records, batches, 1.0),
+        at: Some(now),
+        ..std::mem::take(stats)
+    };
+}
 
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
@@ -234,7 +308,10 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
         // The Java producer's max.request.size default (1 MiB), which bounds what Debezium delivers;
         // librdkafka's own default (1,000,000) refused records Debezium sends. `producer.max.request.size`
         // maps onto this key and overrides it.
-        .set("message.max.bytes", JAVA_MAX_REQUEST_SIZE);
+        .set("message.max.bytes", JAVA_MAX_REQUEST_SIZE)
+        // The producer metrics (`exposition`) come from librdkafka's statistics: one report every
+        // STATISTICS_INTERVAL_MS, a few kilobytes of JSON.
+        .set("statistics.interval.ms", STATISTICS_INTERVAL_MS);
     for (k, v) in cfg.producer_overrides.iter() {
         c.set(k, v);
     }
@@ -255,6 +332,15 @@ fn librdkafka_log_level() -> RDKafkaLogLevel {
     } else {
         RDKafkaLogLevel::Error
     }
+}
+
+/// `config` with `client.id` set to `client_id` (Connect names a source task's producer
+/// `connector-producer-<connector>-<task>`), unless a `producer.override.client.id` set it.
+fn named(mut config: ClientConfig, cfg: &KafkaConfig, client_id: &str) -> ClientConfig {
+    if cfg.producer_overrides.get("client.id").is_none() {
+        config.set("client.id", client_id);
+    }
+    config
 }
 
 /// The Java producer's `transaction.timeout.ms` default, which Connect keeps.
@@ -289,14 +375,19 @@ pub fn transaction_timeout(cfg: &KafkaConfig) -> Duration {
 
 impl Producer {
     /// Must be called within the Tokio runtime that will serve the producer.
-    pub fn new(cfg: &KafkaConfig) -> Result<Self, KafkaError> {
-        Self::with_config(base_config(cfg))
+    pub fn new(cfg: &KafkaConfig, client_id: &str) -> Result<Self, KafkaError> {
+        Self::with_config(named(base_config(cfg), cfg, client_id))
     }
 
     /// A transactional producer (exactly once). [`init_transactions`](Self::init_transactions)
     /// must run before it sends.
-    pub fn transactional(cfg: &KafkaConfig, transactional_id: &str) -> Result<Self, KafkaError> {
-        Self::with_config(transactional_config(cfg, transactional_id))
+    pub fn transactional(cfg: &KafkaConfig, transactional_id: &str, client_id: &str) -> Result<Self, KafkaError> {
+        Self::with_config(named(transactional_config(cfg, transactional_id), cfg, client_id))
+    }
+
+    /// The client's figures from librdkafka's statistics, updated as reports arrive.
+    pub fn stats(&self) -> crate::metrics::SharedClientStats {
+        self.inner.context().stats.clone()
     }
 
     fn with_config(config: ClientConfig) -> Result<Self, KafkaError> {
@@ -304,6 +395,7 @@ impl Producer {
             session: Default::default(),
             acks: Mutex::new(Vec::new()),
             warned: Mutex::new(Default::default()),
+            stats: Default::default(),
         })?;
         let (wake_tx, wake) =
             pipe::pipe().map_err(|e| KafkaError::ClientCreation(format!("cannot create the wake-up pipe: {e}")))?;

@@ -74,6 +74,10 @@ pub struct Reader<'a> {
     batch: Vec<Item>,
     /// Bytes of the records in `batch`.
     batch_bytes: usize,
+    /// When the batch being filled got its first item, and the events in it (the source-task batch
+    /// metrics).
+    batch_began: Option<Instant>,
+    batch_events: u64,
     /// The server asked for a reply and got the position confirmed then; the next confirmed
     /// position goes out at once too, so a server waiting for it (a fast shutdown, a switchover waits
     /// for its walsenders to be confirmed) does not wait for the status timer.
@@ -169,6 +173,8 @@ impl<'a> Reader<'a> {
             received,
             batch: Vec::with_capacity(BATCH_MAX),
             batch_bytes: 0,
+            batch_began: None,
+            batch_events: 0,
             reply_owed: false,
             confirm_due: false,
             sink_gone: false,
@@ -225,6 +231,9 @@ impl<'a> Reader<'a> {
         loop {
             self.handle_buffered().await?;
             let pending = !self.batch.is_empty();
+            if pending && self.batch_began.is_none() {
+                self.batch_began = Some(Instant::now());
+            }
             tokio::select! {
                 biased;
                 // 1. Stop requested: stop reading; what is not handed over is simply not confirmed.
@@ -264,6 +273,8 @@ impl<'a> Reader<'a> {
                 permit = tx.reserve(), if pending => {
                     let Ok(permit) = permit else { return Ok(()) };
                     self.batch_bytes = 0;
+                    let took = self.batch_began.take().map_or(Duration::ZERO, |t| t.elapsed());
+                    self.metrics.record_batch(std::mem::take(&mut self.batch_events), took);
                     permit.send(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_MAX)));
                     // Time spent backpressured is not silence from the server.
                     last_heard = Instant::now();
@@ -371,6 +382,7 @@ impl<'a> Reader<'a> {
 
     fn push_event(&mut self, record: crate::outbox::OutboxRecord) {
         self.batch_bytes += record.size();
+        self.batch_events += 1;
         self.batch.push(Item::Event(record));
     }
 
@@ -463,12 +475,22 @@ impl<'a> Reader<'a> {
                 }
             }
             LogicalMessage::Update(u) => {
-                if matches!(self.relations.get(&u.relation), Some(Some(_))) && !self.cfg.skipped.update {
-                    self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
+                if matches!(self.relations.get(&u.relation), Some(Some(_))) {
+                    self.metrics.updates_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if !self.cfg.skipped.update {
+                        self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
+                    }
                 }
             }
             // DELETEs are dropped silently by the Event Router (the usual cleanup of published rows).
-            LogicalMessage::Delete(_) | LogicalMessage::Truncate(_) => {}
+            LogicalMessage::Delete(d) => {
+                if matches!(self.relations.get(&d.relation), Some(Some(_))) {
+                    self.metrics.deletes_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            LogicalMessage::Truncate(_) => {}
             LogicalMessage::Origin(_) | LogicalMessage::Type(_) | LogicalMessage::Message(_) => {}
         }
         Ok(())
@@ -491,12 +513,15 @@ impl Reader<'_> {
     fn on_insert(&mut self, i: &pgoutput::Insert) -> Result<(), RelayError> {
         let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) else { return Ok(()) };
         if self.cfg.skipped.insert {
+            self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(());
         }
         let now = now_ms();
         match self.router.route(plan, &i.new, now) {
             // A transform dropped it (Filter): the position passes it like any row without an event.
-            Ok(None) => {}
+            Ok(None) => {
+                self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             Ok(Some(mut record)) => {
                 if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
                     record.headers.push(crate::outbox::Header {

@@ -65,6 +65,11 @@ struct Kept {
     idle_since: Option<std::time::Instant>,
 }
 
+/// The producer's `client.id`, as Connect names a source task's: `connector-producer-<name>-0`.
+fn producer_client_id(cfg: &Config) -> String {
+    format!("connector-producer-{}-0", cfg.connector_name)
+}
+
 /// How long a producer is kept for the next session once no session uses it.
 pub const KEEP_IDLE: Duration = Duration::from_secs(30);
 
@@ -86,7 +91,8 @@ impl KeptProducer {
                 if let Some(old) = kept.producer.take() {
                     tokio::task::spawn_blocking(move || drop(old));
                 }
-                let p = Arc::new(Producer::new(&cfg.kafka).map_err(crate::kafka::Error::Create)?);
+                let p =
+                    Arc::new(Producer::new(&cfg.kafka, &producer_client_id(cfg)).map_err(crate::kafka::Error::Create)?);
                 kept.producer = Some(p.clone());
                 p
             }
@@ -214,6 +220,8 @@ pub async fn run(
     }
 
     let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+    let queue = tx.downgrade();
+    metrics.set_queue(move || queue.upgrade().map(|q| (q.max_capacity(), q.capacity())));
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
     let mut sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name)
@@ -351,7 +359,8 @@ async fn start(
 /// committed offset read after this is final.
 async fn transactional_producer(cfg: &Config, id: &str, offsets: &OffsetStore) -> Result<Arc<Producer>, RelayError> {
     offsets.ensure_topic().await.map_err(|e| offset_error(e, offsets))?;
-    let producer = Producer::transactional(&cfg.kafka, id).map_err(crate::kafka::Error::Create)?;
+    let producer =
+        Producer::transactional(&cfg.kafka, id, &producer_client_id(cfg)).map_err(crate::kafka::Error::Create)?;
     let producer = Arc::new(producer);
     let p = producer.clone();
     let timeout = crate::kafka::transaction_timeout(&cfg.kafka);
@@ -675,7 +684,7 @@ mod kept_tests {
             client_security: Default::default(),
             topic_creation: None,
         };
-        Arc::new(Producer::new(&kafka).unwrap())
+        Arc::new(Producer::new(&kafka, "test").unwrap())
     }
 
     /// The kept producer outlives a short pause between sessions, not a long one, and a close

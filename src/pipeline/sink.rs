@@ -88,8 +88,10 @@ impl Sink {
         metrics: Arc<Metrics>,
     ) -> Self {
         metrics.confirmed_lsn.store(start.0, Ordering::Relaxed);
+        let producer: Arc<Producer> = producer.into();
+        *metrics.producer.lock().unwrap_or_else(|e| e.into_inner()) = Some(producer.stats());
         Sink {
-            producer: producer.into(),
+            producer,
             checkpoint: Checkpoint::new(start),
             confirmed,
             kafka,
@@ -714,7 +716,7 @@ mod tests {
             client_security: Default::default(),
             topic_creation: None,
         };
-        let producer = Producer::new(&kafka).unwrap();
+        let producer = Producer::new(&kafka, "test").unwrap();
         let (confirmed, _) = watch::channel(Lsn::ZERO);
         let mut sink = Sink::new(producer, Lsn::ZERO, confirmed, kafka, Arc::new(Metrics::default()));
         let record = |bytes: usize| OutboxRecord {

@@ -43,17 +43,39 @@ pub async fn publish(
     tx: &mpsc::Sender<Vec<Item>>,
     metrics: &crate::metrics::Metrics,
 ) -> Result<u64, RelayError> {
-    let mut tables = Tables { sql, cfg, router, tx, metrics, count: 0 };
-    for (schema, table) in setup::captured_tables(sql, cfg).await? {
-        tables.publish(&schema, &table).await?;
+    let captured = setup::captured_tables(sql, cfg).await?;
+    *snapshot_stats(metrics) = crate::metrics::Snapshot {
+        started_ms: super::reader::now_ms() as u64,
+        total_tables: captured.len() as u64,
+        remaining_tables: captured.len() as u64,
+        ..Default::default()
+    };
+    let result: Result<u64, RelayError> = async {
+        let mut tables = Tables { sql, cfg, router, tx, metrics, count: 0, events: 0 };
+        for (schema, table) in captured {
+            tables.publish(&schema, &table).await?;
+            snapshot_stats(metrics).remaining_tables -= 1;
+        }
+        let count = tables.count;
+        // Wait until the broker acknowledged every snapshot record.
+        let (done, acked) = oneshot::channel();
+        send(tx, vec![Item::Barrier(done)]).await?;
+        acked.await.map_err(|_| RelayError::TaskStopped("the sink stopped during the snapshot".into()))?;
+        Ok(count)
     }
-    let count = tables.count;
-    // Wait until the broker acknowledged every snapshot record.
-    let (done, acked) = oneshot::channel();
-    send(tx, vec![Item::Barrier(done)]).await?;
-    acked.await.map_err(|_| RelayError::TaskStopped("the sink stopped during the snapshot".into()))?;
+    .await;
+    let mut stats = snapshot_stats(metrics);
+    stats.ended_ms = super::reader::now_ms() as u64;
+    stats.completed = result.is_ok();
+    stats.aborted = result.is_err();
+    drop(stats);
+    let count = result?;
     tracing::info!(records = count, "snapshot: every existing row published");
     Ok(count)
+}
+
+fn snapshot_stats(metrics: &crate::metrics::Metrics) -> std::sync::MutexGuard<'_, crate::metrics::Snapshot> {
+    metrics.snapshot.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Publishes the captured tables' rows one table at a time, counting them.
@@ -64,6 +86,8 @@ struct Tables<'a> {
     tx: &'a mpsc::Sender<Vec<Item>>,
     metrics: &'a crate::metrics::Metrics,
     count: u64,
+    /// Records produced (rows a transform dropped produce none).
+    events: u64,
 }
 
 impl Tables<'_> {
@@ -74,6 +98,8 @@ impl Tables<'_> {
         let qualified = format!("{schema}.{table}");
         let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
         tracing::info!(table = %qualified, "snapshot: reading existing rows");
+        snapshot_stats(self.metrics).rows_scanned.push((qualified.clone(), 0));
+        let mut scanned = 0u64;
         let select = select_all(schema, table, &names);
         let rows = self.sql.query_raw(select.as_str(), std::iter::empty::<&str>()).await.map_err(PgError::Sql)?;
         pin_mut!(rows);
@@ -98,8 +124,11 @@ impl Tables<'_> {
                 }
             };
             batch_bytes += record.as_ref().map_or(0, |r| r.size());
+            scanned += 1;
+            self.events += u64::from(record.is_some());
             batch.extend(record.map(Item::Event));
             if batch.len() == BATCH || batch_bytes >= super::reader::BATCH_MAX_BYTES {
+                self.scanned(scanned);
                 send(self.tx, std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).await?;
                 batch_bytes = 0;
             }
@@ -108,7 +137,17 @@ impl Tables<'_> {
                 tracing::info!(records = self.count, "snapshot: progress");
             }
         }
+        self.scanned(scanned);
         send(self.tx, batch).await
+    }
+
+    /// The table being read has had `rows` read so far.
+    fn scanned(&self, rows: u64) {
+        let mut stats = snapshot_stats(self.metrics);
+        stats.events = self.events;
+        if let Some(last) = stats.rows_scanned.last_mut() {
+            last.1 = rows;
+        }
     }
 }
 

@@ -231,6 +231,9 @@ pub struct Cluster {
     /// The partitions of `offset.storage.topic` the group assigned this worker.
     assignment: Mutex<Option<BTreeSet<i32>>>,
     generation: std::sync::atomic::AtomicU64,
+    /// Rebalances as this member saw them, and its consumer's statistics, for the metrics.
+    rebalances: Mutex<Rebalances>,
+    member_stats: crate::metrics::SharedClientStats,
     /// Partitions of `offset.storage.topic`: the slots connectors are dealt into.
     partitions: i32,
     stop: AtomicBool,
@@ -270,6 +273,8 @@ impl Cluster {
             changed: Notify::new(),
             assignment: Mutex::new(None),
             generation: Default::default(),
+            rebalances: Default::default(),
+            member_stats: Default::default(),
             partitions,
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -831,8 +836,28 @@ impl Cluster {
         drop(consumer);
     }
 
+    /// The group's state for the metrics: this worker runs `connectors` connectors with `tasks` tasks.
+    pub fn figures(&self, connectors: usize, tasks: usize) -> crate::exposition::WorkerFigures {
+        let r = self.rebalances.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let stats = self.member_stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let group = crate::exposition::Group {
+            client_id: if stats.client_id.is_empty() { self.worker_id.clone() } else { stats.client_id.clone() },
+            epoch: self.generation(),
+            completed_rebalances: r.completed,
+            rebalancing: r.since.is_some(),
+            since_last_rebalance_ms: r.last.map_or(-1, |t| t.elapsed().as_millis() as i64),
+            rebalance_avg_ms: if r.completed > 0 { r.total_ms / r.completed as f64 } else { 0.0 },
+            rebalance_max_ms: r.max_ms,
+            assigned_connectors: connectors as u64,
+            assigned_tasks: tasks as u64,
+        };
+        let consumers = if stats.reported { vec![stats] } else { Vec::new() };
+        crate::exposition::WorkerFigures { group: Some(group), consumers }
+    }
+
     fn assigned(&self, partitions: BTreeSet<i32>) {
         self.generation.fetch_add(1, Ordering::Relaxed);
+        self.rebalances.lock().unwrap_or_else(|e| e.into_inner()).done(std::time::Instant::now());
         tracing::info!(worker_id = %self.worker_id, partitions = ?partitions, "the group assigned this worker its share");
         let mut assignment = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
         *assignment = Some(partitions);
@@ -992,9 +1017,48 @@ pub struct Member {
     cluster: std::sync::Weak<Cluster>,
 }
 
-impl ClientContext for Member {}
+impl ClientContext for Member {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        if let Some(c) = self.cluster.upgrade() {
+            let mut stats = c.member_stats.lock().unwrap_or_else(|e| e.into_inner());
+            crate::kafka::client_stats(&mut stats, &statistics, std::time::Instant::now());
+        }
+    }
+}
+
+/// The group's rebalances as this member saw them (`connect-worker-rebalance-metrics`).
+#[derive(Debug, Default, Clone)]
+struct Rebalances {
+    completed: u64,
+    /// Since when one is under way.
+    since: Option<std::time::Instant>,
+    /// When the last one completed.
+    last: Option<std::time::Instant>,
+    total_ms: f64,
+    max_ms: f64,
+}
+
+impl Rebalances {
+    fn started(&mut self, now: std::time::Instant) {
+        self.since.get_or_insert(now);
+    }
+
+    fn done(&mut self, now: std::time::Instant) {
+        let ms = self.since.take().map_or(0.0, |t| now.duration_since(t).as_secs_f64() * 1e3);
+        self.completed += 1;
+        self.total_ms += ms;
+        self.max_ms = self.max_ms.max(ms);
+        self.last = Some(now);
+    }
+}
 
 impl ConsumerContext for Member {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
+        if let Some(c) = self.cluster.upgrade() {
+            c.rebalances.lock().unwrap_or_else(|e| e.into_inner()).started(std::time::Instant::now());
+        }
+    }
+
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
@@ -1024,6 +1088,7 @@ fn membership_consumer(kafka: &KafkaConfig, cluster: &Arc<Cluster>) -> Result<Ba
         .set("auto.offset.reset", "latest")
         .set("enable.partition.eof", "false")
         .set("fetch.wait.max.ms", "500")
+        .set("statistics.interval.ms", crate::kafka::STATISTICS_INTERVAL_MS)
         .create_with_context(Member { cluster: Arc::downgrade(cluster) })
         .map_err(kafka_error("the worker's group member"))?;
     consumer.subscribe(&[&s.offset_topic]).map_err(kafka_error("joining the worker group"))?;

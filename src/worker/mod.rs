@@ -691,8 +691,8 @@ impl Worker {
         c.run = Some((token, handle));
     }
 
-    /// Every connector's metrics in the Prometheus exposition.
-    pub fn metrics_text(&self) -> String {
+    /// Every connector's metrics, and the worker's, in the Prometheus exposition's `format`.
+    pub fn metrics_text(&self, format: crate::exposition::Format) -> String {
         let states: Vec<&'static str> =
             self.local_names().iter().map(|n| self.local_state(n).map_or("UNASSIGNED", |s| s.name())).collect();
         let connectors = self.lock();
@@ -708,7 +708,12 @@ impl Worker {
             .collect();
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        crate::exposition::render(&sources, now)
+        let tasks = states.iter().filter(|s| **s != "STOPPED").count();
+        let figures = match &self.cluster {
+            Some(cluster) => cluster.figures(sources.len(), tasks),
+            None => crate::exposition::WorkerFigures::default(),
+        };
+        crate::exposition::render(&sources, Some(&figures), now, format)
     }
 
     /// The state file: every connector's own configuration and target state.

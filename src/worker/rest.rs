@@ -19,7 +19,7 @@ use crate::config::POSTGRES_CONNECTOR_CLASS;
 
 /// The Connect version the API speaks (Debezium 3.6's runtime).
 pub const CONNECT_VERSION: &str = "4.3.0";
-const DEBEZIUM_VERSION: &str = "3.6.3.Final";
+use crate::config::DEBEZIUM_VERSION;
 
 type Shared = Arc<Worker>;
 
@@ -571,8 +571,10 @@ async fn reset_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Res
 }
 
 /// Every connector's pgoutbox and Debezium metrics, for Prometheus.
-async fn metrics(State(w): State<Shared>) -> Response {
-    ([(axum::http::header::CONTENT_TYPE, crate::exposition::CONTENT_TYPE)], w.metrics_text()).into_response()
+async fn metrics(State(w): State<Shared>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (format, content_type) = crate::exposition::negotiate(accept);
+    ([(axum::http::header::CONTENT_TYPE, content_type)], w.metrics_text(format)).into_response()
 }
 
 /// `GET /connector-plugins[?connectorsOnly=false]`: the connector, or (KIP-769) every plugin

@@ -65,6 +65,7 @@ impl Batch<'_> {
         partitions: &[i32],
         limit: i64,
     ) -> Result<usize, RelayError> {
+        let began = std::time::Instant::now();
         let rows = step(table.fetch(self.sql, partitions, limit)).await?;
         futures_util::pin_mut!(rows);
         // What to mark once acknowledged: only the rows' identities are kept, the records go on to
@@ -103,6 +104,7 @@ impl Batch<'_> {
         }
         tracing::debug!(rows = read.len(), ?partitions, "polling: batch read");
         self.metrics.events_seen.fetch_add(read.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.record_batch(read.len() as u64, began.elapsed());
         let (done, acked) = oneshot::channel();
         items.push(Item::Barrier(done));
         self.send(items).await?;

@@ -149,6 +149,8 @@ async fn session(
     // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
     let (confirmed, _) = watch::channel(Lsn(0));
     let (tx, rx) = mpsc::channel(2);
+    let queue = tx.downgrade();
+    metrics.set_queue(move || queue.upgrade().map(|q| (q.max_capacity(), q.capacity())));
     let sink = super::sink::Sink::new(producer, Lsn(0), confirmed, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name);
     let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));

@@ -1,7 +1,13 @@
-//! The Prometheus exposition of the relays' metrics (prometheus-client, OpenMetrics text):
-//! pgoutbox's own (`pgoutbox_*`), and Debezium's streaming metrics under the names and labels
-//! Debezium's JMX-exporter configuration publishes (`debezium_metrics_<Attribute>{context="streaming",
-//! name="<topic.prefix>",plugin="postgres"}`), so existing dashboards and alerts read them unchanged.
+//! The Prometheus exposition of the relays' metrics: pgoutbox's own (`pgoutbox_*`, with
+//! prometheus-client), the process's (`process_*`), and Connect's, Debezium's and the Kafka clients'
+//! under the names their exporters give them (`connect`). Served as OpenMetrics to a scraper that
+//! asks for it (Prometheus does), else in the text format 0.0.4 (`curl`, `promtool check metrics`).
+
+mod connect;
+mod sheet;
+
+pub use connect::{Group, WorkerFigures};
+pub use sheet::Format;
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
@@ -16,6 +22,16 @@ use prometheus_client::registry::Registry;
 use crate::metrics::{Metrics, RelayState};
 
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The format a scrape with this `Accept` header gets, and its content type: OpenMetrics when the
+/// scraper accepts it (as Prometheus does), else the text format every parser reads.
+pub fn negotiate(accept: Option<&str>) -> (Format, &'static str) {
+    match accept {
+        Some(a) if a.contains("application/openmetrics-text") => (Format::OpenMetrics, CONTENT_TYPE),
+        _ => (Format::Text, TEXT_CONTENT_TYPE),
+    }
+}
 
 /// One relay: its connector name, its `topic.prefix` (Debezium's server name), its metrics, and its
 /// task's state as Connect names it (`RUNNING`, `PAUSED`, `STOPPED`, `FAILED`, `UNASSIGNED`).
@@ -27,28 +43,8 @@ pub struct Source<'a> {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Debezium {
-    context: String,
-    name: String,
-    plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Connector {
     connector: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Task {
-    connector: String,
-    task: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TaskStatus {
-    connector: String,
-    task: String,
-    status: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -90,12 +86,6 @@ impl EncodeMetric for Counted {
 const LATENCY_BOUNDS_S: [f64; 15] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Quantile {
-    connector: String,
-    quantile: String,
-}
-
 type IntGauges<L> = Family<L, Gauge<i64, AtomicI64>>;
 type FloatGauges<L> = Family<L, Gauge<f64, AtomicU64>>;
 
@@ -119,8 +109,8 @@ fn as_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// The metrics of every relay, in OpenMetrics text.
-pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
+/// The metrics of every relay (and of the worker that runs them, when it is one) in `format`.
+pub fn render(sources: &[Source<'_>], worker: Option<&WorkerFigures>, now_ms: u64, format: Format) -> String {
     // prometheus-client writes label values as they are: a connector name, server name or topic
     // with a quote, backslash or newline would end the label and break the whole scrape.
     let escaped: Vec<(String, String)> = sources.iter().map(|s| (escape(s.connector), escape(s.server))).collect();
@@ -132,18 +122,26 @@ pub fn render(sources: &[Source<'_>], now_ms: u64) -> String {
     let sources = &sources[..];
     let mut r = Registry::default();
     let own = Own::register(&mut r);
-    let debezium = DebeziumMetrics::register(&mut r);
-    let connect = ConnectMetrics::register(&mut r);
+    let mut sheet = sheet::Sheet::default();
+    let now = std::time::Instant::now();
     for s in sources {
         own.observe(s);
-        debezium.observe(s, now_ms);
-        connect.observe(s);
+        connect::connector(&mut sheet, s, now);
+        connect::debezium(&mut sheet, s, now_ms);
     }
-    connect.worker(sources);
+    connect::worker(&mut sheet, sources, worker);
     process(&mut r);
-    let mut out = String::new();
+    let mut own_text = String::new();
     // Writing to a String cannot fail.
-    let _ = encode(&mut out, &r);
+    let _ = encode(&mut own_text, &r);
+    let mut out = match format {
+        Format::OpenMetrics => own_text.strip_suffix("# EOF\n").unwrap_or(&own_text).to_string(),
+        Format::Text => sheet::openmetrics_to_text(&own_text),
+    };
+    sheet.write(&mut out, format);
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
     out
 }
 
@@ -244,7 +242,6 @@ struct Own {
     received_lsn: IntGauges<Connector>,
     streaming: IntGauges<Connector>,
     wait: FloatGauges<Connector>,
-    latency: FloatGauges<Quantile>,
     latency_histogram: Family<Connector, Counted>,
     lag_bytes: IntGauges<Connector>,
     lag_seconds: FloatGauges<Connector>,
@@ -272,12 +269,6 @@ impl Own {
             "pgoutbox_slot_lag_seconds",
             "How long ago the oldest transaction read but not yet confirmed to the slot committed (0 when all are confirmed)",
             lag_seconds.clone(),
-        );
-        let latency = FloatGauges::<Quantile>::default();
-        r.register(
-            "pgoutbox_commit_to_ack_seconds",
-            "Commit-to-acknowledgement latency quantiles since start",
-            latency.clone(),
         );
         let latency_histogram = Family::<Connector, Counted>::default();
         r.register(
@@ -347,7 +338,6 @@ impl Own {
             received_lsn: int_gauge(r, "pgoutbox_received_lsn", "The LSN received from the server"),
             streaming: int_gauge(r, "pgoutbox_streaming", "1 while streaming"),
             wait,
-            latency,
         }
     }
 
@@ -363,11 +353,6 @@ impl Own {
         self.received_lsn.get_or_create(&c).set(as_i64(g(&m.received_lsn)));
         self.streaming.get_or_create(&c).set(i64::from(m.state() == RelayState::Streaming));
         self.wait.get_or_create(&c).set(g(&m.unacknowledged_wait_ms) as f64 / 1e3);
-        let t = m.total();
-        for (q, us) in [("0.5", t.p50_us), ("0.99", t.p99_us), ("0.999", t.p999_us)] {
-            let labels = Quantile { connector: c.connector.clone(), quantile: q.into() };
-            self.latency.get_or_create(&labels).set(us as f64 / 1e6);
-        }
         let bounds_us = LATENCY_BOUNDS_S.map(|s| (s * 1e6) as u64);
         let (sum_us, count, counts) = m.latency_buckets(&bounds_us);
         let buckets = LATENCY_BOUNDS_S.iter().copied().chain([f64::MAX]).zip(counts).collect();
@@ -391,144 +376,6 @@ impl Own {
         {
             self.errors.get_or_create(&ErrorClass { connector: c.connector.clone(), class: class.into() }).inc_by(g(n));
         }
-    }
-}
-
-/// Debezium's streaming and snapshot metrics, as its JMX exporter names and labels them.
-struct DebeziumMetrics {
-    behind: IntGauges<Debezium>,
-    since: IntGauges<Debezium>,
-    seen: IntGauges<Debezium>,
-    created: IntGauges<Debezium>,
-    committed: IntGauges<Debezium>,
-    connected: IntGauges<Debezium>,
-    snapshot_running: IntGauges<Debezium>,
-}
-
-impl DebeziumMetrics {
-    fn register(r: &mut Registry) -> Self {
-        let mut dbz = |attr: &str, help: &str| int_gauge::<Debezium>(r, &format!("debezium_metrics_{attr}"), help);
-        DebeziumMetrics {
-            behind: dbz("MilliSecondsBehindSource", "Milliseconds between the last event's commit and its read"),
-            since: dbz("MilliSecondsSinceLastEvent", "Milliseconds since the last event was read (-1: none)"),
-            seen: dbz("TotalNumberOfEventsSeen", "Outbox events read"),
-            created: dbz("TotalNumberOfCreateEventsSeen", "Outbox INSERTs read"),
-            committed: dbz("NumberOfCommittedTransactions", "Transactions read"),
-            connected: dbz("Connected", "1 while the replication connection streams"),
-            snapshot_running: dbz("SnapshotRunning", "1 while the initial snapshot runs"),
-        }
-    }
-
-    fn observe(&self, s: &Source<'_>, now_ms: u64) {
-        let m = s.metrics;
-        let g = Metrics::get;
-        let labels =
-            |context: &str| Debezium { context: context.into(), name: s.server.to_string(), plugin: "postgres".into() };
-        let streaming = labels("streaming");
-        let state = m.state();
-        let last = g(&m.last_event_ms);
-        self.behind.get_or_create(&streaming).set(if last == 0 { -1 } else { as_i64(g(&m.behind_source_ms)) });
-        self.since.get_or_create(&streaming).set(if last == 0 { -1 } else { as_i64(now_ms.saturating_sub(last)) });
-        self.seen.get_or_create(&streaming).set(as_i64(g(&m.events_seen)));
-        self.created.get_or_create(&streaming).set(as_i64(g(&m.events_seen)));
-        self.committed.get_or_create(&streaming).set(as_i64(g(&m.transactions_seen)));
-        self.connected.get_or_create(&streaming).set(i64::from(state == RelayState::Streaming));
-        self.snapshot_running.get_or_create(&labels("snapshot")).set(i64::from(state == RelayState::Snapshotting));
-    }
-}
-
-/// Kafka Connect's worker and task metrics under the names Strimzi's JMX-exporter rules (and the
-/// dashboards built on them) give Connect's MBeans: `kafka_connect_connector_status{connector,task,
-/// status}` from `connector-task-metrics`' status, `kafka_connect_worker_*` from
-/// `connect-worker-metrics`, `kafka_connect_source_task_*` from `source-task-metrics`. Each outbox
-/// connector runs one task, `0`; a stopped connector has none, as in Connect.
-struct ConnectMetrics {
-    task_status: IntGauges<TaskStatus>,
-    polled: IntGauges<Task>,
-    written: IntGauges<Task>,
-    running_ratio: FloatGauges<Task>,
-    connector_count: Gauge<i64, AtomicI64>,
-    task_count: Gauge<i64, AtomicI64>,
-    per_connector: Vec<(&'static str, IntGauges<Connector>)>,
-}
-
-/// `connect-worker-metrics`' per-connector task counts, by the task state each counts.
-const TASK_COUNTS: [(&str, &str); 6] = [
-    ("running", "RUNNING"),
-    ("paused", "PAUSED"),
-    ("failed", "FAILED"),
-    ("unassigned", "UNASSIGNED"),
-    ("destroyed", "-"),
-    ("restarting", "-"),
-];
-
-impl ConnectMetrics {
-    fn register(r: &mut Registry) -> Self {
-        let gauge = |r: &mut Registry, name: &str, help: &str| {
-            let g = Gauge::<i64, AtomicI64>::default();
-            r.register(name, help, g.clone());
-            g
-        };
-        let mut per_connector: Vec<(&'static str, IntGauges<Connector>)> = TASK_COUNTS
-            .iter()
-            .map(|(state, _)| {
-                let name = format!("kafka_connect_worker_connector_{state}_task_count");
-                (*state, int_gauge::<Connector>(r, &name, &format!("The connector's tasks that are {state}")))
-            })
-            .collect();
-        per_connector
-            .push(("total", int_gauge(r, "kafka_connect_worker_connector_total_task_count", "The connector's tasks")));
-        let running_ratio = FloatGauges::<Task>::default();
-        r.register(
-            "kafka_connect_connector_task_running_ratio",
-            "The fraction of time the task has spent running",
-            running_ratio.clone(),
-        );
-        ConnectMetrics {
-            task_status: int_gauge(
-                r,
-                "kafka_connect_connector_status",
-                "Kafka Connect task status (1 for the current one)",
-            ),
-            polled: int_gauge(r, "kafka_connect_source_task_source_record_poll_total", "Records read from the source"),
-            written: int_gauge(
-                r,
-                "kafka_connect_source_task_source_record_write_total",
-                "Records the broker acknowledged",
-            ),
-            running_ratio,
-            connector_count: gauge(r, "kafka_connect_worker_connector_count", "The connectors this worker runs"),
-            task_count: gauge(r, "kafka_connect_worker_task_count", "The tasks this worker runs"),
-            per_connector,
-        }
-    }
-
-    fn observe(&self, s: &Source<'_>) {
-        let c = Connector { connector: s.connector.to_string() };
-        let has_task = s.state != "STOPPED";
-        for (state, counted) in &self.per_connector {
-            let n = match (*state, TASK_COUNTS.iter().find(|(name, _)| name == state)) {
-                ("total", _) => has_task,
-                (_, Some((_, connect))) => *connect == s.state,
-                _ => false,
-            };
-            counted.get_or_create(&c).set(i64::from(n));
-        }
-        if !has_task {
-            return;
-        }
-        let task = Task { connector: s.connector.to_string(), task: "0".into() };
-        let status =
-            TaskStatus { connector: task.connector.clone(), task: "0".into(), status: s.state.to_ascii_lowercase() };
-        self.task_status.get_or_create(&status).set(1);
-        self.polled.get_or_create(&task).set(as_i64(Metrics::get(&s.metrics.events_seen)));
-        self.written.get_or_create(&task).set(as_i64(Metrics::get(&s.metrics.events_acked)));
-        self.running_ratio.get_or_create(&task).set(if s.state == "RUNNING" { 1.0 } else { 0.0 });
-    }
-
-    fn worker(&self, sources: &[Source<'_>]) {
-        self.connector_count.set(sources.len() as i64);
-        self.task_count.set(sources.iter().filter(|s| s.state != "STOPPED").count() as i64);
     }
 }
 
@@ -556,7 +403,12 @@ mod tests {
         m.behind_source_ms.store(7, Ordering::Relaxed);
         m.unacknowledged_wait_ms.store(31_500, Ordering::Relaxed);
         m.set_state(RelayState::Streaming);
-        let text = render(&[Source { connector: "orders", server: "dbserver1", metrics: &m, state: "RUNNING" }], 3_500);
+        let text = render(
+            &[Source { connector: "orders", server: "dbserver1", metrics: &m, state: "RUNNING" }],
+            None,
+            3_500,
+            Format::OpenMetrics,
+        );
         assert_eq!(sample(&text, "pgoutbox_events_acked_total{connector=\"orders\"}"), "42");
         assert!(!text.contains("lsn=\""), "no series whose label changes with every position:\n{text}");
         assert_eq!(sample(&text, "pgoutbox_streaming{connector=\"orders\"}"), "1");
@@ -574,7 +426,7 @@ mod tests {
     /// The process metrics every exporter has, with the values `/proc` gives this test's process.
     #[test]
     fn process_metrics_as_every_exporter_names_them() {
-        let text = render(&[], 0);
+        let text = render(&[], None, 0, Format::OpenMetrics);
         let num = |name: &str| sample(&text, name).parse::<f64>().unwrap();
         let rss = num("process_resident_memory_bytes");
         assert!(rss > 1e6 && rss < 1e11, "{rss}");
@@ -604,7 +456,12 @@ mod tests {
         m.record_sent(&std::sync::Arc::from("outbox.event.Order"), 2, 300);
         m.route_errors.store(1, Ordering::Relaxed);
         m.dead_letters.store(1, Ordering::Relaxed);
-        let text = render(&[Source { connector: "o", server: "s", metrics: &m, state: "RUNNING" }], 0);
+        let text = render(
+            &[Source { connector: "o", server: "s", metrics: &m, state: "RUNNING" }],
+            None,
+            0,
+            Format::OpenMetrics,
+        );
         let bucket = |le: &str| {
             sample(&text, &format!("pgoutbox_commit_to_ack_latency_seconds_bucket{{le=\"{le}\",connector=\"o\"}}"))
         };
@@ -640,15 +497,28 @@ mod tests {
                 Source { connector: "b", server: "s2", metrics: &paused, state: "PAUSED" },
                 Source { connector: "c", server: "s3", metrics: &stopped, state: "STOPPED" },
             ],
+            None,
             0,
+            Format::OpenMetrics,
         );
         let task = |c: &str| format!("{{connector=\"{c}\",task=\"0\"}}");
-        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"a\",task=\"0\",status=\"running\"}"), "1");
-        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"b\",task=\"0\",status=\"paused\"}"), "1");
-        assert!(!text.contains("kafka_connect_connector_status{connector=\"c\""), "{text}");
+        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"a\",status=\"running\"}"), "1");
+        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"b\",status=\"paused\"}"), "1");
+        assert_eq!(sample(&text, "kafka_connect_connector_status{connector=\"c\",status=\"stopped\"}"), "1");
+        let status = |c: &str, s: &str| {
+            format!("kafka_connect_connector_task_status{{connector=\"{c}\",task=\"0\",status=\"{s}\"}}")
+        };
+        assert_eq!(
+            (sample(&text, &status("a", "running")), sample(&text, &status("b", "paused"))),
+            ("1".into(), "1".into())
+        );
+        assert!(
+            !text.contains("kafka_connect_connector_task_status{connector=\"c\""),
+            "a stopped connector has no task:\n{text}"
+        );
         assert_eq!(sample(&text, &format!("kafka_connect_source_task_source_record_poll_total{}", task("a"))), "5");
         assert_eq!(sample(&text, &format!("kafka_connect_source_task_source_record_write_total{}", task("a"))), "4");
-        assert_eq!(sample(&text, &format!("kafka_connect_connector_task_running_ratio{}", task("b"))), "0.0");
+        assert_eq!(sample(&text, &format!("kafka_connect_connector_task_running_ratio{}", task("b"))), "0");
         assert_eq!(sample(&text, "kafka_connect_worker_connector_count"), "3");
         assert_eq!(sample(&text, "kafka_connect_worker_task_count"), "2");
         let count = |state: &str, c: &str| {
@@ -669,7 +539,12 @@ mod tests {
         let m = Metrics::default();
         m.record_sent(&std::sync::Arc::from("t\"x"), 1, 10);
         let name = "a\"b\\c\nd";
-        let text = render(&[Source { connector: name, server: "s\"", metrics: &m, state: "RUNNING" }], 0);
+        let text = render(
+            &[Source { connector: name, server: "s\"", metrics: &m, state: "RUNNING" }],
+            None,
+            0,
+            Format::OpenMetrics,
+        );
         assert!(text.contains("connector=\"a\\\"b\\\\c\\nd\""), "{text}");
         assert!(text.contains("topic=\"t\\\"x\""), "{text}");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
