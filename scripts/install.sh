@@ -41,8 +41,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-# promtool (Debian's prometheus package) tests the alert rules docs/operations.md ships.
-if [ "$with_tls_tools" = 1 ] && ! command -v promtool >/dev/null; then
+# Debian's prometheus package: promtool tests the alert rules docs/operations.md ships, and
+# tests/dashboards.rs runs the server against /metrics.
+if [ "$with_tls_tools" = 1 ] && { ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; }; then
     log "installing prometheus (for promtool)"
     export DEBIAN_FRONTEND=noninteractive
     [ ${#need_apt[@]} -gt 0 ] || apt-get update -qq
