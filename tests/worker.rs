@@ -630,6 +630,92 @@ async fn slot_drop_on_stop_drops_the_slot_only_on_delete() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Connect's offsets endpoints on the slot: GET shows its live position; PATCH moves it forward only
+/// (the events in between are skipped, as asked), within the server's WAL, on the connector's own
+/// partition; DELETE starts over (the slot dropped, the table snapshotted again) but not while events
+/// wait in the slot; both only on a stopped connector.
+#[tokio::test(flavor = "multi_thread")]
+async fn offsets_show_the_slot_move_it_forward_and_start_over() {
+    let o = Outbox::new("wrkoff").await;
+    o.create_topics(&["Order"], 1).await;
+    let dir = std::env::temp_dir().join(format!("pgoutbox-worker-{}-{}", std::process::id(), o.slot));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut worker, addr) = standalone_worker(&dir, &o.env.broker, &[]);
+    let mut config = connector_json(&o, "offs");
+    config["snapshot.mode"] = json!("initial");
+    assert_eq!(call(&addr, "PUT", "/connectors/offs/config", Some(&config)).0, 201);
+    wait_state(&addr, "offs", "RUNNING");
+    let sql = o.env.sql().await;
+    for i in 0..2 {
+        sql.batch_execute(&o.insert_sql("Order", &format!("first-{i}"), Some("{}"))).await.unwrap();
+    }
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 2, Duration::from_secs(30)).len(), 2);
+    let lsn_of = |text: String| -> u64 {
+        let (hi, lo) = text.split_once('/').unwrap();
+        (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
+    };
+    let offset = || call(&addr, "GET", "/connectors/offs/offsets", None).1["offsets"][0]["offset"]["lsn"].as_u64();
+    // GET is the slot's live position, not a record written at the session's start.
+    let confirmed = || async { o.confirmed_flush().await.map(lsn_of) };
+    wait_for_async("GET offsets shows the slot's position", Duration::from_secs(20), || async {
+        offset() == confirmed().await && offset().is_some()
+    })
+    .await;
+    let patch = |lsn: Value, server: &str| {
+        let body = json!({"offsets": [{"partition": {"server": server}, "offset": {"lsn": lsn}}]});
+        call(&addr, "PATCH", "/connectors/offs/offsets", Some(&body))
+    };
+    let (code, body) = patch(json!(1), "offsserver");
+    assert_eq!(code, 400, "a running connector's offsets are not altered: {body}");
+    assert!(body["message"].as_str().unwrap().contains("STOPPED"), "{body}");
+
+    assert_eq!(call(&addr, "PUT", "/connectors/offs/stop", None).0, 204);
+    wait_state(&addr, "offs", "STOPPED");
+    for i in 0..3 {
+        sql.batch_execute(&o.insert_sql("Order", &format!("skipped-{i}"), Some("{}"))).await.unwrap();
+    }
+    let (code, body) = call(&addr, "DELETE", "/connectors/offs/offsets", None);
+    assert_eq!(code, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("holds 3 outbox event(s) not yet published"), "{body}");
+    let at = confirmed().await.unwrap();
+    let (code, body) = patch(json!(at - 1), "offsserver");
+    assert_eq!(code, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("only move it forward"), "{body}");
+    let (code, body) = patch(json!(at + (1 << 40)), "offsserver");
+    assert!(code == 400 && body["message"].as_str().unwrap().contains("past the server's WAL position"), "{body}");
+    let (code, body) = patch(json!(at), "otherserver");
+    assert!(code == 400 && body["message"].as_str().unwrap().contains("unknown source partition"), "{body}");
+    let (code, body) = patch(json!("0/0"), "offsserver");
+    assert!(code == 400 && body["message"].as_str().unwrap().contains("`lsn` as a number"), "{body}");
+    // Forward to the server's position: the three events are skipped, as asked.
+    let now: String = sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0);
+    let (code, body) = patch(json!(lsn_of(now.clone())), "offsserver");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["message"], "The offsets for this connector have been altered successfully");
+    assert_eq!(confirmed().await, Some(lsn_of(now)));
+    assert_eq!(call(&addr, "PUT", "/connectors/offs/resume", None).0, 202);
+    wait_state(&addr, "offs", "RUNNING");
+    sql.batch_execute(&o.insert_sql("Order", "after", Some("{}"))).await.unwrap();
+    let got = consume(&o.env.broker, &[o.topic("Order")], 3, Duration::from_secs(30));
+    let keys: Vec<String> =
+        got.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect();
+    assert_eq!(keys, ["first-0", "first-1", "after"], "the events the PATCH passed over were skipped");
+
+    // DELETE with nothing pending: the slot goes, and the next start snapshots the table again.
+    assert_eq!(call(&addr, "PUT", "/connectors/offs/stop", None).0, 204);
+    wait_state(&addr, "offs", "STOPPED");
+    let (code, body) = call(&addr, "DELETE", "/connectors/offs/offsets", None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["message"], "The offsets for this connector have been reset successfully");
+    assert_eq!(confirmed().await, None, "the slot is dropped");
+    assert_eq!(call(&addr, "PUT", "/connectors/offs/resume", None).0, 202);
+    let got = consume(&o.env.broker, &[o.topic("Order")], 3 + 6, Duration::from_secs(30));
+    assert_eq!(got.len(), 9, "the snapshot published the table's six rows again");
+    worker.stop();
+    o.drop_slot().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A config-topic record that does not parse (a bad write by hand, a tool's bug) is not a
 /// deletion: the connector keeps its last good config and target state, and no slot is dropped on
 /// it; an unknown target state does not start a stopped connector.

@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod cluster;
+pub mod offsets;
 pub mod policy;
 pub mod rest;
 pub mod tls;

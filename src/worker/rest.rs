@@ -533,41 +533,46 @@ async fn delete(State(w): State<Shared>, Path(name): Path<String>) -> Result<Sta
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Debezium's PostgreSQL offset, from the record the relay keeps of the slot it streams from.
+/// `GET /connectors/{name}/offsets`: Debezium's PostgreSQL offset at the slot's live position.
 async fn offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
     let config = w.config(&name)?;
     let _turn = w.heavy_turn().await?;
     let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
-    let store = crate::kafka::offsets::OffsetStore::for_connector(&cfg);
-    let recorded = store.load().await.map_err(|e| error(500, e.to_string()))?;
-    let offsets = match recorded {
-        None => json!([]),
-        Some(o) => {
-            let lsn = o.lsn.0;
-            json!([{
-                "partition": {"server": cfg.topic_prefix},
-                "offset": {"lsn": lsn, "lsn_proc": lsn, "lsn_commit": lsn, "txId": Value::Null, "ts_usec": o.ts_usec}
-            }])
-        }
-    };
-    Ok(Json(json!({ "offsets": offsets })))
+    super::offsets::show(&cfg).await.map(Json).map_err(refused)
 }
 
-async fn alter_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
-    w.config(&name)?;
-    Err(error(400, "pgoutbox keeps the connector's position in its replication slot, which cannot be moved to an arbitrary offset safely (moving it back would need WAL the server may have removed; forward skips events). Use `pgoutbox offsets reset` after dropping the slot, or snapshot.mode=always"))
+fn refused(r: super::offsets::Refused) -> WorkerError {
+    error(r.0, r.1)
 }
 
-async fn reset_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
-    let state = w.state(&name)?;
-    if state != ConnectorState::Stopped {
+/// Connect's rule for altering or resetting offsets: the connector is stopped first.
+fn must_be_stopped(w: &Worker, name: &str) -> Result<(), WorkerError> {
+    if w.state(name)? != ConnectorState::Stopped {
         return Err(error(400, format!("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint")));
     }
+    Ok(())
+}
+
+/// `PATCH /connectors/{name}/offsets`: moves the slot forward (see `worker::offsets`).
+async fn alter_offsets(
+    State(w): State<Shared>,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, WorkerError> {
     let config = w.config(&name)?;
+    must_be_stopped(&w, &name)?;
     let _turn = w.heavy_turn().await?;
     let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
-    crate::kafka::offsets::OffsetStore::for_connector(&cfg).clear().await.map_err(|e| error(500, e.to_string()))?;
-    Ok(Json(json!({"message": "The offsets for this connector have been reset successfully"})))
+    super::offsets::alter(&cfg, &body).await.map(Json).map_err(refused)
+}
+
+/// `DELETE /connectors/{name}/offsets`: drops the slot so the next start begins again.
+async fn reset_offsets(State(w): State<Shared>, Path(name): Path<String>) -> Result<Json<Value>, WorkerError> {
+    let config = w.config(&name)?;
+    must_be_stopped(&w, &name)?;
+    let _turn = w.heavy_turn().await?;
+    let cfg = w.effective(&config).map_err(|e| error(400, e.to_string()))?;
+    super::offsets::reset(&cfg).await.map(Json).map_err(refused)
 }
 
 /// Every connector's pgoutbox and Debezium metrics, for Prometheus.
