@@ -36,11 +36,13 @@ const INTENDED: &[(&str, &str)] = &[
     // pgoutbox records the slot it streams from at each session start; Connect's Debezium commits
     // an offset only after its first record.
     ("offsets", "offsets"),
-    // pgoutbox's validation reports the first problem, on the keys given; Connect lists the whole
-    // ConfigDef of the connector with every problem.
-    ("validate", "groups"),
+    // Validate's entries are compared key by key below, with each side's plugin versions and
+    // installed plugins told apart, and which keys have errors (the messages are each side's own).
     ("validate", "configs"),
-    ("validate", "error_count"),
+    // The ConfigDef's documentation is pgoutbox's: what it does with each key.
+    ("*", "documentation"),
+    // The message names each side's plugin version.
+    ("plugin config, no such version", "message"),
     // `commit` is pgoutbox's own; `pgoutbox_version` is an addition (docs/compatibility.md §3.1).
     ("root", "commit"),
     ("root", "pgoutbox_version"),
@@ -56,7 +58,13 @@ const INTENDED: &[(&str, &str)] = &[
 ];
 
 fn intended(step: &str, field: &str) -> bool {
-    INTENDED.iter().any(|(st, f)| (*st == "*" || *st == step) && (field == *f || field.ends_with(&format!(".{f}"))))
+    INTENDED.iter().any(|(st, f)| {
+        (*st == "*" || *st == step)
+            && (field == *f
+                || field.ends_with(&format!(".{f}"))
+                || field.starts_with(&format!("{f}["))
+                || field.starts_with(&format!("{f}.")))
+    })
 }
 
 /// One HTTP/1.1 request: status and body (JSON, or the text as a JSON string).
@@ -430,6 +438,12 @@ async fn connect_rest_api_matches_kafka_connect() {
     bad["database.port"] = json!("not-a-port");
     let [r, p] = s.both("validate", "PUT", "/connector-plugins/PostgresConnector/config/validate", Some(&bad));
     s.both("plugins", "GET", "/connector-plugins", None);
+    // The connector's ConfigDef (and KIP-891's version requirement on it).
+    let configdef = "/connector-plugins/io.debezium.connector.postgresql.PostgresConnector/config";
+    s.both("plugin config", "GET", configdef, None);
+    s.both("plugin config, simple name", "GET", "/connector-plugins/PostgresConnector/config", None);
+    s.both("plugin config, no such version", "GET", &format!("{configdef}?version=9.9.9"), None);
+    s.both("plugin config, unknown plugin", "GET", "/connector-plugins/com.example.NoSuchConnector/config", None);
     // Every plugin (KIP-769): each one pgoutbox lists is one Connect, with Debezium on its plugin
     // path, lists too, of the same type (Connect lists more: its other connectors and transforms).
     let listed = |addr: &str| {
@@ -507,6 +521,61 @@ async fn connect_rest_api_matches_kafka_connect() {
             unexpected.push(format!("{step} / {field}: {what}"));
         }
     }
+    // Validate, key by key: every key of pgoutbox's answer is in Connect's, with the same definition
+    // (documentation aside) and the same value, in the same order, each side's plugin versions
+    // aside; the plugins each recommends are its own (pgoutbox's among Connect's). The keys Connect
+    // lists besides are the transform's.
+    let versions = |addr: &str| {
+        let plugin = call(addr, "GET", "/connector-plugins", None, false).1[0]["version"].as_str().unwrap().to_string();
+        let kafka = call(addr, "GET", "/", None, false).1["version"].as_str().unwrap().to_string();
+        [plugin, kafka]
+    };
+    let entries = |v: &Value, [plugin, kafka]: [String; 2]| -> Vec<(String, Value)> {
+        let text = v
+            .to_string()
+            .replace(&format!("\"{plugin}\""), "\"<plugin>\"")
+            .replace(&format!("\"{kafka}\""), "\"<kafka>\"");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        v["configs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let mut c = c.clone();
+                c["definition"].as_object_mut().map(|d| d.remove("documentation"));
+                let errors = c["value"]["errors"].as_array().is_some_and(|e| !e.is_empty());
+                c["value"]["errors"] = json!(errors);
+                (c["definition"]["name"].as_str().unwrap_or_default().to_string(), c)
+            })
+            .collect()
+    };
+    let (mut theirs, mut ours) = (entries(&r.1, versions(&s.reference)), entries(&p.1, versions(&s.pgoutbox)));
+    for (name, c) in ours.iter_mut().filter(|(n, _)| n.ends_with("converter") || n.ends_with(".type")) {
+        let their = &mut theirs.iter_mut().find(|(n, _)| n == name).expect("Connect lists it").1;
+        let offered = their["value"]["recommended_values"].take();
+        let recommended = c["value"]["recommended_values"].take();
+        let missing: Vec<&Value> =
+            recommended.as_array().unwrap().iter().filter(|p| !offered.as_array().unwrap().contains(p)).collect();
+        assert!(missing.is_empty(), "{name}: pgoutbox recommends plugins Connect does not have: {missing:?}");
+    }
+    let their_names: Vec<&String> =
+        theirs.iter().map(|(n, _)| n).filter(|n| ours.iter().any(|(o, _)| o == *n)).collect();
+    let our_names: Vec<&String> = ours.iter().map(|(n, _)| n).collect();
+    assert_eq!(their_names, our_names, "validate lists the keys pgoutbox lists in Connect's order");
+    let mismatched: Vec<String> = ours
+        .iter()
+        .filter_map(|(n, c)| {
+            let t = &theirs.iter().find(|(tn, _)| tn == n)?.1;
+            (t != c).then(|| format!("{n}: Connect {t} / pgoutbox {c}"))
+        })
+        .collect();
+    let extra: Vec<&String> = theirs.iter().map(|(n, _)| n).filter(|n| !our_names.contains(n)).collect();
+    println!("validate: {} keys in both, Connect lists {} more: {extra:?}", our_names.len(), extra.len());
+    assert!(
+        extra.iter().all(|n| n.starts_with("transforms.")),
+        "Connect lists non-transform keys pgoutbox does not: {extra:?}"
+    );
+    assert!(mismatched.is_empty(), "validate entries that differ:\n{}", mismatched.join("\n"));
     // The validation bodies are long: both must find errors, and name database.port among them.
     for (who, (code, v)) in [("Connect", &r), ("pgoutbox", &p)] {
         assert_eq!(*code, 200, "{who}: {v}");

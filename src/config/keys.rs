@@ -103,7 +103,7 @@ pub fn ignored(raw: &RawConfig, used: &BTreeSet<String>) -> Vec<IgnoredKey> {
     out
 }
 
-fn reason_for(key: &str) -> Option<String> {
+pub fn reason_for(key: &str) -> Option<String> {
     if let Some((_, r)) = KNOWN.iter().find(|(k, _)| *k == key) {
         return Some(r.to_string());
     }

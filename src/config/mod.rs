@@ -9,6 +9,7 @@
 pub mod env;
 pub mod exactly_once;
 mod keys;
+pub use keys::reason_for as ignored_reason;
 pub mod polling;
 pub mod producer;
 mod properties;

@@ -219,6 +219,11 @@ impl Worker {
         }
     }
 
+    /// One of the worker's properties.
+    pub fn worker_prop(&self, key: &str) -> Option<&str> {
+        self.props.get(key).map(String::as_str)
+    }
+
     /// The worker's properties with the connector's own keys laid over them, parsed and checked.
     /// The worker's Kafka clients, credentials and providers stay the worker's (see `policy`): a
     /// connector that sets one is told the key is ignored, as Connect ignores it.

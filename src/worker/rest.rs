@@ -126,6 +126,7 @@ pub fn routes(worker: Shared) -> axum::Router {
         .route("/connectors/{name}/offsets", get(offsets).patch(alter_offsets).delete(reset_offsets))
         .route("/connector-plugins", get(plugins))
         .route("/metrics", get(metrics))
+        .route("/connector-plugins/{class}/config", get(plugin_config))
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .route("/health", get(health));
     // As Connect: `admin.listeners` set (to nothing, or to a listener of its own, which pgoutbox
@@ -582,22 +583,15 @@ async fn metrics(State(w): State<Shared>, headers: axum::http::HeaderMap) -> Res
     ([(axum::http::header::CONTENT_TYPE, content_type)], w.metrics_text(format)).into_response()
 }
 
-/// `GET /connector-plugins[?connectorsOnly=false]`: the connector, or (KIP-769) every plugin
-/// pgoutbox implements: transforms, predicates, converters and header converters, with the version
-/// of the release whose behaviour each matches (Kafka's for Kafka's, Debezium's for Debezium's).
-async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
-    let connector = json!({"class": POSTGRES_CONNECTOR_CLASS, "type": "source", "version": DEBEZIUM_VERSION});
-    // As JAX-RS reads the boolean (default true): only `false`, in any case, lists them all.
-    let all = query_param(&q, "connectorsOnly").is_some_and(|v| v.eq_ignore_ascii_case("false"));
-    if !all {
-        return Json(json!([connector]));
-    }
+/// Every plugin pgoutbox implements besides the connector: transforms, predicates, converters and
+/// header converters, as (class, Connect's plugin type, the version of the release whose behaviour
+/// it matches: Kafka's for Kafka's, Debezium's for Debezium's).
+fn other_plugins() -> Vec<(String, &'static str, &'static str)> {
     use crate::connect::converter::{BINARY_DATA_CONVERTER, JSON_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER};
     use crate::connect::transforms::{predicates, KAFKA_TRANSFORMS, KAFKA_TRANSFORMS_PACKAGE};
-    let plugin = |class: &str, kind: &str, version: &str| json!({"class": class, "type": kind, "version": version});
-    let mut out = vec![connector];
+    let mut out = Vec::new();
     for t in KAFKA_TRANSFORMS {
-        out.push(plugin(&format!("{KAFKA_TRANSFORMS_PACKAGE}{t}"), "transformation", CONNECT_VERSION));
+        out.push((format!("{KAFKA_TRANSFORMS_PACKAGE}{t}"), "transformation", CONNECT_VERSION));
     }
     for t in [
         crate::outbox::EVENT_ROUTER_CLASS,
@@ -605,10 +599,10 @@ async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
         crate::debezium::transforms::PARTITION_ROUTING,
         crate::debezium::transforms::TIMEZONE_CONVERTER,
     ] {
-        out.push(plugin(t, "transformation", DEBEZIUM_VERSION));
+        out.push((t.to_string(), "transformation", DEBEZIUM_VERSION));
     }
     for p in predicates::CLASSES {
-        out.push(plugin(p, "predicate", CONNECT_VERSION));
+        out.push((p.to_string(), "predicate", CONNECT_VERSION));
     }
     for (c, v) in [
         (JSON_CONVERTER, CONNECT_VERSION),
@@ -617,16 +611,82 @@ async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
         (BINARY_DATA_CONVERTER, DEBEZIUM_VERSION),
         ("io.debezium.converters.ByteArrayConverter", DEBEZIUM_VERSION),
     ] {
-        out.push(plugin(c, "converter", v));
+        out.push((c.to_string(), "converter", v));
     }
     for c in [SIMPLE_HEADER_CONVERTER, JSON_CONVERTER, STRING_CONVERTER] {
-        out.push(plugin(c, "header_converter", CONNECT_VERSION));
+        out.push((c.to_string(), "header_converter", CONNECT_VERSION));
+    }
+    out
+}
+
+/// `GET /connector-plugins[?connectorsOnly=false]`: the connector, or (KIP-769) every plugin
+/// pgoutbox implements.
+async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
+    let connector = json!({"class": POSTGRES_CONNECTOR_CLASS, "type": "source", "version": DEBEZIUM_VERSION});
+    // As JAX-RS reads the boolean (default true): only `false`, in any case, lists them all.
+    let all = query_param(&q, "connectorsOnly").is_some_and(|v| v.eq_ignore_ascii_case("false"));
+    let mut out = vec![connector];
+    if all {
+        out.extend(
+            other_plugins()
+                .into_iter()
+                .map(|(class, kind, version)| json!({"class": class, "type": kind, "version": version})),
+        );
     }
     Json(Value::Array(out))
 }
 
-/// `PUT /connector-plugins/{class}/config/validate`: Connect's ConfigInfos, one entry per given
-/// key, with the error pgoutbox would start with attached to the key it names.
+/// The connector's class as the path names it (its full name, or the simple name Connect also
+/// accepts), or Connect's 404 for a plugin pgoutbox does not provide.
+fn connector_plugin(class: &str) -> Result<(), WorkerError> {
+    let short = class.rsplit('.').next().unwrap_or(class);
+    if class == POSTGRES_CONNECTOR_CLASS || short == "PostgresConnector" || class == "Postgres" {
+        return Ok(());
+    }
+    Err(error(404, format!("Unknown plugin {class}.")))
+}
+
+/// A plugin version requirement (KIP-891) as Connect reads it: a version, or a Maven range such as
+/// `[3.0,4.0)`; the connector's one version must satisfy it.
+fn version_matches(spec: &str, version: &str) -> bool {
+    let parts = |v: &str| -> Vec<u64> { v.split(['.', '-']).map_while(|p| p.parse().ok()).collect() };
+    let spec = spec.trim();
+    let (Some(open), Some(close)) = (spec.chars().next(), spec.chars().last()) else { return true };
+    if !matches!(open, '[' | '(') || !matches!(close, ']' | ')') {
+        return spec == version;
+    }
+    let inner = &spec[1..spec.len() - 1];
+    let (low, high) = inner.split_once(',').unwrap_or((inner, inner));
+    let v = parts(version);
+    let above = low.trim().is_empty() || if open == '[' { v >= parts(low) } else { v > parts(low) };
+    let below = high.trim().is_empty() || if close == ']' { v <= parts(high) } else { v < parts(high) };
+    above && below
+}
+
+fn version_error(spec: &str) -> WorkerError {
+    let range = if spec.starts_with(['[', '(']) { spec.to_string() } else { format!("[{spec},{spec}]") };
+    error(
+        400,
+        format!("Plugin {POSTGRES_CONNECTOR_CLASS} not found that matches the version range {range}, available versions: [{DEBEZIUM_VERSION}]"),
+    )
+}
+
+/// `GET /connector-plugins/{class}/config[?version=]`: the connector's ConfigDef.
+async fn plugin_config(
+    Path(class): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, WorkerError> {
+    connector_plugin(&class)?;
+    if let Some(spec) = query_param(&q, "version").filter(|s| !s.trim().is_empty()) {
+        if !version_matches(spec, DEBEZIUM_VERSION) {
+            return Err(version_error(spec));
+        }
+    }
+    Ok(Json(Value::Array(configdef::definitions())))
+}
+
+/// `PUT /connector-plugins/{class}/config/validate`: Connect's ConfigInfos over the connector's whole
+/// ConfigDef, with type errors and the error pgoutbox would start with on the key it names.
 async fn validate(
     State(w): State<Shared>,
     Path(class): Path<String>,
@@ -651,33 +711,30 @@ async fn validate(
             w.effective(&config).err().map(|e| (error_key(&e), e.to_string()))
         })
     };
-    let problem = checked.await.map_err(|_| error(500, "the validation stopped unexpectedly"))?;
-    let mut configs = Vec::new();
-    let mut keys: Vec<&String> = config.keys().collect();
-    if let Some((Some(k), _)) = &problem {
-        if !config.contains_key(k) {
-            keys.push(k);
+    let mut problem = checked.await.map_err(|_| error(500, "the validation stopped unexpectedly"))?;
+    if let Some(spec) = config.get("connector.plugin.version").filter(|s| !s.trim().is_empty()) {
+        if !version_matches(spec, DEBEZIUM_VERSION) && problem.is_none() {
+            problem = Some((Some("connector.plugin.version".into()), version_error(spec).message));
         }
     }
-    for k in keys {
-        let errors: Vec<&str> = match &problem {
-            Some((Some(pk), msg)) if pk == k => vec![msg.as_str()],
-            _ => Vec::new(),
-        };
-        let value = config.get(k).map(|v| masked(k, v));
-        configs.push(json!({
-            "definition": {"name": k, "type": if is_secret(k) { "PASSWORD" } else { "STRING" }, "required": false, "default_value": Value::Null, "importance": "MEDIUM", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": k, "dependents": [], "order": -1},
-            "value": {"name": k, "value": value, "recommended_values": [], "errors": errors, "visible": true}
-        }));
-    }
-    let error_count = usize::from(problem.is_some());
-    if let Some((None, msg)) = &problem {
-        configs.push(json!({"definition": {"name": "connector", "type": "STRING", "required": false, "default_value": Value::Null, "importance": "HIGH", "documentation": "", "group": Value::Null, "width": "NONE", "display_name": "connector", "dependents": [], "order": -1}, "value": {"name": "connector", "value": Value::Null, "recommended_values": [], "errors": [msg], "visible": true}}));
-    }
-    // Connect names the plugin's class, whichever alias the path used.
-    Ok(Json(
-        json!({"name": POSTGRES_CONNECTOR_CLASS, "error_count": error_count, "groups": ["Common"], "configs": configs}),
-    ))
+    let versions = [
+        ("connector.plugin.version", DEBEZIUM_VERSION),
+        ("key.converter.plugin.version", CONNECT_VERSION),
+        ("value.converter.plugin.version", CONNECT_VERSION),
+        ("header.converter.plugin.version", CONNECT_VERSION),
+    ];
+    use crate::connect::converter::{JSON_CONVERTER, SIMPLE_HEADER_CONVERTER};
+    let converter = |key: &str, default: &str| w.worker_prop(key).unwrap_or(default).to_string();
+    let defaults = [
+        ("key.converter".to_string(), converter("key.converter", JSON_CONVERTER)),
+        ("value.converter".to_string(), converter("value.converter", JSON_CONVERTER)),
+        ("header.converter".to_string(), converter("header.converter", SIMPLE_HEADER_CONVERTER)),
+    ];
+    let defaults: Vec<(&str, &str)> = defaults.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let others = other_plugins();
+    let plugins: Vec<(&str, &str, &str)> = others.iter().map(|(c, k, v)| (c.as_str(), *k, *v)).collect();
+    let worker = configdef::Worker { plugin_versions: &versions, converter_defaults: &defaults, plugins: &plugins };
+    Ok(Json(configdef::validate(&config, problem, masked, &worker)))
 }
 
 fn error_key(e: &crate::config::ConfigError) -> Option<String> {
@@ -689,5 +746,6 @@ fn error_key(e: &crate::config::ConfigError) -> Option<String> {
     }
 }
 
+mod configdef;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::super::{auth, Worker};
+use super::{version_error, version_matches};
 
 const MARK: &str = "Zq9SecretMark";
 
@@ -489,4 +490,22 @@ async fn active_topics_reset_and_come_back_when_produced_to_again() {
         let (status, v) = json_of(&off, Method::PUT, "/connectors/t/topics/reset", None).await;
         assert_eq!((status, v["message"].as_str()), (StatusCode::FORBIDDEN, Some(reset)));
     }
+}
+
+/// KIP-891's plugin version requirements: a version, or a Maven range.
+#[test]
+fn plugin_versions_match_as_connect_reads_a_requirement() {
+    let v = "3.6.3.Final";
+    assert!(version_matches("3.6.3.Final", v));
+    assert!(!version_matches("3.6.2.Final", v));
+    assert!(version_matches("[3.0,4.0)", v));
+    assert!(version_matches("[3.6.3,3.6.3]", v));
+    assert!(!version_matches("(3.6.3,)", v));
+    assert!(version_matches("[3.6,)", v));
+    assert!(!version_matches("[9.9.9,9.9.9]", v));
+    assert!(!version_matches("(,3.6.3)", v));
+    assert_eq!(
+        version_error("9.9.9").message,
+        "Plugin io.debezium.connector.postgresql.PostgresConnector not found that matches the version range [9.9.9,9.9.9], available versions: [3.6.3.Final]"
+    );
 }
