@@ -423,12 +423,39 @@ fn parse_errors(r: &mut Reader<'_>) -> Result<ErrorTolerance, ConfigError> {
 }
 
 /// `connector.class` and `plugin.name`: pgoutbox is the PostgreSQL connector on pgoutput.
+/// A plugin version requirement (KIP-891) as Connect reads it, a version or a Maven range such as
+/// `[3.0,4.0)`, against `version`.
+pub fn version_matches(spec: &str, version: &str) -> bool {
+    let parts = |v: &str| -> Vec<u64> { v.split(['.', '-']).map_while(|p| p.trim().parse().ok()).collect() };
+    let spec = spec.trim();
+    let (Some(open), Some(close)) = (spec.chars().next(), spec.chars().last()) else { return true };
+    if !matches!(open, '[' | '(') || !matches!(close, ']' | ')') {
+        return spec == version;
+    }
+    let inner = &spec[1..spec.len() - 1];
+    let (low, high) = inner.split_once(',').unwrap_or((inner, inner));
+    let v = parts(version);
+    let above = low.trim().is_empty() || if open == '[' { v >= parts(low) } else { v > parts(low) };
+    let below = high.trim().is_empty() || if close == ']' { v <= parts(high) } else { v < parts(high) };
+    above && below
+}
+
 fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
     if let Some(class) = r.str("connector.class") {
         if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
             return Err(invalid(
                 "connector.class",
                 format!("pgoutbox replaces {POSTGRES_CONNECTOR_CLASS}, not the class given"),
+            ));
+        }
+    }
+    // KIP-891: a connector may ask for a version of its plugin; pgoutbox is one.
+    if let Some(spec) = r.str("connector.plugin.version").filter(|s| !s.trim().is_empty()) {
+        if !version_matches(spec, DEBEZIUM_VERSION) {
+            let range = if spec.starts_with(['[', '(']) { spec.to_string() } else { format!("[{spec},{spec}]") };
+            return Err(invalid(
+                "connector.plugin.version",
+                format!("Plugin {POSTGRES_CONNECTOR_CLASS} not found that matches the version range {range}, available versions: [{DEBEZIUM_VERSION}]"),
             ));
         }
     }

@@ -497,3 +497,13 @@ fn config_refuses_a_producer_queue_smaller_than_its_largest_record() {
     assert!(e.contains("buffer.memory"), "{e}");
     assert!(with(&["producer.buffer.memory=67108864", "producer.override.max.request.size=33554432"]).is_ok());
 }
+
+/// KIP-891: a connector that asks for a plugin version pgoutbox is not is refused, naming it.
+#[test]
+fn a_connector_plugin_version_must_be_pgoutbox_s() {
+    assert!(with(&["connector.plugin.version=3.6.3.Final"]).is_ok());
+    assert!(with(&["connector.plugin.version=[3.0,4.0)"]).is_ok());
+    assert_eq!(err_key(&["connector.plugin.version=9.9.9"]), "connector.plugin.version");
+    let e = with(&["connector.plugin.version=(3.6.3,)"]).unwrap_err().to_string();
+    assert!(e.contains("not found that matches the version range (3.6.3,), available versions: [3.6.3.Final]"), "{e}");
+}

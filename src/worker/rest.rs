@@ -646,22 +646,7 @@ fn connector_plugin(class: &str) -> Result<(), WorkerError> {
     Err(error(404, format!("Unknown plugin {class}.")))
 }
 
-/// A plugin version requirement (KIP-891) as Connect reads it: a version, or a Maven range such as
-/// `[3.0,4.0)`; the connector's one version must satisfy it.
-fn version_matches(spec: &str, version: &str) -> bool {
-    let parts = |v: &str| -> Vec<u64> { v.split(['.', '-']).map_while(|p| p.parse().ok()).collect() };
-    let spec = spec.trim();
-    let (Some(open), Some(close)) = (spec.chars().next(), spec.chars().last()) else { return true };
-    if !matches!(open, '[' | '(') || !matches!(close, ']' | ')') {
-        return spec == version;
-    }
-    let inner = &spec[1..spec.len() - 1];
-    let (low, high) = inner.split_once(',').unwrap_or((inner, inner));
-    let v = parts(version);
-    let above = low.trim().is_empty() || if open == '[' { v >= parts(low) } else { v > parts(low) };
-    let below = high.trim().is_empty() || if close == ']' { v <= parts(high) } else { v < parts(high) };
-    above && below
-}
+use crate::config::version_matches;
 
 fn version_error(spec: &str) -> WorkerError {
     let range = if spec.starts_with(['[', '(']) { spec.to_string() } else { format!("[{spec},{spec}]") };
@@ -711,12 +696,7 @@ async fn validate(
             w.effective(&config).err().map(|e| (error_key(&e), e.to_string()))
         })
     };
-    let mut problem = checked.await.map_err(|_| error(500, "the validation stopped unexpectedly"))?;
-    if let Some(spec) = config.get("connector.plugin.version").filter(|s| !s.trim().is_empty()) {
-        if !version_matches(spec, DEBEZIUM_VERSION) && problem.is_none() {
-            problem = Some((Some("connector.plugin.version".into()), version_error(spec).message));
-        }
-    }
+    let problem = checked.await.map_err(|_| error(500, "the validation stopped unexpectedly"))?;
     let versions = [
         ("connector.plugin.version", DEBEZIUM_VERSION),
         ("key.converter.plugin.version", CONNECT_VERSION),
