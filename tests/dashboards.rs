@@ -444,6 +444,30 @@ async fn three_connectors(rest: &str, worker: &Process, a: &Outbox, b: &Outbox) 
     wait_task(rest, "failing", "FAILED");
 }
 
+/// What the series say, not only that they exist: the workload's own figures, as Prometheus read
+/// them (the worker started three tasks, one failed; orders snapshotted its five rows and streamed
+/// the load; the paused connector's pause shows in its ratio).
+fn value_failures(prometheus: &str) -> Vec<String> {
+    let checks: [(&str, fn(f64) -> bool, &str); 9] = [
+        ("kafka_connect_worker_task_startup_attempts_total{job=\"connect\"}", |v| v >= 3.0, ">= 3"),
+        ("kafka_connect_worker_task_startup_success_total{job=\"connect\"}", |v| v >= 2.0, ">= 2"),
+        ("kafka_connect_worker_task_startup_failure_total{job=\"connect\"}", |v| v >= 1.0, ">= 1"),
+        ("debezium_metrics_SnapshotCompleted{name=\"ordersserver\"}", |v| v == 1.0, "1"),
+        ("debezium_metrics_RowsScanned{name=\"ordersserver\"}", |v| v == 5.0, "5"),
+        ("kafka_connect_source_task_source_record_write_total{connector=\"orders\"}", |v| v >= 50.0, ">= 50"),
+        ("kafka_producer_record_send_total{clientid=\"connector-producer-orders-0\"}", |v| v >= 50.0, ">= 50"),
+        ("kafka_connect_connector_task_running_ratio{connector=\"orders\"}", |v| v > 0.5 && v <= 1.0, "in (0.5, 1]"),
+        ("kafka_connect_connector_task_pause_ratio{connector=\"paused\"}", |v| v > 0.0 && v < 1.0, "in (0, 1)"),
+    ];
+    checks
+        .iter()
+        .filter_map(|(query, ok, expected)| match value(prometheus, query) {
+            Some(v) if ok(v) => None,
+            other => Some(format!("{query} = {other:?}, expected {expected}")),
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn connect_dashboards_and_alerts_read_pgoutbox_metrics() {
     let dir = std::env::temp_dir().join(unique("pgoutbox-dashboards"));
@@ -493,6 +517,7 @@ async fn connect_dashboards_and_alerts_read_pgoutbox_metrics() {
     let mut failures = target_failures(&prometheus_addr);
     failures.extend(evaluate(&prometheus_addr, "ordersserver"));
     failures.extend(lint_failures(&[("the worker's", rest.as_str()), ("pgoutbox run's", run_metrics.as_str())]));
+    failures.extend(value_failures(&prometheus_addr));
 
     worker.stop();
     relay.stop();

@@ -25,6 +25,36 @@ use crate::metrics::{ClientStats, Metrics, RelayState};
 pub struct WorkerFigures {
     pub group: Option<Group>,
     pub consumers: Vec<ClientStats>,
+    pub startups: Option<std::sync::Arc<Startups>>,
+}
+
+/// Connector and task starts on a worker (`connect-worker-metrics`' startup metrics).
+#[derive(Debug, Default)]
+pub struct Startups {
+    pub connector: Starts,
+    pub task: Starts,
+}
+
+/// Attempts, successes and failures.
+#[derive(Debug, Default)]
+pub struct Starts([std::sync::atomic::AtomicU64; 3]);
+
+impl Starts {
+    pub fn attempt(&self) {
+        self.0[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn succeeded(&self) {
+        self.0[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn failed(&self) {
+        self.0[2].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> [u64; 3] {
+        self.0.each_ref().map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// The worker's view of its Connect group (`connect-worker-rebalance-metrics`,
@@ -316,6 +346,48 @@ pub fn worker(sheet: &mut Sheet, sources: &[Source<'_>], figures: Option<&Worker
     );
     sheet.add("kafka_connect_worker_task_count", "The tasks this worker runs", Kind::Gauge, &[], tasks as f64);
     let Some(figures) = figures else { return };
+    if let Some(startups) = &figures.startups {
+        for (what, starts) in [("connector", &startups.connector), ("task", &startups.task)] {
+            let [attempts, successes, failures] = starts.counts();
+            let help = "Kafka Connect JMX metric worker";
+            sheet.add(
+                &format!("kafka_connect_worker_{what}_startup_attempts_total"),
+                help,
+                Kind::Counter,
+                &[],
+                attempts as f64,
+            );
+            sheet.add(
+                &format!("kafka_connect_worker_{what}_startup_success_total"),
+                help,
+                Kind::Counter,
+                &[],
+                successes as f64,
+            );
+            sheet.add(
+                &format!("kafka_connect_worker_{what}_startup_failure_total"),
+                help,
+                Kind::Counter,
+                &[],
+                failures as f64,
+            );
+            let share = |n: u64| if attempts > 0 { n as f64 / attempts as f64 } else { 0.0 };
+            sheet.add(
+                &format!("kafka_connect_worker_{what}_startup_success_percentage"),
+                help,
+                Kind::Gauge,
+                &[],
+                share(successes),
+            );
+            sheet.add(
+                &format!("kafka_connect_worker_{what}_startup_failure_percentage"),
+                help,
+                Kind::Gauge,
+                &[],
+                share(failures),
+            );
+        }
+    }
     for c in &figures.consumers {
         client(sheet, "consumer", c);
     }

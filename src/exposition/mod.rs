@@ -6,7 +6,7 @@
 mod connect;
 mod sheet;
 
-pub use connect::{Group, WorkerFigures};
+pub use connect::{Group, Startups, WorkerFigures};
 pub use sheet::Format;
 
 use std::sync::atomic::{AtomicI64, AtomicU64};

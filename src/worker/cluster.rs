@@ -852,7 +852,7 @@ impl Cluster {
             assigned_tasks: tasks as u64,
         };
         let consumers = if stats.reported { vec![stats] } else { Vec::new() };
-        crate::exposition::WorkerFigures { group: Some(group), consumers }
+        crate::exposition::WorkerFigures { group: Some(group), consumers, startups: None }
     }
 
     fn assigned(&self, partitions: BTreeSet<i32>) {

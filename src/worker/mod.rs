@@ -110,6 +110,8 @@ pub struct Worker {
     /// Distributed mode: the active-topic records this worker wrote, (connector, topic), until a
     /// reset deletes them.
     published_topics: Mutex<std::collections::BTreeSet<(String, String)>>,
+    /// Connector and task starts on this worker, for Connect's startup metrics.
+    startups: Arc<crate::exposition::Startups>,
 }
 
 #[derive(Default)]
@@ -150,6 +152,7 @@ impl Worker {
             retiring: Mutex::new(BTreeMap::new()),
             cluster_id: tokio::sync::Mutex::new(ClusterId::default()),
             topic_baselines: Mutex::new(BTreeMap::new()),
+            startups: Default::default(),
             published_topics: Mutex::new(std::collections::BTreeSet::new()),
         })
     }
@@ -681,14 +684,40 @@ impl Worker {
         // never go back (a reset between two scrapes would hide what happened in between).
         let metrics = c.metrics.clone();
         let run_token = token.clone();
+        // The connector's start is its configuration's parse, done: Connect's connector startup.
+        self.startups.connector.attempt();
+        self.startups.connector.succeeded();
+        let startups = self.startups.clone();
         let handle = tokio::spawn(async move {
             if let Some(previous) = previous {
                 let _ = previous.await;
             }
             let name = config.connector_name.clone();
-            match crate::pipeline::run(config, run_token, metrics).await {
+            // The task's start: its first session reaches the database and the broker (streaming,
+            // snapshotting, or standing by for the slot), or the run fails before it does.
+            startups.task.attempt();
+            metrics.set_state(crate::metrics::RelayState::Starting);
+            let run = crate::pipeline::run(config, run_token, metrics.clone());
+            tokio::pin!(run);
+            let mut started = false;
+            let result = loop {
+                tokio::select! {
+                    r = &mut run => break r,
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if !started => {
+                        use crate::metrics::RelayState::*;
+                        if matches!(metrics.state(), Streaming | Snapshotting | StandingBy) {
+                            started = true;
+                            startups.task.succeeded();
+                        }
+                    }
+                }
+            };
+            match result {
                 Ok(()) => {}
                 Err(e) => {
+                    if !started {
+                        startups.task.failed();
+                    }
                     tracing::error!(connector = %name, "connector failed: {e}");
                     set(&state, State::Failed(e.to_string()));
                 }
@@ -715,10 +744,11 @@ impl Worker {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let tasks = states.iter().filter(|s| **s != "STOPPED").count();
-        let figures = match &self.cluster {
+        let mut figures = match &self.cluster {
             Some(cluster) => cluster.figures(sources.len(), tasks),
             None => crate::exposition::WorkerFigures::default(),
         };
+        figures.startups = Some(self.startups.clone());
         crate::exposition::render(&sources, Some(&figures), now, format)
     }
 
