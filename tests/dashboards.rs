@@ -447,8 +447,11 @@ async fn three_connectors(rest: &str, worker: &Process, a: &Outbox, b: &Outbox) 
 /// What the series say, not only that they exist: the workload's own figures, as Prometheus read
 /// them (the worker started three tasks, one failed; orders snapshotted its five rows and streamed
 /// the load; the paused connector's pause shows in its ratio).
+/// A query, what its value must satisfy, and that condition in words.
+type Check = (&'static str, fn(f64) -> bool, &'static str);
+
 fn value_failures(prometheus: &str) -> Vec<String> {
-    let checks: [(&str, fn(f64) -> bool, &str); 9] = [
+    let checks: [Check; 9] = [
         ("kafka_connect_worker_task_startup_attempts_total{job=\"connect\"}", |v| v >= 3.0, ">= 3"),
         ("kafka_connect_worker_task_startup_success_total{job=\"connect\"}", |v| v >= 2.0, ">= 2"),
         ("kafka_connect_worker_task_startup_failure_total{job=\"connect\"}", |v| v >= 1.0, ">= 1"),
