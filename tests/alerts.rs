@@ -29,3 +29,14 @@ fn operations_guide_ships_the_tested_rules() {
     let guide = std::fs::read_to_string(root.join("docs/operations.md")).unwrap();
     assert!(guide.contains(&rules), "docs/operations.md must quote docs/prometheus/pgoutbox.rules.yml verbatim");
 }
+
+#[test]
+fn operations_guide_lists_the_accepted_promtool_findings() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let findings = std::fs::read_to_string(root.join("docs/prometheus/promtool-warnings.txt")).unwrap();
+    let guide = std::fs::read_to_string(root.join("docs/operations.md")).unwrap();
+    let listed: Vec<&str> = findings.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
+    assert!(!listed.is_empty());
+    let block = listed.join("\n");
+    assert!(guide.contains(&block), "docs/operations.md must list docs/prometheus/promtool-warnings.txt's findings, in order");
+}
