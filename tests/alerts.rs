@@ -38,5 +38,8 @@ fn operations_guide_lists_the_accepted_promtool_findings() {
     let listed: Vec<&str> = findings.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
     assert!(!listed.is_empty());
     let block = listed.join("\n");
-    assert!(guide.contains(&block), "docs/operations.md must list docs/prometheus/promtool-warnings.txt's findings, in order");
+    assert!(
+        guide.contains(&block),
+        "docs/operations.md must list docs/prometheus/promtool-warnings.txt's findings, in order"
+    );
 }
