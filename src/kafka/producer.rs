@@ -220,34 +220,58 @@ pub const STATISTICS_INTERVAL_MS: &str = "5000";
 
 /// Folds one statistics report into `stats`: totals and averages over the brokers that are nodes
 /// (not the bootstrap entries), rates over the time since the previous report.
+/// A mean over several windows, each given as its average and sample count.
+#[derive(Default)]
+struct Mean {
+    sum: f64,
+    count: f64,
+}
+
+impl Mean {
+    fn add(&mut self, avg: i64, count: i64) {
+        if count > 0 {
+            self.sum += avg as f64 * count as f64;
+            self.count += count as f64;
+        }
+    }
+
+    fn value(&self) -> f64 {
+        if self.count > 0.0 {
+            self.sum / self.count
+        } else {
+            0.0
+        }
+    }
+}
+
 pub fn client_stats(stats: &mut crate::metrics::ClientStats, s: &rdkafka::Statistics, now: Instant) {
+    // This runs inside the producer's poll, on the sink's task: nothing here may panic. librdkafka's
+    // windows can hold any value (a broker that is away), so sums are floating point and counts
+    // saturate (an overflow panicked the sink once, in the three-broker fault scenario).
     let nodes = s.brokers.values().filter(|b| b.nodeid >= 0);
-    let (mut connections, mut retries, mut in_flight, mut requests, mut responses) = (0, 0, 0, 0, 0);
-    let (mut rtt_sum, mut rtt_cnt, mut rtt_max, mut queued_sum, mut queued_cnt) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    let (mut connections, mut retries, mut in_flight, mut requests, mut responses) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut rtt, mut queued) = (Mean::default(), Mean::default());
+    let mut rtt_max = 0i64;
     for b in nodes {
-        connections += u64::from(b.state == "UP");
-        retries += b.txretries;
-        in_flight += u64::try_from(b.waitresp_cnt).unwrap_or(0);
-        requests += b.tx;
-        responses += b.rx;
+        connections = connections.saturating_add(u64::from(b.state == "UP"));
+        retries = retries.saturating_add(b.txretries);
+        in_flight = in_flight.saturating_add(u64::try_from(b.waitresp_cnt).unwrap_or(0));
+        requests = requests.saturating_add(b.tx);
+        responses = responses.saturating_add(b.rx);
         // A window's `avg` is of its samples (`sum` is not reliably theirs in every release).
         if let Some(w) = &b.rtt {
-            rtt_sum += w.avg * w.cnt;
-            rtt_cnt += w.cnt;
+            rtt.add(w.avg, w.cnt);
             rtt_max = rtt_max.max(w.max);
         }
         if let Some(w) = &b.int_latency {
-            queued_sum += w.avg * w.cnt;
-            queued_cnt += w.cnt;
+            queued.add(w.avg, w.cnt);
         }
     }
-    let (mut batch_bytes, mut batch_records, mut batches) = (0i64, 0i64, 0i64);
+    let (mut batch_bytes, mut batch_records) = (Mean::default(), Mean::default());
     for t in s.topics.values() {
-        batch_bytes += t.batchsize.avg * t.batchsize.cnt;
-        batch_records += t.batchcnt.avg * t.batchcnt.cnt;
-        batches += t.batchcnt.cnt;
+        batch_bytes.add(t.batchsize.avg, t.batchsize.cnt);
+        batch_records.add(t.batchcnt.avg, t.batchcnt.cnt);
     }
-    let avg = |sum: i64, cnt: i64, scale: f64| if cnt > 0 { sum as f64 / cnt as f64 / scale } else { 0.0 };
     let outgoing = u64::try_from(s.tx_bytes).unwrap_or(0);
     let incoming = u64::try_from(s.rx_bytes).unwrap_or(0);
     let sent = u64::try_from(s.txmsgs).unwrap_or(0);
@@ -273,11 +297,11 @@ pub fn client_stats(stats: &mut crate::metrics::ClientStats, s: &rdkafka::Statis
         retries,
         requests_in_flight: in_flight,
         // librdkafka measures in microseconds, the Java client's metrics in milliseconds.
-        request_latency_avg_ms: avg(rtt_sum, rtt_cnt, 1e3),
+        request_latency_avg_ms: rtt.value() / 1e3,
         request_latency_max_ms: rtt_max as f64 / 1e3,
-        record_queue_time_avg_ms: avg(queued_sum, queued_cnt, 1e3),
-        batch_size_avg: avg(batch_bytes, batches, 1.0),
-        records_per_request_avg: avg(batch_records, batches, 1.0),
+        record_queue_time_avg_ms: queued.value() / 1e3,
+        batch_size_avg: batch_bytes.value(),
+        records_per_request_avg: batch_records.value(),
         at: Some(now),
         ..std::mem::take(stats)
     };
@@ -606,4 +630,25 @@ pub async fn create_topics(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mean;
+
+    /// The statistics callback runs inside the producer's poll: windows with any values (a broker
+    /// away, counters near their limits) give a finite mean and never panic.
+    #[test]
+    fn means_of_extreme_windows_never_overflow() {
+        let mut m = Mean::default();
+        assert_eq!(m.value(), 0.0);
+        m.add(i64::MAX, i64::MAX);
+        m.add(i64::MAX, i64::MAX);
+        m.add(5, -1);
+        assert!(m.value().is_finite() && m.value() > 9e18, "{}", m.value());
+        let mut m = Mean::default();
+        m.add(2_000, 3);
+        m.add(1_000, 1);
+        assert_eq!(m.value(), 1_750.0);
+    }
 }
