@@ -149,8 +149,22 @@ async fn records_match_debezium_in_kafka_connect() {
     let chosen = std::env::var("PGOUTBOX_CONNECT_DIFFERENTIAL").unwrap_or_default();
     let cases: Vec<dsupport::Case> = match chosen.as_str() {
         "" => dsupport::via_connect::SUITE.iter().map(|c| c()).collect(),
-        "all" => ALL_CASES.iter().map(|c| c()).collect(),
-        names => ALL_CASES.iter().map(|c| c()).filter(|c| names.split(',').any(|n| n.trim() == c.name)).collect(),
+        "all" => ALL_CASES
+            .iter()
+            .map(|c| c())
+            .chain(std::iter::once(dsupport::cases::expand_json_payload_empty_arrays_optional_string()))
+            .collect(),
+        names => ALL_CASES
+            .iter()
+            .chain(dsupport::via_connect::SUITE)
+            .map(|c| c())
+            .filter(|c| names.split(',').any(|n| n.trim() == c.name))
+            .fold(Vec::new(), |mut out, c| {
+                if !out.iter().any(|o: &dsupport::Case| o.name == c.name) {
+                    out.push(c);
+                }
+                out
+            }),
     };
     dsupport::via_connect::run(cases).await;
 }

@@ -12,8 +12,9 @@
 //!      `payload.customer.address`; fields in document order (for `jsonb`, PostgreSQL's key order:
 //!      shorter keys first). An empty key (`""`) fails the whole inference.
 //!    - `null` fields are dropped, or with `table.json.payload.null.behavior=optional_bytes` typed
-//!      as optional bytes. Empty arrays are always dropped (3.6 has no empty-array option; 3.7 adds
-//!      `table.json.payload.empty.array.behavior`).
+//!      as optional bytes. Empty arrays are dropped (3.6's only behaviour), or with Debezium 3.7's
+//!      `table.json.payload.empty.array.behavior=optional_string` typed as an optional array of
+//!      optional strings, at any depth (`[[]]` too), and written as `[]`.
 //!    - an array's element schema comes from its first non-null element; all non-null elements must
 //!      have the same JSON type and, for numbers, the same inferred schema (`[1, 2147483648]` and
 //!      `[1.5, 2]` fail). A first element with no schema (an empty array, or `null` under `ignore`)
@@ -77,6 +78,29 @@ impl JsonNullBehavior {
     }
 }
 
+/// `table.json.payload.empty.array.behavior` (Debezium 3.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonEmptyArrayBehavior {
+    /// `ignore` (the default, and Debezium 3.6's only behaviour): empty arrays are left out.
+    #[default]
+    Ignore,
+    /// `optional_string`: an empty array is an optional array of optional strings, at any depth.
+    OptionalString,
+}
+
+/// How JSON nulls and empty arrays are typed (`JsonSchemaData`'s two options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Expansion {
+    pub nulls: JsonNullBehavior,
+    pub empty_arrays: JsonEmptyArrayBehavior,
+}
+
+impl From<JsonNullBehavior> for Expansion {
+    fn from(nulls: JsonNullBehavior) -> Self {
+        Expansion { nulls, empty_arrays: JsonEmptyArrayBehavior::Ignore }
+    }
+}
+
 /// The payload after expansion: the record's new value schema and value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expanded {
@@ -122,12 +146,16 @@ const INVALID_ARRAY: &str = "Invalid type for ARRAY: class java.lang.String";
 
 /// Expands the payload column's text (`payload_field` is the column's name, which names the root
 /// struct: `table.field.event.payload`, `payload` by default).
-pub fn expand_json_payload(text: &str, payload_field: &str, nulls: JsonNullBehavior) -> Result<Expanded, ExpandError> {
+pub fn expand_json_payload(
+    text: &str,
+    payload_field: &str,
+    options: impl Into<Expansion>,
+) -> Result<Expanded, ExpandError> {
     if !(text.starts_with('{') || text.starts_with('[')) {
         return Err(ExpandError::NotJson);
     }
     let tree = read_tree(text).map_err(|e| ExpandError::Syntax { offset: e.offset, reason: e.reason })?;
-    let schema = Infer { nulls }.schema(Some(payload_field), &tree)?.ok_or(ExpandError::NoSchema)?;
+    let schema = Infer { options: options.into() }.schema(Some(payload_field), &tree)?.ok_or(ExpandError::NoSchema)?;
     match &schema {
         Schema::Struct { .. } => {}
         _ => {
@@ -144,7 +172,7 @@ pub fn expand_json_payload(text: &str, payload_field: &str, nulls: JsonNullBehav
 
 /// `JsonSchemaData.toConnectSchema`.
 struct Infer {
-    nulls: JsonNullBehavior,
+    options: Expansion,
 }
 
 impl Infer {
@@ -154,6 +182,9 @@ impl Infer {
         match node {
             Node::Array(elems) if !elems.is_empty() => {
                 Ok(Some(Schema::Array { items: Box::new(self.items(key, elems)?), optional: true }))
+            }
+            Node::Array(_) if self.options.empty_arrays == JsonEmptyArrayBehavior::OptionalString => {
+                Ok(Some(Schema::Array { items: Box::new(Schema::optional(Type::String)), optional: true }))
             }
             Node::Object(members) => {
                 let fields = self.fields(key, members)?;
@@ -175,7 +206,9 @@ impl Infer {
             Node::String(_) => Some(Schema::optional(Type::String)),
             Node::Bool(_) => Some(Schema::optional(Type::Boolean)),
             Node::Int(_) | Node::Long(_) | Node::BigInt | Node::Double(_) => Some(number_schema(node)),
-            Node::Null => (self.nulls == JsonNullBehavior::OptionalBytes).then(|| Schema::optional(Type::Bytes)),
+            Node::Null => {
+                (self.options.nulls == JsonNullBehavior::OptionalBytes).then(|| Schema::optional(Type::Bytes))
+            }
             // An empty array has no schema; containers are handled by `schema`.
             Node::Array(_) | Node::Object(_) => None,
         }
@@ -383,7 +416,7 @@ pub fn expand_payload(
     field: &str,
     column: &ColumnType,
     payload: &Value,
-    nulls: JsonNullBehavior,
+    options: Expansion,
     event: &str,
 ) -> (Option<Schema>, Value) {
     let unexpanded = || (Some(column.schema.clone()), payload.clone());
@@ -392,7 +425,7 @@ pub fn expand_payload(
     if !(text.starts_with('{') || text.starts_with('[')) {
         return unexpanded();
     }
-    match expand_json_payload(text, field, nulls) {
+    match expand_json_payload(text, field, options) {
         Ok(e) => (Some(e.schema), e.value),
         Err(ExpandError::NoSchema) => (None, payload.clone()),
         Err(e) if e.debezium_keeps_string() => {

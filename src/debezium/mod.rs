@@ -17,7 +17,7 @@ pub mod transforms;
 pub mod value;
 
 pub use column::{oid, ColumnType, TextForm};
-pub use expand::JsonNullBehavior;
+pub use expand::{Expansion, JsonEmptyArrayBehavior, JsonNullBehavior};
 pub use modes::{BinaryHandling, DecimalHandling, IntervalHandling, TemporalPrecision, TypeModes};
 
 #[cfg(test)]

@@ -4,15 +4,13 @@
 use regex::Regex;
 
 use crate::connect::{ConfigError, Converter, Reader};
-use crate::debezium::{JsonNullBehavior, TypeModes};
+use crate::debezium::{JsonEmptyArrayBehavior, JsonNullBehavior, TypeModes};
 
 /// Router options that would change the records produced and are not implemented yet: refused
 /// rather than ignored, so nobody gets different bytes silently.
 pub const UNSUPPORTED: &[&str] = &[
     // Debezium's avro name sanitising of expanded JSON field names is not implemented.
     "field.name.adjustment.mode",
-    // 3.7 only; Debezium 3.6 drops empty arrays, as pgoutbox does.
-    "table.json.payload.empty.array.behavior",
 ];
 
 /// `table.op.invalid.behavior`: what an UPDATE or DELETE of the outbox table does.
@@ -76,6 +74,8 @@ pub struct RouterConfig {
     /// `table.expand.json.payload`.
     pub expand_json_payload: bool,
     pub json_null_behavior: JsonNullBehavior,
+    /// `table.json.payload.empty.array.behavior` (Debezium 3.7).
+    pub json_empty_array_behavior: JsonEmptyArrayBehavior,
     /// `topic.prefix`: names the envelope struct's schema.
     pub topic_prefix: String,
     /// The connector's type options: how the router's columns are typed.
@@ -140,6 +140,14 @@ impl RouterConfig {
                 &p("table.json.payload.null.behavior"),
                 JsonNullBehavior::Ignore,
                 &[("ignore", JsonNullBehavior::Ignore), ("optional_bytes", JsonNullBehavior::OptionalBytes)],
+            )?,
+            json_empty_array_behavior: r.choice(
+                &p("table.json.payload.empty.array.behavior"),
+                JsonEmptyArrayBehavior::Ignore,
+                &[
+                    ("ignore", JsonEmptyArrayBehavior::Ignore),
+                    ("optional_string", JsonEmptyArrayBehavior::OptionalString),
+                ],
             )?,
             topic_prefix: topic_prefix.to_string(),
             type_modes: TypeModes::parse(r)?,

@@ -298,7 +298,11 @@ impl Router {
         }
         let (schema, val) = if self.cfg.expand_json_payload {
             let event = (row.event)();
-            expand_payload(&cols.payload.name, &cols.payload.column, &payload, self.cfg.json_null_behavior, &event)
+            let options = crate::debezium::Expansion {
+                nulls: self.cfg.json_null_behavior,
+                empty_arrays: self.cfg.json_empty_array_behavior,
+            };
+            expand_payload(&cols.payload.name, &cols.payload.column, &payload, options, &event)
         } else {
             (Some(cols.payload.column.schema.clone()), payload)
         };

@@ -452,6 +452,22 @@ pub fn expand_json_payload_edge_values() -> Case {
     .records(payloads.len())
 }
 
+/// Debezium 3.7's `table.json.payload.empty.array.behavior=optional_string`: empty arrays kept as
+/// optional arrays of optional strings, at any depth. Debezium 3.6.3 has no such option (it drops
+/// them), so this case runs against 3.7 in Kafka Connect only (`via_connect::SUITE`).
+pub fn expand_json_payload_empty_arrays_optional_string() -> Case {
+    let payloads =
+        [r#"{"e": [], "f": {"g": []}, "x": 1}"#, r#"{"h": [[]], "t": ["a"]}"#, r#"{"arr": [{"k": []}, {"k": []}]}"#];
+    with_props(
+        Case::new("expand_json_payload_empty_arrays_optional_string")
+            .router(&["table.expand.json.payload=true", "table.json.payload.empty.array.behavior=optional_string"]),
+        converters(JSON, false, JSON, true),
+    )
+    .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
+    .topics(&[ORDER])
+    .records(payloads.len())
+}
+
 /// The bytea payloads under a value converter that writes BYTES as they are.
 fn bytea_raw(name: &'static str, value_converter: &str) -> Case {
     let mut c = bytea_payload_json_converter();

@@ -287,3 +287,29 @@ fn schema_names_follow_the_payload_column_and_path() {
     assert_eq!(JsonNullBehavior::parse(" OPTIONAL_bytes "), Some(JsonNullBehavior::OptionalBytes));
     assert_eq!(JsonNullBehavior::parse("drop"), None);
 }
+
+/// Debezium 3.7's `table.json.payload.empty.array.behavior=optional_string`: an empty array is an
+/// optional array of optional strings, at any depth, written `[]`; `ignore` drops it (3.6's only
+/// behaviour). The bytes against Debezium 3.7.1 itself: the Connect differential's
+/// `expand_json_payload_empty_arrays_optional_string`.
+#[test]
+fn empty_arrays_are_kept_as_optional_string_arrays_when_asked() {
+    let keep = Expansion { nulls: JsonNullBehavior::Ignore, empty_arrays: JsonEmptyArrayBehavior::OptionalString };
+    let value = |text: &str, options: Expansion| {
+        let e = expand_json_payload(text, "payload", options).expect("expands");
+        let mut out = Vec::new();
+        json_envelope(&mut out, false, Some(&e.schema), &e.value).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let text = r#"{"e": [], "f": {"g": []}, "x": 1}"#;
+    assert_eq!(value(text, JsonNullBehavior::Ignore.into()), r#"{"f":{},"x":1}"#);
+    assert_eq!(value(text, keep), r#"{"e":[],"f":{"g":[]},"x":1}"#);
+    assert_eq!(value(r#"{"h": [[]], "t": ["a"]}"#, keep), r#"{"h":[[]],"t":["a"]}"#);
+    let e = expand_json_payload(r#"{"e": []}"#, "payload", keep).unwrap();
+    let Schema::Struct { fields, .. } = &e.schema else { panic!("{:?}", e.schema) };
+    assert_eq!(
+        fields[0].1,
+        Schema::Array { items: Box::new(Schema::optional(Type::String)), optional: true },
+        "an optional array of optional strings"
+    );
+}

@@ -31,6 +31,7 @@ fn cfg() -> RouterConfig {
         field_event_schema_version: None,
         expand_json_payload: false,
         json_null_behavior: crate::debezium::JsonNullBehavior::Ignore,
+        json_empty_array_behavior: crate::debezium::JsonEmptyArrayBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
         type_modes: Default::default(),
         header_converter: None,
