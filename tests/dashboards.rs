@@ -439,6 +439,12 @@ async fn three_connectors(rest: &str, worker: &Process, a: &Outbox, b: &Outbox) 
     // The slot is created once the broker has acknowledged the whole snapshot (src/pipeline/snapshot.rs).
     wait_for_async("orders' snapshot", Duration::from_secs(30), || async { a.confirmed_flush().await.is_some() }).await;
     wait_task(rest, "paused", "RUNNING");
+    // RUNNING is reported when the task starts, as Connect does; the pause waits until it streams,
+    // so its start counts as a success.
+    let connected = "debezium_metrics_Connected{context=\"streaming\",name=\"pausedserver\",plugin=\"postgres\"} 1";
+    wait_for("paused streams", Duration::from_secs(30), || {
+        http_get(rest, "/metrics").is_some_and(|(_, body)| body.contains(connected))
+    });
     assert_eq!(call(rest, "PUT", "/connectors/paused/pause", None).0, 202);
     wait_task(rest, "paused", "PAUSED");
     wait_task(rest, "failing", "FAILED");

@@ -697,21 +697,30 @@ impl Worker {
             // snapshotting, or standing by for the slot), or the run fails before it does.
             startups.task.attempt();
             metrics.set_state(crate::metrics::RelayState::Starting);
+            let sessions = metrics.sessions.load(std::sync::atomic::Ordering::Relaxed);
+            // Started: streaming, snapshotting or standing by now, or a session began since (one that
+            // already ended between two looks counts too).
+            let has_started = || {
+                use crate::metrics::RelayState::*;
+                matches!(metrics.state(), Streaming | Snapshotting | StandingBy)
+                    || metrics.sessions.load(std::sync::atomic::Ordering::Relaxed) > sessions
+            };
             let run = crate::pipeline::run(config, run_token, metrics.clone());
             tokio::pin!(run);
             let mut started = false;
+            let check = |started: &mut bool| {
+                if !*started && has_started() {
+                    *started = true;
+                    startups.task.succeeded();
+                }
+            };
             let result = loop {
                 tokio::select! {
                     r = &mut run => break r,
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if !started => {
-                        use crate::metrics::RelayState::*;
-                        if matches!(metrics.state(), Streaming | Snapshotting | StandingBy) {
-                            started = true;
-                            startups.task.succeeded();
-                        }
-                    }
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if !started => check(&mut started),
                 }
             };
+            check(&mut started);
             match result {
                 Ok(()) => {}
                 Err(e) => {
