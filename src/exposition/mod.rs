@@ -113,19 +113,15 @@ fn as_i64(v: u64) -> i64 {
 pub fn render(sources: &[Source<'_>], worker: Option<&WorkerFigures>, now_ms: u64, format: Format) -> String {
     // prometheus-client writes label values as they are: a connector name, server name or topic
     // with a quote, backslash or newline would end the label and break the whole scrape.
+    // The sheet escapes what it writes; prometheus-client does not, so pgoutbox's own families get
+    // the names escaped here (escaping both would double the backslashes of the sheet's families).
     let escaped: Vec<(String, String)> = sources.iter().map(|s| (escape(s.connector), escape(s.server))).collect();
-    let sources: Vec<Source<'_>> = sources
-        .iter()
-        .zip(&escaped)
-        .map(|(s, (connector, server))| Source { connector, server, metrics: s.metrics, state: s.state })
-        .collect();
-    let sources = &sources[..];
     let mut r = Registry::default();
     let own = Own::register(&mut r);
     let mut sheet = sheet::Sheet::default();
     let now = std::time::Instant::now();
-    for s in sources {
-        own.observe(s);
+    for (s, (connector, server)) in sources.iter().zip(&escaped) {
+        own.observe(&Source { connector, server, metrics: s.metrics, state: s.state });
         connect::connector(&mut sheet, s, now);
         connect::debezium(&mut sheet, s, now_ms);
     }
@@ -546,6 +542,12 @@ mod tests {
             Format::OpenMetrics,
         );
         assert!(text.contains("connector=\"a\\\"b\\\\c\\nd\""), "{text}");
+        // Escaped once in every family, the borrowed ones (written by the sheet) too.
+        assert!(
+            text.contains("kafka_connect_connector_status{connector=\"a\\\"b\\\\c\\nd\",status=\"running\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("name=\"s\\\"\""), "{text}");
         assert!(text.contains("topic=\"t\\\"x\""), "{text}");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let unescaped = line.replace("\\\\", "").replace("\\\"", "");
