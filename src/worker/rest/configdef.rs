@@ -126,6 +126,13 @@ struct Described {
     errors: Vec<String>,
 }
 
+impl Described {
+    /// A key of Connect's or a transform's: shown with its value, visible, no errors yet.
+    fn connect_key(def: Value, recommended: Value) -> Described {
+        Described { def, shows_value: true, recommended, visible: true, errors: Vec::new() }
+    }
+}
+
 /// The transforms' keys as Connect lists them: per alias its type, version, negate and predicate,
 /// then the Event Router's ConfigDef for an Event Router, else the alias's keys given.
 fn transform_entries(
@@ -172,7 +179,7 @@ fn transform_entries(
             (definition(&format!("{prefix}predicate"), "STRING", &group, 3, "predicate"), json!([])),
         ];
         for (def, recommended) in generic {
-            out.push(Described { def, shows_value: true, recommended, visible: true, errors: Vec::new() });
+            out.push(Described::connect_key(def, recommended));
         }
         if class == Some(crate::outbox::EVENT_ROUTER_CLASS) {
             for d in EVENT_ROUTER.iter() {
@@ -184,25 +191,13 @@ fn transform_entries(
                 def["name"] = json!(format!("{prefix}{}", d["name"].as_str().unwrap_or_default()));
                 def["group"] = json!(sub);
                 def["documentation"] = json!("");
-                out.push(Described {
-                    def,
-                    shows_value: true,
-                    recommended: json!([]),
-                    visible: true,
-                    errors: Vec::new(),
-                });
+                out.push(Described::connect_key(def, json!([])));
             }
         }
         for k in config.keys().filter(|k| k.starts_with(&prefix)) {
             if !out.iter().any(|d| d.def["name"] == k.as_str()) {
                 let def = definition(k, "STRING", &group, -1, k);
-                out.push(Described {
-                    def,
-                    shows_value: true,
-                    recommended: json!([]),
-                    visible: true,
-                    errors: Vec::new(),
-                });
+                out.push(Described::connect_key(def, json!([])));
             }
         }
     }
@@ -239,7 +234,7 @@ pub fn validate(
             def["default_value"] = json!(class);
             recommended = worker.classes(if name == "header.converter" { "header_converter" } else { "converter" });
         }
-        described.push(Described { def, shows_value: true, recommended, visible: true, errors: Vec::new() });
+        described.push(Described::connect_key(def, recommended));
     }
     described.extend(transform_entries(config, worker, &mut groups));
     for def in connector {
