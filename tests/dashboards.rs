@@ -38,23 +38,6 @@ const WORKLOAD: Duration = Duration::from_secs(15);
 
 const INSTALL_HINT: &str = "; scripts/install.sh installs it (Debian's prometheus package)";
 
-/// One HTTP/1.1 request; the status and the JSON body (`Null` when empty).
-fn call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the REST API");
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let payload = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (code, serde_json::from_str(payload).unwrap_or(Value::Null))
-}
-
 /// A GET to Prometheus. It is HTTP/1.0 because Go answers HTTP/1.1 with chunked bodies once they
 /// pass 2 KiB, and this reader does not undo chunking.
 fn prometheus_get(addr: &str, path: &str) -> Option<(u16, String)> {

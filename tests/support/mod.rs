@@ -480,3 +480,20 @@ pub fn by_id(records: &[ConsumedRecord]) -> HashMap<String, Vec<&ConsumedRecord>
     }
     m
 }
+
+/// One HTTP/1.1 call to a REST API (Connect's): the status and the JSON body (`Null` when empty).
+pub fn call(addr: &str, method: &str, path: &str, body: Option<&serde_json::Value>) -> (u16, serde_json::Value) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the REST API");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut s, &mut text).unwrap();
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let payload = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (code, serde_json::from_str(payload).unwrap_or(serde_json::Value::Null))
+}
