@@ -821,3 +821,133 @@ async fn snapshot_killed_under_exactly_once_duplicates_what_it_had_published() {
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
+
+const DECODE: &str = "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
+
+/// `pg_logical_emit_message` of an outbox event: `transactional`, under `prefix`.
+fn emit(
+    transactional: bool,
+    prefix: &str,
+    id: &str,
+    aggregate_type: &str,
+    aggregate_id: &str,
+    payload: &str,
+) -> String {
+    let content = format!(
+        r#"{{"id":"{id}","aggregatetype":"{aggregate_type}","aggregateid":"{aggregate_id}","payload":{payload}}}"#
+    );
+    format!("SELECT pg_logical_emit_message({transactional}, '{prefix}', '{content}')")
+}
+
+/// The message outbox beside the table outbox, in one connector: a transactional message is an
+/// event of its transaction, in WAL order with its rows; a rolled-back one is never published; a
+/// non-transactional one (decoded even when its transaction rolls back) is skipped by default with
+/// a warning; messages of other prefixes are not captured.
+#[tokio::test(flavor = "multi_thread")]
+async fn message_outbox_publishes_transactional_messages_in_order_with_the_table() {
+    let o = Outbox::new("messages").await;
+    o.create_topics(&["Order"], 1).await;
+    let prefix = format!("outbox_{}", o.slot);
+    let include = format!("message.prefix.include.list={prefix}");
+    let mut relay = Relay::start(&o.config(&[
+        "transforms=decode,outbox",
+        &format!("transforms.decode.type={DECODE}"),
+        &include,
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable=false",
+    ]));
+    relay.wait_for_log("streaming", Duration::from_secs(20));
+    let sql = o.env.sql().await;
+    let order = o.agg("Order");
+    let steps = [
+        // Row, message, row: one transaction, published in that order.
+        format!(
+            "BEGIN; {}; {}; {}; COMMIT",
+            o.insert_sql("Order", "a1", Some(r#"{"v": 1}"#)),
+            emit(true, &prefix, "m1", &order, "m1", r#"{"v":2,"tags":["x"]}"#),
+            o.insert_sql("Order", "a2", Some(r#"{"v": 3}"#))
+        ),
+        // Rolled back: the transactional message never arrives, the other one does (skipped).
+        format!(
+            "BEGIN; {}; {}; ROLLBACK",
+            emit(true, &prefix, "rolled-back", &order, "rb", "{}"),
+            emit(false, &prefix, "non-transactional", &order, "nt", "{}")
+        ),
+        // Another prefix: not captured.
+        emit(true, "someone_else", "other", &order, "other", "{}"),
+        emit(true, &prefix, "m-last", &order, "m-last", r#"{"v":4}"#),
+    ];
+    for s in &steps {
+        sql.batch_execute(s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+    let topics = vec![o.topic("Order")];
+    let records = consume(&o.env.broker, &topics, 4, Duration::from_secs(30));
+    let rest = consume_until_idle(&o.env.broker, &topics, Duration::from_secs(2));
+    let keys: Vec<_> =
+        rest.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect();
+    assert_eq!(keys, ["a1", "m1", "a2", "m-last"], "commit order, rows and messages together, nothing else");
+    assert_eq!(records[1].value.as_deref(), Some(&br#"{"v":2,"tags":["x"]}"#[..]), "the message's payload");
+    assert_eq!(records[1].header("id"), Some(&b"m1"[..]), "the event id header");
+    assert_eq!(records[3].header("id"), Some(&b"m-last"[..]));
+    assert!(
+        relay.log_text().contains("skipping a non-transactional logical decoding message"),
+        "the skipped non-transactional message is warned about"
+    );
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+/// A messages-only connector (`publication.autocreate.mode=no_tables`, no table list): it captures
+/// no table, publishes non-transactional messages when asked to, and stops, naming the fix, on a
+/// message whose content is not a JSON object, without confirming past it.
+#[tokio::test(flavor = "multi_thread")]
+async fn message_outbox_alone_publishes_and_stops_on_content_that_is_not_json() {
+    let o = Outbox::new("msgonly").await;
+    o.create_topics(&["Order"], 1).await;
+    let prefix = format!("outbox_{}", o.slot);
+    let config = o
+        .config(&[
+            "publication.autocreate.mode=no_tables",
+            "transforms=decode,outbox",
+            &format!("transforms.decode.type={DECODE}"),
+            &format!("message.prefix.include.list={prefix}"),
+            "pgoutbox.messages.non.transactional=publish",
+            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+            "value.converter=org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable=false",
+        ])
+        .replace(&format!("table.include.list=public.{}\n", o.table), "");
+    let mut relay = Relay::start(&config);
+    relay.wait_for_log("streaming", Duration::from_secs(20));
+    let sql = o.env.sql().await;
+    let order = o.agg("Order");
+    // The table is not captured: its row is no event.
+    sql.batch_execute(&o.insert_sql("Order", "row", Some("{}"))).await.unwrap();
+    sql.batch_execute(&format!("BEGIN; {}; ROLLBACK", emit(false, &prefix, "nt", &order, "nt", r#"{"v":1}"#)))
+        .await
+        .unwrap();
+    sql.batch_execute(&emit(true, &prefix, "t1", &order, "t1", r#"{"v":2}"#)).await.unwrap();
+    let topics = vec![o.topic("Order")];
+    let records = consume(&o.env.broker, &topics, 2, Duration::from_secs(30));
+    let keys: Vec<_> =
+        records.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect();
+    assert_eq!(keys, ["nt", "t1"], "the non-transactional message (as asked), then the transactional one; no row");
+    let confirmed_before = o.confirmed_flush().await;
+    sql.batch_execute(&format!("SELECT pg_logical_emit_message(true, '{prefix}', 'not json')")).await.unwrap();
+    let status = relay.wait(Duration::from_secs(30)).expect("the relay stops on content that is not JSON");
+    assert_ne!(status.code(), Some(0));
+    let log = relay.log_text();
+    assert!(log.contains("is not a JSON object"), "the error says what is wrong: {log}");
+    assert!(log.contains("message.prefix.exclude.list"), "and how to fix it: {log}");
+    let confirmed_after = o.confirmed_flush().await.expect("the slot is kept");
+    let after: Lsn = confirmed_after.parse().unwrap();
+    let before: Lsn = confirmed_before.expect("confirmed").parse().unwrap();
+    let bad_at: Lsn =
+        sql.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get::<_, String>(0).parse().unwrap();
+    assert!(
+        after >= before && after < bad_at,
+        "the position stays before the bad message ({after}, written before {bad_at})"
+    );
+    o.drop_slot().await;
+}

@@ -9,6 +9,7 @@
 pub mod env;
 pub mod exactly_once;
 mod keys;
+pub mod messages;
 pub use keys::reason_for as ignored_reason;
 pub mod polling;
 pub mod producer;
@@ -173,10 +174,15 @@ pub struct TableFilter {
     pub table_exclude: Vec<Regex>,
     pub schema_include: Vec<Regex>,
     pub schema_exclude: Vec<Regex>,
+    /// A messages-only connector: no table is captured.
+    pub none: bool,
 }
 
 impl TableFilter {
     pub fn matches(&self, schema: &str, table: &str) -> bool {
+        if self.none {
+            return false;
+        }
         let full = format!("{schema}.{table}");
         let any = |res: &[Regex], s: &str| res.iter().any(|r| r.is_match(s));
         if !self.schema_include.is_empty() && !any(&self.schema_include, schema) {
@@ -283,6 +289,9 @@ pub struct Config {
     /// `pgoutbox.stall.threshold.ms` (default 300000): the oldest unpublished event's age past which
     /// the relay reports itself stalled (log, metric, `/health`).
     pub stall_threshold: Duration,
+    /// The message outbox: which logical decoding messages are events (`None`: none, and the
+    /// stream does not ask for them).
+    pub messages: Option<messages::MessageCapture>,
     /// `pgoutbox.prune.*`: `None` unless `pgoutbox.prune.retention.ms` is set.
     pub prune: Option<prune::PruneConfig>,
     /// Connect's exactly-once keys (`exactly.once.source.support=enabled`): `None` publishes at
@@ -332,6 +341,17 @@ impl Config {
         let (relay, polling) = polling::parse(&mut r)?;
         let stall_threshold = r.millis_or("pgoutbox.stall.threshold.ms", 300_000)?;
         let prune = prune::parse(&mut r)?;
+        let messages = messages::parse(&mut r, router.chain.decode.is_some(), relay)?;
+        let mut stream = stream;
+        // A messages-only connector (Debezium's `publication.autocreate.mode=no_tables` with no
+        // table list) captures no table, not every table as an empty list otherwise means.
+        if messages.is_some()
+            && stream.publication_autocreate == AutocreateMode::NoTables
+            && stream.tables.table_include.is_empty()
+            && stream.tables.schema_include.is_empty()
+        {
+            stream.tables.none = true;
+        }
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
             return Err(invalid(
                 "pgoutbox.commit.lsn.header",
@@ -375,6 +395,7 @@ impl Config {
             polling,
             stall_threshold,
             prune,
+            messages,
             exactly_once,
             ignored,
             undeclared_providers: resolved.undeclared,
@@ -650,6 +671,7 @@ fn parse_tables(r: &mut Reader<'_>) -> Result<TableFilter, ConfigError> {
         table_exclude: r.regex_list_or_legacy("table.exclude.list", "table.blacklist")?,
         schema_include: r.regex_list_or_legacy("schema.include.list", "schema.whitelist")?,
         schema_exclude: r.regex_list_or_legacy("schema.exclude.list", "schema.blacklist")?,
+        none: false,
     })
 }
 

@@ -154,8 +154,15 @@ pub fn expand_json_payload(
     if !(text.starts_with('{') || text.starts_with('[')) {
         return Err(ExpandError::NotJson);
     }
+    infer_struct(text, Some(payload_field), options.into())
+}
+
+/// `JsonSchemaData`'s `toConnectSchema(root, tree)` then `toConnectData`, for JSON text that must
+/// become a struct: the root struct is named `root` (unnamed for `None`, its children then named
+/// by their bare keys).
+pub(crate) fn infer_struct(text: &str, root: Option<&str>, options: Expansion) -> Result<Expanded, ExpandError> {
     let tree = read_tree(text).map_err(|e| ExpandError::Syntax { offset: e.offset, reason: e.reason })?;
-    let schema = Infer { options: options.into() }.schema(Some(payload_field), &tree)?.ok_or(ExpandError::NoSchema)?;
+    let schema = Infer { options }.schema(root, &tree)?.ok_or(ExpandError::NoSchema)?;
     match &schema {
         Schema::Struct { .. } => {}
         _ => {

@@ -10,6 +10,7 @@ pub mod array;
 pub mod column;
 pub mod expand;
 pub mod interval;
+pub mod message;
 pub mod modes;
 
 pub mod temporal;

@@ -13,6 +13,7 @@ use crate::connect::transforms::{self, Predicate, Transform, TransformError};
 use crate::connect::{ConfigError, Reader};
 
 use super::EVENT_ROUTER_CLASS;
+use crate::debezium::message::DECODE_CONTENT_CLASS;
 use crate::debezium::transforms::{self as dbz, HeaderToValue};
 
 pub const TRACING_CLASS: &str = "io.debezium.transforms.tracing.ActivateTracingSpan";
@@ -68,6 +69,17 @@ pub struct Chain {
     pub after: Vec<Step>,
     /// Warnings for the operator (the tracing transform passes records through).
     pub warnings: Vec<String>,
+    /// `DecodeLogicalDecodingMessageContent` before the router: logical decoding messages are
+    /// outbox events too (the message outbox).
+    pub decode: Option<DecodeMessages>,
+}
+
+/// The message outbox's transform, `DecodeLogicalDecodingMessageContent`, before the Event Router.
+#[derive(Debug, Clone)]
+pub struct DecodeMessages {
+    pub alias: String,
+    /// `fields.null.include`: JSON nulls are kept as optional bytes fields.
+    pub null_include: bool,
 }
 
 /// Applies `steps` in order; `Err` names the alias whose transform failed.
@@ -127,6 +139,10 @@ impl Chain {
                 chain.router_alias = alias.clone();
                 continue;
             }
+            if class == DECODE_CONTENT_CLASS {
+                parse_decode(r, alias, &mut chain)?;
+                continue;
+            }
             let step = parse_step(r, alias, &class, &predicates, &mut chain.warnings)?;
             if chain.router_alias.is_empty() {
                 let headers_only = match &step.kind {
@@ -144,6 +160,28 @@ impl Chain {
         }
         Ok(chain)
     }
+}
+
+/// `DecodeLogicalDecodingMessageContent`: before the router it makes messages outbox events; after
+/// it, it has nothing to decode (Debezium passes the router's records through too).
+fn parse_decode(r: &mut Reader<'_>, alias: &str, chain: &mut Chain) -> Result<(), ConfigError> {
+    let null_include = r.bool_or(&format!("transforms.{alias}.fields.null.include"), false)?;
+    if r.str(&format!("transforms.{alias}.predicate")).is_some() {
+        return Err(ConfigError::invalid(
+            &format!("transforms.{alias}.predicate"),
+            "pgoutbox applies DecodeLogicalDecodingMessageContent to every captured message (select them with message.prefix.include.list or message.prefix.exclude.list); remove the predicate",
+        ));
+    }
+    if !chain.router_alias.is_empty() {
+        chain.warnings.push(format!("transforms.{alias}: {DECODE_CONTENT_CLASS} after the Event Router decodes nothing (it acts on logical decoding messages only, in Debezium as well); put it before the router to relay messages as outbox events, or remove it"));
+        return Ok(());
+    }
+    if let Some(first) = &chain.decode {
+        chain.warnings.push(format!("transforms.{alias}: a second {DECODE_CONTENT_CLASS} (after `{}`) decodes nothing, in Debezium as well; remove it", first.alias));
+        return Ok(());
+    }
+    chain.decode = Some(DecodeMessages { alias: alias.to_string(), null_include });
+    Ok(())
 }
 
 fn parse_step(

@@ -5,7 +5,10 @@
 //! Column positions and types are resolved once per pgoutput Relation message (`RoutePlan`, see
 //! `plan`), so the per-row work is slicing the tuple and writing bytes.
 
+mod message;
 mod plan;
+
+pub use self::message::Message;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -168,13 +171,21 @@ impl Router {
         timestamp_ms: i64,
     ) -> Result<Option<OutboxRecord>, RouteError> {
         let mut leading = self.leading_headers.clone();
+        let origin = format!("`{}`", plan.table);
         if !self.cfg.chain.before.is_empty() {
-            match self.before_router(plan, leading)? {
+            let topic = format!("{}.{}", self.cfg.topic_prefix, plan.table);
+            match self.before_router(topic, leading, &origin)? {
                 Some(headers) => leading = headers,
                 None => return Ok(None),
             }
         }
         let record = self.connect_record(plan, tuple, timestamp_ms, leading)?;
+        self.finish(record, &origin)
+    }
+
+    /// The router's record through the transforms after it and the converters; `None` when a
+    /// transform drops it. `origin` names where the event comes from, for errors.
+    fn finish(&self, record: Record, origin: &str) -> Result<Option<OutboxRecord>, RouteError> {
         // The event's description for errors, only built when one happens.
         let id_header = (!self.cfg.chain.after.is_empty())
             .then(|| record.headers.iter().rev().find(|h| &*h.key == "id").cloned())
@@ -184,14 +195,14 @@ impl Router {
             Ok(None) => return Ok(None),
             Err((alias, e)) => {
                 return Err(RouteError {
-                    what: describe(&plan.table, id_header.as_slice()),
+                    what: describe(origin, id_header.as_slice()),
                     problem: format!("transform `{alias}` failed: {e}"),
                     fix: format!("check transforms.{alias}.* against the records the Event Router produces"),
                 })
             }
         };
         let encoded = self.converters().encode(&record).map_err(|e| RouteError {
-            what: describe(&plan.table, &record.headers),
+            what: describe(origin, &record.headers),
             problem: format!("the record cannot be converted: {e}"),
             fix:
                 "check key.converter, value.converter and header.converter against the record's key, value and headers"
@@ -209,12 +220,17 @@ impl Router {
 
     /// The transforms before the router, on what pgoutbox has of Debezium's change event: its
     /// topic and its headers. `None` when one drops the event.
-    fn before_router(&self, plan: &RoutePlan, headers: Vec<Header>) -> Result<Option<Vec<Header>>, RouteError> {
+    fn before_router(
+        &self,
+        topic: String,
+        headers: Vec<Header>,
+        origin: &str,
+    ) -> Result<Option<Vec<Header>>, RouteError> {
         let change_event = Record {
-            topic: Arc::from(format!("{}.{}", self.cfg.topic_prefix, plan.table)),
+            topic: Arc::from(topic),
             partition: None,
             key: Data::null(),
-            // Not a tombstone: an INSERT's change event always has a value.
+            // Not a tombstone: an INSERT's (or a message's) change event always has a value.
             value: Data { schema: None, value: Value::Struct(Vec::new()) },
             timestamp_ms: 0,
             headers,
@@ -222,7 +238,7 @@ impl Router {
         match chain::apply(&self.cfg.chain.before, change_event) {
             Ok(r) => Ok(r.map(|r| r.headers)),
             Err((alias, e)) => Err(RouteError {
-                what: format!("an event of `{}`", plan.table),
+                what: format!("an event of {origin}"),
                 problem: format!("transform `{alias}` failed: {e}"),
                 fix: format!("check transforms.{alias}.*"),
             }),
@@ -362,11 +378,11 @@ impl Router {
     }
 }
 
-/// "event `<id>` of `<table>`" from the record's `id` header, for errors.
-fn describe(table: &str, headers: &[Header]) -> String {
+/// "event `<id>` of <origin>" from the record's `id` header, for errors.
+fn describe(origin: &str, headers: &[Header]) -> String {
     match headers.iter().rev().find(|h| &*h.key == "id").and_then(|h| header::encode(h.data.schema(), &h.data.value)) {
-        Some(t) => format!("event `{}` of `{table}`", String::from_utf8_lossy(&t)),
-        None => format!("an event of `{table}`"),
+        Some(t) => format!("event `{}` of {origin}", String::from_utf8_lossy(&t)),
+        None => format!("an event of {origin}"),
     }
 }
 

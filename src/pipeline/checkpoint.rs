@@ -78,6 +78,12 @@ impl Resume {
         final_lsn < self.0.commit
     }
 
+    /// Something that stands alone at `end` (a non-transactional message): published already when
+    /// the last published commit ends at or after it.
+    pub fn skips_position(&self, end: Lsn) -> bool {
+        end <= self.0.commit
+    }
+
     /// The `nth` change (counted from 1) at `lsn` of transaction `xid`: published already when the
     /// position stops inside that transaction at or after it.
     pub fn skips_change(&self, xid: u32, lsn: Lsn, nth: u64) -> bool {

@@ -343,7 +343,7 @@ async fn start(
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
         return Ok(None);
     }
-    start_replication(cfg, &mut conn, requested).await?;
+    start_replication(cfg, &sql, &mut conn, requested).await?;
     // The slot is ours now and cannot move; a previous holder may have confirmed further between our
     // read and START_REPLICATION. Never start (and so never report) below what the slot has.
     let now = slot::state(&sql, &cfg.slot_name).await?.and_then(|s| s.confirmed_flush).unwrap_or(requested);
@@ -461,8 +461,22 @@ async fn obtain_slot(
     }
 }
 
-async fn start_replication(cfg: &Config, conn: &mut ReplicationConnection, from: Lsn) -> Result<(), RelayError> {
-    conn.start_replication(&cfg.slot_name, from, &cfg.publication_name).await.map_err(|e| match e {
+async fn start_replication(
+    cfg: &Config,
+    sql: &Client,
+    conn: &mut ReplicationConnection,
+    from: Lsn,
+) -> Result<(), RelayError> {
+    let messages = cfg.messages.is_some();
+    if messages {
+        let major = setup::server_major(sql).await?;
+        if major < 14 {
+            return Err(RelayError::Setup(setup::SetupError::Publication(format!(
+                "transforms has DecodeLogicalDecodingMessageContent, but PostgreSQL {major} cannot stream logical decoding messages (pgoutput's `messages` option needs PostgreSQL 14 or later); upgrade the server, or remove the transform and use an outbox table"
+            ))));
+        }
+    }
+    conn.start_replication(&cfg.slot_name, from, &cfg.publication_name, messages).await.map_err(|e| match e {
         PgError::Server(ref s) if s.code == "42704" && s.message.contains("publication") => {
             RelayError::Setup(setup::SetupError::Publication(format!(
                 "{s}; create publication `{}` or set publication.autocreate.mode=filtered",

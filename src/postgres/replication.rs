@@ -357,13 +357,22 @@ impl ReplicationConnection {
         Ok((lsn, name))
     }
 
-    /// Enters CopyBoth mode streaming `slot` from `start` with pgoutput protocol version 1.
-    pub async fn start_replication(&mut self, slot: &str, start: Lsn, publication: &str) -> Result<(), PgError> {
+    /// Enters CopyBoth mode streaming `slot` from `start` with pgoutput protocol version 1, with
+    /// logical decoding messages when `messages` (PostgreSQL 14+; they are not filtered by the
+    /// publication).
+    pub async fn start_replication(
+        &mut self,
+        slot: &str,
+        start: Lsn,
+        publication: &str,
+        messages: bool,
+    ) -> Result<(), PgError> {
         let sql = format!(
-            "START_REPLICATION SLOT {} LOGICAL {} (proto_version '1', publication_names {})",
+            "START_REPLICATION SLOT {} LOGICAL {} (proto_version '1', publication_names {}{})",
             quote_ident(slot),
             start,
             quote_literal(&quote_ident(publication)),
+            if messages { ", messages 'true'" } else { "" },
         );
         frontend::query(&sql, &mut self.write_buf).map_err(PgError::Io)?;
         self.flush().await?;

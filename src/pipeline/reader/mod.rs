@@ -21,6 +21,8 @@ use crate::postgres::setup;
 use crate::postgres::wire::ReplicationMessage;
 use crate::postgres::PgError;
 
+mod message;
+
 /// Items per batch handed to the sink: large enough to amortise the channel, small enough to keep
 /// latency and memory low.
 pub const BATCH_MAX: usize = 1024;
@@ -491,7 +493,8 @@ impl<'a> Reader<'a> {
                 }
             }
             LogicalMessage::Truncate(_) => {}
-            LogicalMessage::Origin(_) | LogicalMessage::Type(_) | LogicalMessage::Message(_) => {}
+            LogicalMessage::Message(m) => self.on_message(&m, lsn)?,
+            LogicalMessage::Origin(_) | LogicalMessage::Type(_) => {}
         }
         Ok(())
     }
@@ -522,18 +525,7 @@ impl Reader<'_> {
             Ok(None) => {
                 self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            Ok(Some(mut record)) => {
-                if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
-                    record.headers.push(crate::outbox::Header {
-                        name: std::sync::Arc::from(name.as_str()),
-                        value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
-                    });
-                }
-                self.transaction_has_events = true;
-                self.metrics.events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.metrics.last_event_ms.store(now as u64, std::sync::atomic::Ordering::Relaxed);
-                self.push_event(record)
-            }
+            Ok(Some(record)) => self.push_routed(record, now),
             Err(e) => {
                 let letter = tolerate_route_error(self.cfg, table, columns, &i.new, e)?;
                 self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -544,6 +536,20 @@ impl Reader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// An event the router made, with the commit LSN header when asked for.
+    fn push_routed(&mut self, mut record: crate::outbox::OutboxRecord, now: i64) {
+        if let (Some(name), Some(lsn)) = (&self.cfg.commit_lsn_header, &self.commit_lsn) {
+            record.headers.push(crate::outbox::Header {
+                name: std::sync::Arc::from(name.as_str()),
+                value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
+            });
+        }
+        self.transaction_has_events = true;
+        self.metrics.events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.last_event_ms.store(now as u64, std::sync::atomic::Ordering::Relaxed);
+        self.push_event(record)
     }
 
     /// The captured table a relation's changes belong to: itself when the lists select it, else the
