@@ -124,6 +124,11 @@ differential_cases! {
     chain_debezium_transforms;
     chain_flatten_cast_mask_timestamp;
     chain_binary_data_converter_with_delegate;
+
+    message_outbox_with_the_table;
+    message_outbox_string_converters;
+    message_outbox_json_schemas_off_json_headers;
+    message_outbox_placements_and_expansion;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

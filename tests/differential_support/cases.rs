@@ -1361,3 +1361,87 @@ pub fn chain_binary_data_converter_with_delegate() -> Case {
     ]))
     .topics(&[ROUTED_ORDER])
 }
+
+/// A logical decoding message of an outbox event under the case's own prefix (`{t}`).
+fn message(transactional: bool, content: &str) -> String {
+    format!("SELECT pg_logical_emit_message({transactional}, '{{t}}', {})", lit(content))
+}
+
+const DECODE: [&str; 3] = [
+    "transforms=decode,outbox",
+    "transforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+    "message.prefix.include.list={t}",
+];
+
+/// The message outbox beside the table in one connector, default converters (JsonConverter with
+/// schemas): the decoded struct's inferred schemas in key, value and header; a payload object,
+/// string, number and nested arrays; JSON nulls dropped; rows and messages interleaved in one
+/// transaction; a rolled-back message never published.
+pub fn message_outbox_with_the_table() -> Case {
+    messages_with_the_table("message_outbox_with_the_table", Vec::new())
+}
+
+/// The same under StringConverter (Java's `Struct.toString` of the decoded payload).
+pub fn message_outbox_string_converters() -> Case {
+    messages_with_the_table("message_outbox_string_converters", converters(STRING, false, STRING, false))
+}
+
+/// The same under JsonConverter without schemas, headers through JsonConverter with schemas.
+pub fn message_outbox_json_schemas_off_json_headers() -> Case {
+    let mut props = converters(JSON, false, JSON, false);
+    props.push("header.converter=org.apache.kafka.connect.json.JsonConverter".into());
+    props.push("header.converter.schemas.enable=true".into());
+    messages_with_the_table("message_outbox_json_schemas_off_json_headers", props)
+}
+
+fn messages_with_the_table(name: &'static str, converters: Vec<String>) -> Case {
+    let m = |id: &str, key: &str, payload: &str| {
+        message(
+            true,
+            &format!(r#"{{"id": "{id}", "aggregatetype": "Order", "aggregateid": "{key}", "payload": {payload}}}"#),
+        )
+    };
+    with_props(Case::new(name).props(&DECODE), converters)
+        .sql([
+            m("m-1", "k-1", r#"{"sku": "A-1", "qty": 2, "price": 9.5, "tags": ["x", "y"], "gone": null, "none": []}"#),
+            m("m-2", "k-2", r#""a JSON string payload""#),
+            tx(&[
+                insert("Order", Some("k-3"), Some(r#"{"row": 1}"#)),
+                m("m-3", "k-3", r#"{"nested": {"deep": {"n": 2147483648}}, "grid": [[1, 2], [3]]}"#),
+                insert("Customer", Some("k-3"), Some(r#"{"row": 2}"#)),
+            ]),
+            format!("BEGIN; {}; ROLLBACK", m("m-rolled-back", "k-4", "{}")),
+            m("m-5", "k-5", "42"),
+            message(true, r#"{"id": "m-6", "aggregatetype": "Customer", "aggregateid": "k-6", "payload": {"b": true}, "extra": "ignored"}"#),
+        ])
+        .topics(&[ORDER, CUSTOMER])
+        .records(7)
+}
+
+/// The message outbox alone, with the router's options on the decoded struct: an expanded string
+/// payload, `fields.null.include`, envelope and header placements, the string key converter.
+pub fn message_outbox_placements_and_expansion() -> Case {
+    let m = |id: &str, kind: &str, payload: &str| {
+        message(
+            true,
+            &format!(
+                r#"{{"id": "{id}", "aggregatetype": "Order", "aggregateid": "k-{id}", "type": "{kind}", "payload": {payload}, "note": null}}"#
+            ),
+        )
+    };
+    Case::new("message_outbox_placements_and_expansion")
+        .props(&DECODE)
+        .props(&[
+            "transforms.decode.fields.null.include=true",
+            "transforms.outbox.table.expand.json.payload=true",
+            "transforms.outbox.table.fields.additional.placement=type:envelope:eventType,type:header,note:envelope",
+            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        ])
+        .sql([
+            m("1", "Created", r#""{\"a\": {\"b\": 2}, \"n\": null}""#),
+            m("2", "Updated", r#"{"already": "an object"}"#),
+            m("3", "Deleted", r#""not json at all""#),
+        ])
+        .topics(&[ORDER])
+        .records(3)
+}

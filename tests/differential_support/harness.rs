@@ -82,7 +82,8 @@ pub fn properties(names: &Names, slot: &str, broker: &str, extra: &[String]) -> 
         format!("bootstrap.servers={broker}"),
         "offset.flush.interval.ms=1000".to_string(),
     ];
-    lines.extend(extra.iter().cloned());
+    // `{t}` stands for the case's table here too (a message prefix of its own).
+    lines.extend(extra.iter().map(|l| l.replace("{t}", &names.table)));
     lines.join("\n") + "\n"
 }
 
@@ -221,7 +222,8 @@ async fn execute(case: Case, names: Names) -> Result<String, String> {
     }
     let mut problems = Vec::new();
     for (side, records) in [("Debezium", &dbz_records), ("pgoutbox", &pgo_records)] {
-        let mut runs: Vec<Option<&[u8]>> = records.iter().map(|r| r.header(RUN_ID_HEADER)).collect();
+        // Records without context headers (the message outbox's) carry no run id at all.
+        let mut runs: Vec<&[u8]> = records.iter().filter_map(|r| r.header(RUN_ID_HEADER)).collect();
         runs.sort();
         runs.dedup();
         if runs.len() > 1 {

@@ -89,7 +89,8 @@ impl Router {
         timestamp_ms: i64,
     ) -> Result<Option<OutboxRecord>, RouteError> {
         let origin = format!("the messages of prefix `{}`", message.prefix);
-        let mut leading = self.leading_headers.clone();
+        // Debezium's message records carry no context headers (only its table change events do).
+        let mut leading = Vec::new();
         if !self.cfg.chain.before.is_empty() {
             let topic = format!("{}.message", self.cfg.topic_prefix);
             match self.before_router(topic, leading, &origin)? {
