@@ -25,6 +25,27 @@ async fn check_passes_a_working_setup() {
     assert!(out.contains("will create it"), "slot and publication are created on start: {out}");
 }
 
+/// The message outbox: a messages-only connector captures no table, and `check` says so instead of
+/// asking for an outbox table; with a table beside it, both are checked.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_understands_the_message_outbox() {
+    let o = Outbox::new("checkmsg").await;
+    let decode = [
+        "transforms=decode,outbox",
+        "transforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+    ];
+    let alone = o.config(&[&["publication.autocreate.mode=no_tables"][..], &decode[..]].concat());
+    let alone = alone.replace(&format!("table.include.list=public.{}\n", o.table), "");
+    let (code, out) = check(&alone);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("a messages-only connector (no table is captured)"), "{out}");
+    assert!(!out.contains("no table matches"), "{out}");
+    let (code, out) = check(&o.config(&[&decode[..], &["message.prefix.include.list=orders"][..]].concat()));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("prefix matches message.prefix.include.list"), "{out}");
+    assert!(out.contains("has the columns the Event Router needs"), "the table is checked too: {out}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn check_names_each_problem_and_its_fix() {
     let o = Outbox::new("checkbad").await;

@@ -161,7 +161,10 @@ async fn check_tables(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding
             Vec::new()
         }
     };
-    if tables.is_empty() {
+    if let Some(m) = &cfg.messages {
+        out.push(check_messages(sql, m, cfg.tables.none).await);
+    }
+    if tables.is_empty() && !cfg.tables.none {
         out.push(problem("tables", "no table matches table.include.list / schema.include.list; create the outbox table (sql/outbox.sql) or fix the lists"));
     }
     let router = Router::new(
@@ -291,6 +294,31 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
         }
         Err(e) => vec![problem("slot", e.to_string())],
     }
+}
+
+/// The message outbox: the server must stream logical decoding messages (PostgreSQL 14+).
+async fn check_messages(
+    sql: &tokio_postgres::Client,
+    m: &crate::config::messages::MessageCapture,
+    alone: bool,
+) -> Finding {
+    let Ok(major) = setup::server_major(sql).await else {
+        return problem("messages", "cannot read server_version_num");
+    };
+    if major < 14 {
+        return problem("messages", format!("DecodeLogicalDecodingMessageContent needs PostgreSQL 14 or later to stream logical decoding messages; this server is {major}: upgrade it, or use an outbox table"));
+    }
+    let which = match (m.include.is_empty(), m.exclude.is_empty()) {
+        (false, _) => "messages whose prefix matches message.prefix.include.list",
+        (true, false) => "messages whose prefix does not match message.prefix.exclude.list",
+        (true, true) => "all logical decoding messages (no message.prefix.include.list)",
+    };
+    let non_transactional = match m.non_transactional {
+        crate::config::messages::NonTransactional::Skip => "skipped with a warning",
+        crate::config::messages::NonTransactional::Publish => "published (pgoutbox.messages.non.transactional=publish)",
+    };
+    let scope = if alone { "a messages-only connector (no table is captured): " } else { "" };
+    ok("messages", format!("{scope}{which} are outbox events; non-transactional ones are {non_transactional}"))
 }
 
 /// A failover slot protects the events only if logical walsenders wait for the standbys to have them:

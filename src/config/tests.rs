@@ -507,3 +507,66 @@ fn a_connector_plugin_version_must_be_pgoutbox_s() {
     let e = with(&["connector.plugin.version=(3.6.3,)"]).unwrap_err().to_string();
     assert!(e.contains("this worker does not have; available versions: [3.6.3.Final]"), "{e}");
 }
+
+#[test]
+fn config_message_outbox_needs_the_decode_transform_before_the_router() {
+    const DECODE: &str =
+        "transforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
+    // Without the transform no message is captured, and the message keys are said to do nothing.
+    let c = with(&["message.prefix.include.list=orders"]).unwrap();
+    assert!(c.messages.is_none());
+    assert!(c.warnings.iter().any(|w| w.contains("message.prefix.include.list changes nothing")), "{:?}", c.warnings);
+    // Before the router: messages are events, selected by prefix (anchored, any case).
+    let c = with(&["transforms=decode,outbox", DECODE, "message.prefix.include.list=orders.*"]).unwrap();
+    let m = c.messages.expect("messages captured");
+    assert!(m.captures("Orders_v2") && !m.captures("my_orders"));
+    assert_eq!(m.non_transactional, messages::NonTransactional::Skip);
+    assert!(!c.tables.none, "a table list keeps its tables");
+    let c = with(&["transforms=decode,outbox", DECODE, "message.prefix.exclude.list=audit"]).unwrap();
+    assert!(!c.messages.as_ref().unwrap().captures("AUDIT") && c.messages.unwrap().captures("orders"));
+    // After the router it decodes nothing: a warning, no capture.
+    let c = with(&["transforms=outbox,decode", DECODE]).unwrap();
+    assert!(c.messages.is_none() && c.warnings.iter().any(|w| w.contains("after the Event Router decodes nothing")));
+    // Refusals name the key.
+    assert_eq!(
+        err_key(&[
+            "transforms=decode,outbox",
+            DECODE,
+            "message.prefix.include.list=a",
+            "message.prefix.exclude.list=b"
+        ]),
+        "message.prefix.exclude.list"
+    );
+    assert_eq!(
+        err_key(&["transforms=decode,outbox", DECODE, "pgoutbox.messages.non.transactional=maybe"]),
+        "pgoutbox.messages.non.transactional"
+    );
+    assert_eq!(err_key(&["transforms=decode,outbox", DECODE, "pgoutbox.relay=polling"]), "transforms");
+    assert_eq!(
+        err_key(&[
+            "transforms=decode,outbox",
+            DECODE,
+            "transforms.decode.predicate=p",
+            "predicates=p",
+            "predicates.p.type=org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"
+        ]),
+        "transforms.decode.predicate"
+    );
+}
+
+#[test]
+fn config_messages_only_connector_captures_no_table() {
+    let mut raw = base();
+    raw.entries.remove("table.include.list");
+    for e in [
+        "publication.autocreate.mode=no_tables",
+        "transforms=decode,outbox",
+        "transforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+        "pgoutbox.messages.non.transactional=publish",
+    ] {
+        raw.set(e).unwrap();
+    }
+    let c = Config::from_raw(&raw).unwrap();
+    assert!(c.tables.none && !c.tables.matches("public", "outbox"));
+    assert_eq!(c.messages.unwrap().non_transactional, messages::NonTransactional::Publish);
+}
