@@ -1061,3 +1061,81 @@ async fn three_kafka_brokers_killed_rolled_reassigned_and_two_down_lose_nothing(
     })
     .await;
 }
+
+/// The message outbox under the seed's faults: every outbox INSERT of the application also emits
+/// its event as a transactional logical decoding message (a trigger, in the same transaction), and
+/// the relay captures the messages only (`no_tables`), so the table is the ledger of what was
+/// committed, which the messages must match. The relay is SIGKILLed at random moments, the load
+/// rolls back one transaction in eight, and the application dies between its writes and its commit
+/// (its backend terminated, its `psql` killed): no message of a dead transaction is published,
+/// none committed is missing, per aggregate in commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn message_outbox_relay_killed_and_application_crashing_loses_nothing() {
+    let name = "message_outbox_relay_killed_and_application_crashing_loses_nothing";
+    bounded(name, Duration::from_secs(240), async {
+        let seed = Rng::seed();
+        let mut rng = Rng::new(seed);
+        let kinds = ["Order", "Customer"];
+        let bed = Bed::shared("msgkill").await;
+        bed.create_topics(&kinds, 3).await;
+        let prefix = format!("outbox_{}", bed.slot);
+        let t = &bed.table;
+        bed.sql()
+            .await
+            .batch_execute(&format!(
+                "CREATE FUNCTION public.{t}_emit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 PERFORM pg_logical_emit_message(true, '{prefix}', json_build_object('id', NEW.id, 'aggregatetype', NEW.aggregatetype, \
+                 'aggregateid', NEW.aggregateid, 'type', NEW.type, 'payload', NEW.payload)::text); RETURN NEW; END $$; \
+                 CREATE TRIGGER {t}_emit AFTER INSERT ON public.{t} FOR EACH ROW EXECUTE FUNCTION public.{t}_emit()"
+            ))
+            .await
+            .expect("the trigger that emits each outbox row as a message");
+        let include = format!("message.prefix.include.list={prefix}");
+        let config = bed.config(&[
+            "publication.autocreate.mode=no_tables",
+            "table.include.list=",
+            "transforms=decode,outbox",
+            "transforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+            &include,
+        ]);
+        let mut relay = RelayProc::start("msgkill", &config);
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        let load = Load::start(&bed, bed.pg_port, LoadSpec::default(), seed);
+        let admin = bed.sql().await;
+        let kills = env_usize("PGOUTBOX_FAULTS_MESSAGE_KILLS", 6);
+        let (mut recoveries, mut doomed_rows) = (Vec::new(), 0u64);
+        for round in 0..kills {
+            tokio::time::sleep(rng.millis(100, 1500)).await;
+            // Every other round, the application dies mid-transaction while the relay is down.
+            let doomed = match round % 2 {
+                0 => Some(crash::doomed_transaction(&bed, 3, &format!("msg_doomed_{round}")).await),
+                _ => None,
+            };
+            relay.kill9();
+            let killed = Instant::now();
+            if let Some((app, pid, ids)) = doomed {
+                doomed_rows += ids.len() as u64;
+                let ok: bool = admin.query_one("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap().get(0);
+                assert!(ok && app.batch_execute("COMMIT").await.is_err(), "a terminated backend cannot commit");
+            }
+            let sessions = relay.count(STREAMING);
+            relay.restart();
+            relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(60)).await;
+            recoveries.push(killed.elapsed());
+        }
+        let psql_gone = crash::psql_killed_mid_transaction(&bed, 2, &format!("msg_psql_{}", std::process::id())).await;
+        doomed_rows += 2;
+        let (stats, last) = wind_down(&bed, load).await;
+        let extra = format!(
+            "kills={kills} streaming_again_after_kill=({}) doomed_rows={doomed_rows} psql_backend_gone_after_kill={} final_probe={} seed={seed}",
+            stats_line(&recoveries),
+            ms(psql_gone),
+            ms(last)
+        );
+        let v = settle(name, &bed, &kinds, &mut relay, written(&stats) + doomed_rows, &extra).await;
+        assert!(v.committed > 500, "the load committed too little to mean anything: {}", v.committed);
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+        bed.drop_slot().await;
+    })
+    .await;
+}

@@ -112,6 +112,9 @@ pub type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
 
 /// Verifies the outbox of `config` against its topics.
 pub async fn verify(config: &Config, options: &Options, progress: Option<ProgressFn>) -> Result<Report, VerifyError> {
+    if config.messages.is_some() && config.tables.none {
+        return Err(VerifyError::Usage(format!("verify audits an outbox table against the broker, and this messages-only connector has none. {MESSAGES_NOT_AUDITED}")));
+    }
     let sql = connect_sql(&ConnectParams::from_config(&config.database)).await?;
     let table = database::outbox_table(&sql, config).await?;
     database::check_columns(&table, &config.router, options.since.is_some() || options.until.is_some())?;
@@ -156,7 +159,7 @@ pub async fn verify(config: &Config, options: &Options, progress: Option<Progres
         isolation.push(IsolationFigures::of(broker::Isolation::ReadUncommitted, &other));
     }
 
-    let mut notes = notes(&order, &outcome, &summary, options);
+    let mut notes = notes(config, &order, &outcome, &summary, options);
     if let (Some(column), true) = (&config.router.field_event_timestamp, since.is_some()) {
         notes.push(format!("record timestamps come from column `{column}` (table.field.event.timestamp), so the topics were read from the beginning"));
     }
@@ -268,13 +271,20 @@ async fn bounds(
     Ok((since, until))
 }
 
+/// Why the message outbox's events are not audited, and how to audit them instead.
+const MESSAGES_NOT_AUDITED: &str = "Logical decoding messages cannot be read back once published: they live only in the WAL, which PostgreSQL recycles past the slot's confirmed position, and no table keeps them. To audit them, have the application write each event's id to a table in the same transaction as the message (the ids committed), and compare those ids with the `id` headers in the topics; docs/operations.md shows the query";
+
 fn notes(
+    config: &Config,
     order: &database::OrderSource,
     o: &compare::Outcome,
     read: &broker::ReadSummary,
     options: &Options,
 ) -> Vec<String> {
     let mut notes = Vec::new();
+    if config.messages.is_some() {
+        notes.push(format!("only the outbox table's events were audited, not the connector's logical decoding messages. {MESSAGES_NOT_AUDITED}"));
+    }
     if *order == database::OrderSource::None {
         notes.push("order not checked: no --order-column, track_commit_timestamp is off, and the table has no seq, sequence or created_at column".to_string());
     }
