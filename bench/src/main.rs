@@ -16,6 +16,7 @@
 mod e2e;
 mod env;
 mod exactly_once;
+mod messages;
 mod polling;
 mod procstat;
 mod report;
@@ -67,6 +68,11 @@ pub struct Args {
     /// (--kafka-nodes brokers); uses --events, --rates and --steady-seconds.
     #[arg(long)]
     pub exactly_once: bool,
+    /// Measure the message outbox (logical decoding messages) beside the table outbox instead (see
+    /// `messages`): the database's cost per event and the relay's drain; uses --events (give
+    /// 1000000 for the table size after a million events), --rates and --steady-seconds.
+    #[arg(long)]
+    pub messages: bool,
     #[arg(long, default_value_t = 1)]
     pub kafka_nodes: usize,
     /// Run the comparison with Debezium on Apache Kafka (a cluster of --kafka-nodes brokers per
@@ -99,6 +105,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.exactly_once {
         return exactly_once::run(&args, &root, &relay_bin).await;
+    }
+    if args.messages {
+        return messages::run(&args, &root, &relay_bin).await;
     }
     let mut svc = env::Services::start(root.join("scripts"))?;
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };

@@ -17,7 +17,7 @@ use crate::workload::{self, Shape};
 use crate::{e2e, env, procstat, Args};
 
 /// CPU seconds of every `postgres` process (the server's share of the work).
-fn postgres_cpu() -> f64 {
+pub(crate) fn postgres_cpu() -> f64 {
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
     dir.filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
@@ -26,12 +26,12 @@ fn postgres_cpu() -> f64 {
         .sum()
 }
 
-struct Drain {
-    relay: &'static str,
-    events: usize,
-    seconds: f64,
-    relay_cpu: f64,
-    pg_cpu: f64,
+pub(crate) struct Drain {
+    pub relay: &'static str,
+    pub events: usize,
+    pub seconds: f64,
+    pub relay_cpu: f64,
+    pub pg_cpu: f64,
 }
 
 struct Latency {
@@ -54,7 +54,7 @@ fn config(svc: &env::Services, broker: &str, polling: bool) -> anyhow::Result<st
     Ok(path)
 }
 
-async fn drain(
+pub(crate) async fn drain(
     relay: &'static str,
     bin: &Path,
     cfg: &Path,
@@ -97,8 +97,15 @@ async fn drain(
     Ok((d, child, addr))
 }
 
-/// Steady writes at `rate` for `seconds`, with per-transaction commit latencies (µs).
-async fn write_steadily(port: u16, shape: &Shape, rate: usize, seconds: u64) -> anyhow::Result<(usize, Vec<u64>)> {
+/// Steady writes at `rate` for `seconds`, each transaction's SQL from `txn`, with per-transaction
+/// commit latencies (µs).
+pub(crate) async fn write_steadily(
+    port: u16,
+    shape: &Shape,
+    rate: usize,
+    seconds: u64,
+    txn: fn(&Shape, usize) -> String,
+) -> anyhow::Result<(usize, Vec<u64>)> {
     let writers = (rate / 5000).clamp(2, 8);
     let period = Duration::from_secs_f64(writers as f64 * shape.per_txn as f64 / rate as f64);
     let mut tasks = Vec::new();
@@ -113,7 +120,7 @@ async fn write_steadily(port: u16, shape: &Shape, rate: usize, seconds: u64) -> 
             while Instant::now() < end {
                 tick.tick().await;
                 let t = Instant::now();
-                client.batch_execute(&workload::txn_sql(&shape, (n * writers + w) * shape.per_txn)).await?;
+                client.batch_execute(&txn(&shape, (n * writers + w) * shape.per_txn)).await?;
                 lat.push(t.elapsed().as_micros() as u64);
                 n += 1;
             }
@@ -142,11 +149,11 @@ async fn steady(
     let mut out = Vec::new();
     for &rate in &args.rates {
         eprintln!("{relay}: {rate} events/s for {}s", args.steady_seconds);
-        write_steadily(svc.pg_port, shape, rate, 2).await?;
+        write_steadily(svc.pg_port, shape, rate, 2, workload::txn_sql).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         e2e.take();
         let (relay_before, pg_before) = (procstat::usage(pid).cpu_seconds, postgres_cpu());
-        let (written, _) = write_steadily(svc.pg_port, shape, rate, args.steady_seconds).await?;
+        let (written, _) = write_steadily(svc.pg_port, shape, rate, args.steady_seconds, workload::txn_sql).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let mut samples = e2e.take();
         out.push(Latency {
@@ -176,7 +183,7 @@ async fn commit_latency(svc: &env::Services, shape: &Shape, rate: usize, seconds
         if notify {
             sql.batch_execute(NOTIFY_TRIGGER).await?;
         }
-        let (written, mut lat) = write_steadily(svc.pg_port, shape, rate, seconds).await?;
+        let (written, mut lat) = write_steadily(svc.pg_port, shape, rate, seconds, workload::txn_sql).await?;
         let mut us = |q: f64| e2e::quantile_ms(&mut lat, q);
         lines.push(format!(
             "{:<28} {:>8.0} {:>10.2} {:>10.2} {:>10.2}",
