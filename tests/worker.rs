@@ -626,6 +626,12 @@ async fn offsets_show_the_slot_move_it_forward_and_start_over() {
     let (mut worker, addr) = standalone_worker(&dir, &o.env.broker, &[]);
     let mut config = connector_json(&o, "offs");
     config["snapshot.mode"] = json!("initial");
+    // The message outbox beside the table: waiting messages count as events too.
+    let prefix = format!("outbox_{}", o.slot);
+    config["transforms"] = json!("decode,outbox");
+    config["transforms.decode.type"] =
+        json!("io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent");
+    config["message.prefix.include.list"] = json!(prefix);
     assert_eq!(call(&addr, "PUT", "/connectors/offs/config", Some(&config)).0, 201);
     wait_state(&addr, "offs", "RUNNING");
     let sql = o.env.sql().await;
@@ -657,9 +663,20 @@ async fn offsets_show_the_slot_move_it_forward_and_start_over() {
     for i in 0..3 {
         sql.batch_execute(&o.insert_sql("Order", &format!("skipped-{i}"), Some("{}"))).await.unwrap();
     }
+    // One message the relay would publish; one of another prefix and one non-transactional (skipped
+    // by default) it would not.
+    let message = |transactional: bool, prefix: &str| {
+        format!(
+            r#"SELECT pg_logical_emit_message({transactional}, '{prefix}', '{{"id": "m", "aggregatetype": "{}", "aggregateid": "skipped-m", "payload": {{}}}}')"#,
+            o.agg("Order")
+        )
+    };
+    for m in [message(true, &prefix), message(true, "someone_else"), message(false, &prefix)] {
+        sql.batch_execute(&m).await.unwrap();
+    }
     let (code, body) = call(&addr, "DELETE", "/connectors/offs/offsets", None);
     assert_eq!(code, 400, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("holds 3 outbox event(s) not yet published"), "{body}");
+    assert!(body["message"].as_str().unwrap().contains("holds 4 outbox event(s) not yet published"), "{body}");
     let at = confirmed().await.unwrap();
     let (code, body) = patch(json!(at - 1), "offsserver");
     assert_eq!(code, 400, "{body}");

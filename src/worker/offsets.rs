@@ -78,18 +78,41 @@ fn log_tailing(cfg: &Config) -> Result<(), Refused> {
     }
 }
 
-/// The outbox INSERTs the slot holds from its confirmed position up to `upto` (all when `None`):
-/// events not yet published.
+/// The outbox events the slot holds from its confirmed position up to `upto` (all when `None`):
+/// events not yet published. They are the INSERTs of the publication's tables and, for a connector
+/// that relays logical decoding messages, the messages it would publish.
 async fn pending_events(sql: &Client, cfg: &Config, upto: Option<Lsn>) -> Result<i64, Refused> {
     let upto = upto.map(|l| l.to_string());
+    let unreadable = |e: tokio_postgres::Error| {
+        failed(format!("cannot read slot {} to count the events it holds: {e}", cfg.slot_name))
+    };
     let row = sql
         .query_one(
             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, 'proto_version', '1', 'publication_names', $3) WHERE get_byte(data, 0) = 73",
             &[&cfg.slot_name, &upto, &cfg.publication_name],
         )
         .await
-        .map_err(|e| failed(format!("cannot read slot {} to count the events it holds: {e}", cfg.slot_name)))?;
-    Ok(row.get(0))
+        .map_err(unreadable)?;
+    let rows: i64 = row.get(0);
+    let Some(capture) = &cfg.messages else { return Ok(rows) };
+    // A message's flags, then its LSN, then its prefix: its first bytes are enough to select it.
+    let messages = sql
+        .query(
+            "SELECT get_byte(data, 1), substring(data from 11 for 1024) FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') WHERE get_byte(data, 0) = 77",
+            &[&cfg.slot_name, &upto, &cfg.publication_name],
+        )
+        .await
+        .map_err(unreadable)?;
+    let published = messages.iter().filter(|m| message_is_event(capture, m.get(0), m.get(1))).count();
+    Ok(rows + published as i64)
+}
+
+/// Whether a message (its flags byte and the bytes from its prefix on) is one the relay publishes.
+fn message_is_event(capture: &crate::config::messages::MessageCapture, flags: i32, from_prefix: &[u8]) -> bool {
+    let prefix = from_prefix.split(|&b| b == 0).next().unwrap_or_default();
+    let transactional = flags & 1 == 1;
+    capture.captures(&String::from_utf8_lossy(prefix))
+        && (transactional || capture.non_transactional == crate::config::messages::NonTransactional::Publish)
 }
 
 /// `PATCH`: moves the slot forward to the offset's `lsn`.
@@ -182,4 +205,24 @@ pub async fn reset(cfg: &Config) -> Result<Value, Refused> {
     OffsetStore::for_connector(cfg).clear().await.map_err(failed)?;
     tracing::info!(connector = %cfg.connector_name, slot = %cfg.slot_name, "offsets reset through the REST API: the slot is dropped; the next start creates it and snapshots as snapshot.mode says");
     Ok(json!({"message": "The offsets for this connector have been reset successfully"}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message_is_event;
+    use crate::config::messages::{MessageCapture, NonTransactional};
+
+    #[test]
+    fn offsets_count_the_messages_the_relay_would_publish() {
+        let mut capture = MessageCapture {
+            include: vec![regex::Regex::new("(?i)^(?:outbox)$").unwrap()],
+            exclude: Vec::new(),
+            non_transactional: NonTransactional::Skip,
+        };
+        assert!(message_is_event(&capture, 1, b"OUTBOX\0\0\0\0\x05{}"));
+        assert!(!message_is_event(&capture, 1, b"audit\0{}"), "another prefix");
+        assert!(!message_is_event(&capture, 0, b"outbox\0{}"), "non-transactional, skipped");
+        capture.non_transactional = NonTransactional::Publish;
+        assert!(message_is_event(&capture, 0, b"outbox\0{}"));
+    }
 }
