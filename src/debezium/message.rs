@@ -42,7 +42,12 @@ pub enum ContentError {
 /// The `after` struct of a message whose content is `content`; `null_include` is the transform's
 /// `fields.null.include`.
 pub fn decode_content(content: &[u8], null_include: bool) -> Result<Expanded, ContentError> {
-    let text = String::from_utf8_lossy(content);
+    // Valid UTF-8 (the usual case) is checked with the fast validator; Java's replacement of
+    // invalid sequences only when needed.
+    let text = match std::str::from_utf8(content) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(content),
+    };
     if !(text.starts_with('{') || text.starts_with('[')) {
         let start = match text.chars().next() {
             None => "nothing: it is empty".to_string(),

@@ -104,19 +104,19 @@ impl Router {
                 problem: format!("transform `{}` cannot decode it: {e}", decode.alias),
                 fix: CONTENT_FIX.to_string(),
             })?;
-        let record = self.message_record(&decoded, &origin, timestamp_ms, leading)?;
+        let record = self.message_record(decoded, &origin, timestamp_ms, leading)?;
         self.finish(record, &origin)
     }
 
     /// `EventRouterDelegate.apply` on a decoded message, in Debezium's order.
     fn message_record(
         &mut self,
-        decoded: &Expanded,
+        decoded: Expanded,
         origin: &str,
         timestamp_ms: i64,
         leading: Vec<Header>,
     ) -> Result<Record, RouteError> {
-        let (Schema::Struct { fields, .. }, Value::Struct(values)) = (&decoded.schema, &decoded.value) else {
+        let (Schema::Struct { mut fields, .. }, Value::Struct(mut values)) = (decoded.schema, decoded.value) else {
             return Err(RouteError {
                 what: format!("an event of {origin}"),
                 problem: "its content is not a JSON object".into(),
@@ -130,8 +130,28 @@ impl Router {
             Some(Value::Int(i)) => format!("event `{i}` of {origin}"),
             _ => format!("an event of {origin}"),
         };
-        let event = Event { fields, values, what };
-        let (payload_schema, payload) = event.required(&cfg.field_event_payload, "table.field.event.payload")?;
+        // The payload is moved out rather than copied (it is most of the event), unless the router
+        // reads its field again.
+        let payload_name = &cfg.field_event_payload;
+        let read_again = [&cfg.field_event_id, &cfg.field_event_key, &cfg.route_by_field].contains(&payload_name)
+            || cfg.field_event_timestamp.as_ref() == Some(payload_name)
+            || cfg.field_event_schema_version.as_ref() == Some(payload_name)
+            || cfg.additional.iter().any(|a| &a.column == payload_name);
+        let taken = match fields.iter().position(|(n, _)| n == payload_name) {
+            Some(i) if !read_again && i < values.len() => Some((
+                std::mem::replace(&mut fields[i].1, Schema::optional(Type::Bytes)),
+                std::mem::replace(&mut values[i], Value::Null),
+            )),
+            _ => None,
+        };
+        let event = Event { fields: &fields, values: &values, what };
+        let (payload_schema, payload) = match taken {
+            Some(p) => p,
+            None => {
+                let (s, v) = event.required(payload_name, "table.field.event.payload")?;
+                (s.clone(), v.clone())
+            }
+        };
         let timestamp_ms = match &cfg.field_event_timestamp {
             None => timestamp_ms,
             Some(f) => match event.required(f, "table.field.event.timestamp")? {
@@ -191,12 +211,12 @@ impl Router {
 
     /// The payload field, expanded under `table.expand.json.payload` when it is a string (a
     /// failure keeps the string, as Debezium does); the schema `None` for a top-level `[]`.
-    fn message_payload(&self, schema: &Schema, payload: &Value, what: &str) -> (Option<Schema>, Value) {
-        let text = match payload {
+    fn message_payload(&self, schema: Schema, payload: Value, what: &str) -> (Option<Schema>, Value) {
+        let text = match &payload {
             Value::String(t) if self.cfg.expand_json_payload => std::str::from_utf8(t).ok(),
             _ => None,
         };
-        let Some(text) = text else { return (Some(schema.clone()), payload.clone()) };
+        let Some(text) = text else { return (Some(schema), payload) };
         let options = crate::debezium::Expansion {
             nulls: self.cfg.json_null_behavior,
             empty_arrays: self.cfg.json_empty_array_behavior,
@@ -206,7 +226,7 @@ impl Router {
             Err(ExpandError::NoSchema) => (None, payload.clone()),
             Err(e) => {
                 tracing::warn!(event = what, reason = %e, "JSON payload not expanded; published as a string, as Debezium does");
-                (Some(schema.clone()), payload.clone())
+                (Some(schema), payload.clone())
             }
         }
     }
