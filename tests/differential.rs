@@ -128,6 +128,7 @@ differential_cases! {
     message_outbox_with_the_table;
     message_outbox_string_converters;
     message_outbox_json_schemas_off_json_headers;
+    message_outbox_json_key_string_value_and_headers;
     message_outbox_placements_and_expansion;
 }
 

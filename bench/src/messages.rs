@@ -84,6 +84,9 @@ async fn write(
     let seconds = start.elapsed().as_secs_f64();
     let (wal_bytes, pg_cpu) = (wal_lsn(sql).await? - lsn0, postgres_cpu() - cpu0);
     drop(clients);
+    // Their backends end on their own time: not inside the next measurement (their CPU would leave
+    // /proc there and count as negative).
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let relation_bytes: i64 = match form {
         "table" => sql.query_one("SELECT pg_total_relation_size('public.outbox')", &[]).await?.get(0),
         _ => 0,

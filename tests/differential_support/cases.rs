@@ -1394,6 +1394,13 @@ pub fn message_outbox_json_schemas_off_json_headers() -> Case {
     messages_with_the_table("message_outbox_json_schemas_off_json_headers", props)
 }
 
+/// The same: JsonConverter without schemas for keys, StringConverter for values and headers.
+pub fn message_outbox_json_key_string_value_and_headers() -> Case {
+    let mut props = converters(JSON, false, STRING, false);
+    props.push(format!("header.converter={STRING}"));
+    messages_with_the_table("message_outbox_json_key_string_value_and_headers", props)
+}
+
 fn messages_with_the_table(name: &'static str, converters: Vec<String>) -> Case {
     let m = |id: &str, key: &str, payload: &str| {
         message(
