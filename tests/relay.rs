@@ -951,3 +951,62 @@ async fn message_outbox_alone_publishes_and_stops_on_content_that_is_not_json() 
     );
     o.drop_slot().await;
 }
+
+/// Exactly once on the message outbox: a relay killed while its slot lags far behind what it
+/// committed to Kafka resumes from the committed offset, so no message is published twice at
+/// read_committed: transactional ones (skipped by transaction, or by change inside a split one)
+/// and non-transactional ones published on their own (skipped by their position).
+#[tokio::test(flavor = "multi_thread")]
+async fn message_outbox_under_exactly_once_publishes_each_message_once() {
+    let o = Outbox::new("eosmsg").await;
+    o.create_topics(&["Order"], 1).await;
+    let prefix = format!("outbox_{}", o.slot);
+    let cfg = o
+        .config(&[
+            "publication.autocreate.mode=no_tables",
+            "transforms=decode,outbox",
+            &format!("transforms.decode.type={DECODE}"),
+            &format!("message.prefix.include.list={prefix}"),
+            "pgoutbox.messages.non.transactional=publish",
+            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+            "exactly.once.source.support=enabled",
+            "exactly.once.support=required",
+            &format!("group.id=g{}", o.slot),
+            &format!("topic.prefix=eos{}", o.slot),
+            // The slot moves only at the session's first confirmation: a restart starts far behind.
+            "status.update.interval.ms=25000",
+        ])
+        .replace(&format!("table.include.list=public.{}\n", o.table), "");
+    let mut relay = Relay::start_streaming_with_env(&cfg, &[], &[("PGOUTBOX_PROMPT_CONFIRM_MS", "0")]);
+    let sql = o.env.sql().await;
+    let order = o.agg("Order");
+    sql.batch_execute(&emit(true, &prefix, "m-0", &order, "m-0", "{}")).await.unwrap();
+    let first = current_wal(&o).await;
+    wait_for_async("the first confirmation", Duration::from_secs(30), || async {
+        o.confirmed_flush().await.and_then(|l| l.parse::<Lsn>().ok()).is_some_and(|l| l >= first)
+    })
+    .await;
+    let many: Vec<String> =
+        (1..=3).map(|i| emit(true, &prefix, &format!("m-{i}"), &order, &format!("m-{i}"), "{}")).collect();
+    sql.batch_execute(&format!("BEGIN; {}; COMMIT", many.join("; "))).await.unwrap();
+    sql.batch_execute(&emit(false, &prefix, "nt-4", &order, "nt-4", "{}")).await.unwrap();
+    sql.batch_execute(&emit(true, &prefix, "m-5", &order, "m-5", "{}")).await.unwrap();
+    assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 6, Duration::from_secs(30)).len(), 6);
+    let slot: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+    assert!(slot < current_wal(&o).await, "the slot lags what was committed to Kafka (the premise of the restart)");
+    relay.kill9();
+    relay.restart();
+    sql.batch_execute(&emit(true, &prefix, "m-6", &order, "m-6", "{}")).await.unwrap();
+    consume(&o.env.broker, &[o.topic("Order")], 7, Duration::from_secs(30));
+    let events = consume_until_idle(&o.env.broker, &[o.topic("Order")], Duration::from_secs(2));
+    let ids: Vec<_> =
+        events.iter().map(|r| String::from_utf8_lossy(r.header("id").unwrap_or_default()).into_owned()).collect();
+    assert_eq!(
+        ids,
+        ["m-0", "m-1", "m-2", "m-3", "nt-4", "m-5", "m-6"],
+        "each message once at read_committed; log:\n{}",
+        relay.log_text()
+    );
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
