@@ -1426,7 +1426,8 @@ fn messages_with_the_table(name: &'static str, converters: Vec<String>) -> Case 
 }
 
 /// The message outbox alone, with the router's options on the decoded struct: an expanded string
-/// payload, `fields.null.include`, envelope and header placements, the string key converter.
+/// payload, `fields.null.include`, envelope and header placements, the string key converter; and a
+/// non-transactional message published as Debezium publishes it (`pgoutbox.messages.non.transactional`).
 pub fn message_outbox_placements_and_expansion() -> Case {
     let m = |id: &str, kind: &str, payload: &str| {
         message(
@@ -1440,6 +1441,7 @@ pub fn message_outbox_placements_and_expansion() -> Case {
         .props(&DECODE)
         .props(&[
             "transforms.decode.fields.null.include=true",
+            "pgoutbox.messages.non.transactional=publish",
             "transforms.outbox.table.expand.json.payload=true",
             "transforms.outbox.table.fields.additional.placement=type:envelope:eventType,type:header,note:envelope",
             "key.converter=org.apache.kafka.connect.storage.StringConverter",
@@ -1448,7 +1450,13 @@ pub fn message_outbox_placements_and_expansion() -> Case {
             m("1", "Created", r#""{\"a\": {\"b\": 2}, \"n\": null}""#),
             m("2", "Updated", r#"{"already": "an object"}"#),
             m("3", "Deleted", r#""not json at all""#),
+            // Non-transactional, in a transaction that rolls back: Debezium publishes it, and so does
+            // pgoutbox when asked to.
+            format!(
+                "BEGIN; {}; ROLLBACK",
+                message(false, r#"{"id": "4", "aggregatetype": "Order", "aggregateid": "k-4", "type": "Created", "payload": {}, "note": null}"#)
+            ),
         ])
         .topics(&[ORDER])
-        .records(3)
+        .records(4)
 }
