@@ -171,21 +171,21 @@ impl Router {
         timestamp_ms: i64,
     ) -> Result<Option<OutboxRecord>, RouteError> {
         let mut leading = self.leading_headers.clone();
-        let origin = format!("`{}`", plan.table);
+        let origin = Origin::Table(&plan.table);
         if !self.cfg.chain.before.is_empty() {
             let topic = format!("{}.{}", self.cfg.topic_prefix, plan.table);
-            match self.before_router(topic, leading, &origin)? {
+            match self.before_router(topic, leading, origin)? {
                 Some(headers) => leading = headers,
                 None => return Ok(None),
             }
         }
         let record = self.connect_record(plan, tuple, timestamp_ms, leading)?;
-        self.finish(record, &origin)
+        self.finish(record, origin)
     }
 
     /// The router's record through the transforms after it and the converters; `None` when a
     /// transform drops it. `origin` names where the event comes from, for errors.
-    fn finish(&self, record: Record, origin: &str) -> Result<Option<OutboxRecord>, RouteError> {
+    fn finish(&self, record: Record, origin: Origin<'_>) -> Result<Option<OutboxRecord>, RouteError> {
         // The event's description for errors, only built when one happens.
         let id_header = (!self.cfg.chain.after.is_empty())
             .then(|| record.headers.iter().rev().find(|h| &*h.key == "id").cloned())
@@ -224,7 +224,7 @@ impl Router {
         &self,
         topic: String,
         headers: Vec<Header>,
-        origin: &str,
+        origin: Origin<'_>,
     ) -> Result<Option<Vec<Header>>, RouteError> {
         let change_event = Record {
             topic: Arc::from(topic),
@@ -378,8 +378,25 @@ impl Router {
     }
 }
 
+/// Where an event comes from, named in errors (formatted only when one happens).
+#[derive(Debug, Clone, Copy)]
+enum Origin<'a> {
+    Table(&'a str),
+    /// The messages of a prefix.
+    Messages(&'a str),
+}
+
+impl std::fmt::Display for Origin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Table(t) => write!(f, "`{t}`"),
+            Origin::Messages(p) => write!(f, "the messages of prefix `{p}`"),
+        }
+    }
+}
+
 /// "event `<id>` of <origin>" from the record's `id` header, for errors.
-fn describe(origin: &str, headers: &[Header]) -> String {
+fn describe(origin: Origin<'_>, headers: &[Header]) -> String {
     match headers.iter().rev().find(|h| &*h.key == "id").and_then(|h| header::encode(h.data.schema(), &h.data.value)) {
         Some(t) => format!("event `{}` of {origin}", String::from_utf8_lossy(&t)),
         None => format!("an event of {origin}"),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{is_blank, RouteError, Router};
+use super::{is_blank, Origin, RouteError, Router};
 use crate::connect::record::{Data, Header, Record};
 use crate::connect::{Schema, Type, Value};
 use crate::debezium::expand::{expand_json_payload, ExpandError, Expanded};
@@ -35,8 +35,9 @@ pub struct Message<'a> {
 struct Event<'a> {
     fields: &'a [(String, Schema)],
     values: &'a [Value],
-    /// "event `<id>` of the messages of prefix `<p>`", built when an error needs it.
-    what: String,
+    /// Where the id field is (what names the event in errors).
+    id: Option<usize>,
+    origin: Origin<'a>,
 }
 
 impl Event<'_> {
@@ -45,8 +46,17 @@ impl Event<'_> {
         Some((&self.fields[i].1, self.values.get(i).unwrap_or(&Value::Null)))
     }
 
+    /// "event `<id>` of the messages of prefix `<p>`", for errors and warnings.
+    fn what(&self) -> String {
+        match self.id.and_then(|i| self.values.get(i)) {
+            Some(Value::String(t)) => format!("event `{}` of {}", String::from_utf8_lossy(t), self.origin),
+            Some(Value::Int(i)) => format!("event `{i}` of {}", self.origin),
+            _ => format!("an event of {}", self.origin),
+        }
+    }
+
     fn error(&self, problem: String, fix: &str) -> RouteError {
-        RouteError { what: self.what.clone(), problem, fix: fix.to_string() }
+        RouteError { what: self.what(), problem, fix: fix.to_string() }
     }
 
     /// The field the router reads through `option`, which the JSON must have.
@@ -88,12 +98,12 @@ impl Router {
         message: &Message<'_>,
         timestamp_ms: i64,
     ) -> Result<Option<OutboxRecord>, RouteError> {
-        let origin = format!("the messages of prefix `{}`", message.prefix);
+        let origin = Origin::Messages(message.prefix);
         // Debezium's message records carry no context headers (only its table change events do).
         let mut leading = Vec::new();
         if !self.cfg.chain.before.is_empty() {
             let topic = format!("{}.message", self.cfg.topic_prefix);
-            match self.before_router(topic, leading, &origin)? {
+            match self.before_router(topic, leading, origin)? {
                 Some(headers) => leading = headers,
                 None => return Ok(None),
             }
@@ -104,15 +114,15 @@ impl Router {
                 problem: format!("transform `{}` cannot decode it: {e}", decode.alias),
                 fix: CONTENT_FIX.to_string(),
             })?;
-        let record = self.message_record(decoded, &origin, timestamp_ms, leading)?;
-        self.finish(record, &origin)
+        let record = self.message_record(decoded, origin, timestamp_ms, leading)?;
+        self.finish(record, origin)
     }
 
     /// `EventRouterDelegate.apply` on a decoded message, in Debezium's order.
     fn message_record(
         &mut self,
         decoded: Expanded,
-        origin: &str,
+        origin: Origin<'_>,
         timestamp_ms: i64,
         leading: Vec<Header>,
     ) -> Result<Record, RouteError> {
@@ -124,12 +134,6 @@ impl Router {
             });
         };
         let cfg = &self.cfg;
-        let id = fields.iter().position(|(n, _)| *n == cfg.field_event_id).and_then(|i| values.get(i));
-        let what = match id {
-            Some(Value::String(t)) => format!("event `{}` of {origin}", String::from_utf8_lossy(t)),
-            Some(Value::Int(i)) => format!("event `{i}` of {origin}"),
-            _ => format!("an event of {origin}"),
-        };
         // The payload is moved out rather than copied (it is most of the event), unless the router
         // reads its field again.
         let payload_name = &cfg.field_event_payload;
@@ -144,7 +148,8 @@ impl Router {
             )),
             _ => None,
         };
-        let event = Event { fields: &fields, values: &values, what };
+        let id = fields.iter().position(|(n, _)| *n == cfg.field_event_id);
+        let event = Event { fields: &fields, values: &values, id, origin };
         let (payload_schema, payload) = match taken {
             Some(p) => p,
             None => {
@@ -169,7 +174,7 @@ impl Router {
                 "give every event an id (consumers deduplicate by it)",
             ));
         }
-        let (payload_schema, payload) = self.message_payload(payload_schema, payload, &event.what);
+        let (payload_schema, payload) = self.message_payload(payload_schema, payload, &event);
         let route = match event.required(&cfg.route_by_field, "route.by.field")? {
             (s, Value::String(t)) if s.primitive_type() == Some(Type::String) => t.clone(),
             (_, Value::Null) => {
@@ -204,14 +209,14 @@ impl Router {
         }
         let key = event.data(&self.cfg.field_event_key, "table.field.event.key")?;
         let route = String::from_utf8_lossy(&route).into_owned();
-        let describe = || event.what.clone();
+        let describe = || event.what();
         let topic = self.topic(&route, &describe)?;
         Ok(Record { topic, partition, key, value, timestamp_ms, headers })
     }
 
     /// The payload field, expanded under `table.expand.json.payload` when it is a string (a
     /// failure keeps the string, as Debezium does); the schema `None` for a top-level `[]`.
-    fn message_payload(&self, schema: Schema, payload: Value, what: &str) -> (Option<Schema>, Value) {
+    fn message_payload(&self, schema: Schema, payload: Value, event: &Event<'_>) -> (Option<Schema>, Value) {
         let text = match &payload {
             Value::String(t) if self.cfg.expand_json_payload => std::str::from_utf8(t).ok(),
             _ => None,
@@ -225,7 +230,7 @@ impl Router {
             Ok(e) => (Some(e.schema), e.value),
             Err(ExpandError::NoSchema) => (None, payload.clone()),
             Err(e) => {
-                tracing::warn!(event = what, reason = %e, "JSON payload not expanded; published as a string, as Debezium does");
+                tracing::warn!(event = event.what(), reason = %e, "JSON payload not expanded; published as a string, as Debezium does");
                 (Some(schema), payload.clone())
             }
         }

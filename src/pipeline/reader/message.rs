@@ -26,7 +26,10 @@ use crate::pipeline::Item;
 impl Reader<'_> {
     /// A logical decoding message at `lsn` (its XLogData's start).
     pub(super) fn on_message(&mut self, m: &pgoutput::Message, lsn: Lsn) -> Result<(), RelayError> {
-        let (Some(capture), Some(decode)) = (&self.cfg.messages, &self.cfg.router.chain.decode) else {
+        // The config outlives the reader: borrowing it through a copy of the reference leaves
+        // `self` free for the router.
+        let cfg = self.cfg;
+        let (Some(capture), Some(decode)) = (&cfg.messages, &cfg.router.chain.decode) else {
             return Ok(());
         };
         if !capture.captures(&m.prefix) {
@@ -46,11 +49,10 @@ impl Reader<'_> {
                 return Ok(());
             }
         }
-        let decode = decode.clone();
         let now = now_ms();
         let message = Message { prefix: &m.prefix, content: &m.content };
         let before = self.batch.len();
-        match self.router.route_message(&decode, &message, now) {
+        match self.router.route_message(decode, &message, now) {
             Ok(None) => {
                 self.metrics.events_filtered.fetch_add(1, Relaxed);
             }
