@@ -326,10 +326,8 @@ impl Router {
             return Ok(Data { schema: schema.map(Arc::new), value: val });
         }
         let Some(payload_schema) = schema else {
-            return Err(row.error(
-                "its payload is an empty JSON array, which has no schema to put in an envelope (Debezium 3.6 stops its task here)".into(),
-                "give the event a non-empty payload, or drop the envelope placement",
-            ));
+            let (problem, fix) = NO_ENVELOPE_SCHEMA;
+            return Err(row.error(problem.into(), fix));
         };
         let mut fields = vec![("payload".to_string(), payload_schema)];
         let mut values = vec![val];
@@ -350,8 +348,7 @@ impl Router {
             None => None,
         };
         let name = format!("{}.{}.Value", cols.envelope_base, String::from_utf8_lossy(route_text));
-        let schema = Schema::Struct { name: Some(name), fields, optional: false, version, doc: None };
-        Ok(Data::new(Arc::new(schema), Value::Struct(values)))
+        Ok(envelope_struct(name, fields, values, version))
     }
 
     fn topic(&mut self, route_value: &str, event: &dyn Fn() -> String) -> Result<Arc<str>, RouteError> {
@@ -376,6 +373,19 @@ impl Router {
         self.topics.insert(route_value.to_string(), t.clone());
         Ok(t)
     }
+}
+
+/// An envelope placement with a payload that has no schema (a top-level `[]` expanded): problem, fix.
+const NO_ENVELOPE_SCHEMA: (&str, &str) = (
+    "its payload is an empty JSON array, which has no schema to put in an envelope (Debezium 3.6 stops its task here)",
+    "give the event a non-empty payload, or drop the envelope placement",
+);
+
+/// The Event Router's envelope struct (`payload`, then the `envelope` placements), named `name`,
+/// with the schema version.
+fn envelope_struct(name: String, fields: Vec<(String, Schema)>, values: Vec<Value>, version: Option<i32>) -> Data {
+    let schema = Schema::Struct { name: Some(name), fields, optional: false, version, doc: None };
+    Data::new(Arc::new(schema), Value::Struct(values))
 }
 
 /// Where an event comes from, named in errors (formatted only when one happens).

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{is_blank, Origin, RouteError, Router};
+use super::{envelope_struct, is_blank, Origin, RouteError, Router, NO_ENVELOPE_SCHEMA};
 use crate::connect::record::{Data, Header, Record};
 use crate::connect::{Schema, Type, Value};
 use crate::debezium::expand::{expand_json_payload, ExpandError, Expanded};
@@ -252,10 +252,8 @@ impl Router {
             Data { schema: schema.map(Arc::new), value: payload }
         } else {
             let Some(payload_schema) = schema else {
-                return Err(event.error(
-                    "its payload is an empty JSON array, which has no schema to put in an envelope (Debezium stops its task here)".into(),
-                    "give the event a non-empty payload, or drop the envelope placement",
-                ));
+                let (problem, fix) = NO_ENVELOPE_SCHEMA;
+                return Err(event.error(problem.into(), fix));
             };
             let mut fields = vec![("payload".to_string(), payload_schema)];
             let mut values = vec![payload];
@@ -275,9 +273,7 @@ impl Router {
                 Some(f) => event.int32(f, "table.field.event.schema.version")?,
                 None => None,
             };
-            let name = String::from_utf8_lossy(route).into_owned();
-            let schema = Schema::Struct { name: Some(name), fields, optional: false, version, doc: None };
-            Data::new(Arc::new(schema), Value::Struct(values))
+            envelope_struct(String::from_utf8_lossy(route).into_owned(), fields, values, version)
         };
         if cfg.tombstone_on_empty_payload && blank {
             return Ok(Data::null());
