@@ -61,26 +61,8 @@ async fn write(
 ) -> anyhow::Result<Written> {
     sql.batch_execute("CHECKPOINT").await?;
     let (lsn0, cpu0, start) = (wal_lsn(sql).await?, postgres_cpu(), Instant::now());
-    let txns = args.events.div_ceil(shape.per_txn);
-    let step = args.concurrency;
-    let mut tasks = Vec::new();
-    for worker in 0..args.concurrency {
-        let client = workload::connect(port).await?;
-        let shape = shape.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut t = worker;
-            while t < txns {
-                client.batch_execute(&txn(&shape, t * shape.per_txn)).await?;
-                t += step;
-            }
-            anyhow::Ok(client)
-        }));
-    }
     // The connections stay open until the CPU is read: an ended backend's CPU leaves /proc with it.
-    let mut clients = Vec::new();
-    for t in tasks {
-        clients.push(t.await??);
-    }
+    let clients = workload::write_backlog(port, shape, args.events, args.concurrency, txn).await?;
     let seconds = start.elapsed().as_secs_f64();
     let (wal_bytes, pg_cpu) = (wal_lsn(sql).await? - lsn0, postgres_cpu() - cpu0);
     drop(clients);
@@ -91,7 +73,14 @@ async fn write(
         "table" => sql.query_one("SELECT pg_total_relation_size('public.outbox')", &[]).await?.get(0),
         _ => 0,
     };
-    Ok(Written { form, events: txns * shape.per_txn, seconds, wal_bytes, pg_cpu, relation_bytes })
+    Ok(Written {
+        form,
+        events: args.events.div_ceil(shape.per_txn) * shape.per_txn,
+        seconds,
+        wal_bytes,
+        pg_cpu,
+        relation_bytes,
+    })
 }
 
 pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
@@ -175,15 +164,7 @@ pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
     }
     out.push_str("\nrelay drain                     events   seconds   events/s   relay CPU s   PostgreSQL CPU s\n");
     for d in [&table_drain, &message_drain] {
-        out.push_str(&format!(
-            "{:<28} {:>10} {:>9.2} {:>10.0} {:>13.2} {:>18.2}\n",
-            d.relay,
-            d.events,
-            d.seconds,
-            d.events as f64 / d.seconds,
-            d.relay_cpu,
-            d.pg_cpu
-        ));
+        out.push_str(&d.row(28));
     }
     out.push_str(&format!(
         "\napplication transaction time at {top} events/s   events/s     p50 ms     p99 ms   p99.9 ms\n"

@@ -34,6 +34,21 @@ pub(crate) struct Drain {
     pub pg_cpu: f64,
 }
 
+impl Drain {
+    /// The drain's line of a report table, its label `label` wide.
+    pub(crate) fn row(&self, label: usize) -> String {
+        format!(
+            "{:<label$} {:>10} {:>9.2} {:>10.0} {:>13.2} {:>18.2}\n",
+            self.relay,
+            self.events,
+            self.seconds,
+            self.events as f64 / self.seconds,
+            self.relay_cpu,
+            self.pg_cpu
+        )
+    }
+}
+
 struct Latency {
     relay: &'static str,
     rate: usize,
@@ -337,15 +352,7 @@ pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
     let mut out = String::new();
     out.push_str("drain of one backlog                 events   seconds   events/s   relay CPU s   PostgreSQL CPU s\n");
     for d in [&log_drain, &poll_drain] {
-        out.push_str(&format!(
-            "{:<32} {:>10} {:>9.2} {:>10.0} {:>13.2} {:>18.2}\n",
-            d.relay,
-            d.events,
-            d.seconds,
-            d.events as f64 / d.seconds,
-            d.relay_cpu,
-            d.pg_cpu
-        ));
+        out.push_str(&d.row(32));
     }
     out.push_str(&format!(
         "polling / log tailing drain rate {:.2}\n\n",

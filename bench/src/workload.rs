@@ -49,6 +49,19 @@ pub fn txn_sql(shape: &Shape, first: usize) -> String {
 /// Writes `events` events as fast as `concurrency` connections allow.
 pub async fn backlog(port: u16, shape: &Shape, events: usize, concurrency: usize) -> anyhow::Result<Duration> {
     let start = Instant::now();
+    write_backlog(port, shape, events, concurrency, txn_sql).await?;
+    Ok(start.elapsed())
+}
+
+/// Writes `events` events, each transaction's SQL from `txn`, as fast as `concurrency` connections
+/// allow; returns the connections, still open (their backends' CPU is still in /proc).
+pub async fn write_backlog(
+    port: u16,
+    shape: &Shape,
+    events: usize,
+    concurrency: usize,
+    txn: fn(&Shape, usize) -> String,
+) -> anyhow::Result<Vec<Client>> {
     let txns = events.div_ceil(shape.per_txn);
     let mut tasks = Vec::new();
     for worker in 0..concurrency {
@@ -57,16 +70,17 @@ pub async fn backlog(port: u16, shape: &Shape, events: usize, concurrency: usize
         tasks.push(tokio::spawn(async move {
             let mut t = worker;
             while t < txns {
-                client.batch_execute(&txn_sql(&shape, t * shape.per_txn)).await?;
+                client.batch_execute(&txn(&shape, t * shape.per_txn)).await?;
                 t += concurrency;
             }
-            anyhow::Ok(())
+            anyhow::Ok(client)
         }));
     }
+    let mut clients = Vec::new();
     for t in tasks {
-        t.await??;
+        clients.push(t.await??);
     }
-    Ok(start.elapsed())
+    Ok(clients)
 }
 
 /// Writes at `rate` events per second for `duration`, numbering events from `first`.
