@@ -824,6 +824,33 @@ async fn snapshot_killed_under_exactly_once_duplicates_what_it_had_published() {
 
 const DECODE: &str = "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 
+/// The prefix of `o`'s messages, and a config of `o` that relays them (string keys), plus `extra`;
+/// `alone`: a messages-only connector (`no_tables`, no table list), whose non-transactional
+/// messages are published.
+fn message_config(o: &Outbox, alone: bool, extra: &[&str]) -> (String, String) {
+    let prefix = format!("outbox_{}", o.slot);
+    let include = format!("message.prefix.include.list={prefix}");
+    let decode = format!("transforms.decode.type={DECODE}");
+    let mut lines = vec![
+        "transforms=decode,outbox",
+        &decode,
+        &include,
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+    ];
+    if alone {
+        lines.extend(["publication.autocreate.mode=no_tables", "pgoutbox.messages.non.transactional=publish"]);
+    }
+    lines.extend(extra);
+    let mut config = o.config(&lines);
+    if alone {
+        config = config.replace(&format!("table.include.list=public.{}\n", o.table), "");
+    }
+    (prefix, config)
+}
+
+const SCHEMALESS_JSON_VALUES: [&str; 2] =
+    ["value.converter=org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable=false"];
+
 /// `pg_logical_emit_message` of an outbox event: `transactional`, under `prefix`.
 fn emit(
     transactional: bool,
@@ -847,16 +874,8 @@ fn emit(
 async fn message_outbox_publishes_transactional_messages_in_order_with_the_table() {
     let o = Outbox::new("messages").await;
     o.create_topics(&["Order"], 1).await;
-    let prefix = format!("outbox_{}", o.slot);
-    let include = format!("message.prefix.include.list={prefix}");
-    let mut relay = Relay::start(&o.config(&[
-        "transforms=decode,outbox",
-        &format!("transforms.decode.type={DECODE}"),
-        &include,
-        "key.converter=org.apache.kafka.connect.storage.StringConverter",
-        "value.converter=org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable=false",
-    ]));
+    let (prefix, config) = message_config(&o, false, &SCHEMALESS_JSON_VALUES);
+    let mut relay = Relay::start(&config);
     relay.wait_for_log("streaming", Duration::from_secs(20));
     let sql = o.env.sql().await;
     let order = o.agg("Order");
@@ -905,19 +924,7 @@ async fn message_outbox_publishes_transactional_messages_in_order_with_the_table
 async fn message_outbox_alone_publishes_and_stops_on_content_that_is_not_json() {
     let o = Outbox::new("msgonly").await;
     o.create_topics(&["Order"], 1).await;
-    let prefix = format!("outbox_{}", o.slot);
-    let config = o
-        .config(&[
-            "publication.autocreate.mode=no_tables",
-            "transforms=decode,outbox",
-            &format!("transforms.decode.type={DECODE}"),
-            &format!("message.prefix.include.list={prefix}"),
-            "pgoutbox.messages.non.transactional=publish",
-            "key.converter=org.apache.kafka.connect.storage.StringConverter",
-            "value.converter=org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable=false",
-        ])
-        .replace(&format!("table.include.list=public.{}\n", o.table), "");
+    let (prefix, config) = message_config(&o, true, &SCHEMALESS_JSON_VALUES);
     let mut relay = Relay::start(&config);
     relay.wait_for_log("streaming", Duration::from_secs(20));
     let sql = o.env.sql().await;
@@ -960,23 +967,19 @@ async fn message_outbox_alone_publishes_and_stops_on_content_that_is_not_json() 
 async fn message_outbox_under_exactly_once_publishes_each_message_once() {
     let o = Outbox::new("eosmsg").await;
     o.create_topics(&["Order"], 1).await;
-    let prefix = format!("outbox_{}", o.slot);
-    let cfg = o
-        .config(&[
-            "publication.autocreate.mode=no_tables",
-            "transforms=decode,outbox",
-            &format!("transforms.decode.type={DECODE}"),
-            &format!("message.prefix.include.list={prefix}"),
-            "pgoutbox.messages.non.transactional=publish",
-            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+    let (group, topic_prefix) = (format!("group.id=g{}", o.slot), format!("topic.prefix=eos{}", o.slot));
+    let (prefix, cfg) = message_config(
+        &o,
+        true,
+        &[
             "exactly.once.source.support=enabled",
             "exactly.once.support=required",
-            &format!("group.id=g{}", o.slot),
-            &format!("topic.prefix=eos{}", o.slot),
+            &group,
+            &topic_prefix,
             // The slot moves only at the session's first confirmation: a restart starts far behind.
             "status.update.interval.ms=25000",
-        ])
-        .replace(&format!("table.include.list=public.{}\n", o.table), "");
+        ],
+    );
     let mut relay = Relay::start_streaming_with_env(&cfg, &[], &[("PGOUTBOX_PROMPT_CONFIRM_MS", "0")]);
     let sql = o.env.sql().await;
     let order = o.agg("Order");
