@@ -58,8 +58,9 @@ impl Names {
     }
 }
 
-/// The connector configuration both relays get, differing only in slot and broker. Later keys win
-/// in both parsers, so a case's properties can override these.
+/// The connector configuration both relays get, differing only in slot, broker and, on Debezium's
+/// side, the message filter below. Later keys win in both parsers, so a case's properties can
+/// override these.
 pub fn properties(names: &Names, slot: &str, broker: &str, extra: &[String]) -> String {
     let env = Env::get();
     let mut lines = vec![
@@ -84,6 +85,12 @@ pub fn properties(names: &Names, slot: &str, broker: &str, extra: &[String]) -> 
     ];
     // `{t}` stands for the case's table here too (a message prefix of its own).
     lines.extend(extra.iter().map(|l| l.replace("{t}", &names.table)));
+    // Debezium reads every logical decoding message of the database whatever the publication (B-17),
+    // and cases run side by side in one database: a case that does not filter messages itself keeps
+    // the other cases' messages out of its Debezium's records. pgoutbox does not read them there.
+    if slot == names.debezium_slot && !extra.iter().any(|l| l.starts_with("message.prefix.")) {
+        lines.push("message.prefix.exclude.list=.*".to_string());
+    }
     lines.join("\n") + "\n"
 }
 
