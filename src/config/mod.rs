@@ -179,6 +179,20 @@ pub struct TableFilter {
 }
 
 impl TableFilter {
+    /// The `schema.table` names the include list spells out (entries that are plain names, not
+    /// patterns), for checks at start.
+    pub fn literal_tables(&self) -> Vec<String> {
+        let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        self.table_include
+            .iter()
+            .filter_map(|re| {
+                let inner = re.as_str().strip_prefix("(?i)^(?:")?.strip_suffix(")$")?.replace("\\.", ".");
+                let (schema, table) = inner.split_once('.')?;
+                (plain(schema) && plain(table)).then_some(inner)
+            })
+            .collect()
+    }
+
     pub fn matches(&self, schema: &str, table: &str) -> bool {
         if self.none {
             return false;
@@ -352,6 +366,7 @@ impl Config {
         {
             stream.tables.none = true;
         }
+        router.chain.check_gates(&topic_prefix, &stream.tables.literal_tables())?;
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
             return Err(invalid(
                 "pgoutbox.commit.lsn.header",

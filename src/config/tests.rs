@@ -554,6 +554,58 @@ fn config_message_outbox_needs_the_decode_transform_before_the_router() {
     );
 }
 
+const TOPIC_PREDICATE: &str =
+    "predicates.isOutbox.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches";
+
+/// Debezium's documentation keeps the Event Router to the outbox table with a predicate: accepted
+/// where it applies the router to the captured table's (and the messages') change events, refused
+/// at start, naming the topic and the fix, where Debezium would publish raw change events instead.
+#[test]
+fn config_router_predicate_must_apply_it_to_the_captured_events() {
+    let router = ["transforms.outbox.predicate=isOutbox", "predicates=isOutbox", TOPIC_PREDICATE];
+    let c = with(&[&router[..], &["predicates.isOutbox.pattern=dbserver1\\.public\\.outbox"]].concat()).unwrap();
+    assert_eq!(c.router.chain.router_gate.as_ref().map(|g| g.name.as_str()), Some("isOutbox"));
+    // The pattern of Debezium's documentation matches the routed topic, not the table's: refused.
+    let e = with(&[&router[..], &["predicates.isOutbox.pattern=outbox.event.*"]].concat()).unwrap_err().to_string();
+    assert!(e.contains("transforms.outbox.predicate") && e.contains("`dbserver1.public.outbox`"), "{e}");
+    assert!(e.contains("make predicates.isOutbox.pattern match"), "{e}");
+    // Negated, it must not match the table's topic.
+    let negated =
+        [&router[..], &["predicates.isOutbox.pattern=.*heartbeat.*", "transforms.outbox.negate=true"]].concat();
+    assert!(with(&negated).is_ok());
+    // A change event is never a tombstone: only the negated form applies the router.
+    let tomb = [
+        "transforms.outbox.predicate=t",
+        "predicates=t",
+        "predicates.t.type=org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+    ];
+    assert_eq!(err_key(&tomb), "transforms.outbox.predicate");
+    assert!(with(&[&tomb[..], &["transforms.outbox.negate=true"]].concat()).is_ok());
+    // A pattern in the include list is checked at the first event instead.
+    let c =
+        with(&[&router[..], &["predicates.isOutbox.pattern=nothing", "table.include.list=public.outbox_.*"]].concat());
+    assert!(c.is_ok());
+    // With the message transform, the messages' topic must pass the router's and its own predicate.
+    const DECODE: &str =
+        "transforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
+    let both = [&router[..], &["transforms=decode,outbox", DECODE]].concat();
+    let e = with(&[&both[..], &["predicates.isOutbox.pattern=dbserver1\\.public\\.outbox"]].concat()).unwrap_err();
+    assert!(e.to_string().contains("`dbserver1.message`"), "{e}");
+    assert!(with(&[&both[..], &["predicates.isOutbox.pattern=dbserver1\\.(public\\.outbox|message)"]].concat()).is_ok());
+    let decode_only = [
+        "transforms=decode,outbox",
+        DECODE,
+        "transforms.decode.predicate=m",
+        "predicates=m",
+        "predicates.m.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+    ];
+    assert!(with(&[&decode_only[..], &["predicates.m.pattern=.*\\.message"]].concat()).is_ok());
+    assert_eq!(
+        err_key(&[&decode_only[..], &["predicates.m.pattern=.*\\.public\\..*"]].concat()),
+        "transforms.decode.predicate"
+    );
+}
+
 #[test]
 fn config_messages_only_connector_captures_no_table() {
     let mut raw = base();

@@ -63,6 +63,8 @@ impl Step {
 pub struct Chain {
     /// The Event Router's alias.
     pub router_alias: String,
+    /// The Event Router's predicate, if any.
+    pub router_gate: Option<Gate>,
     /// Before the router: header transforms, Filter, tracing.
     pub before: Vec<Step>,
     /// After the router, in order.
@@ -80,6 +82,117 @@ pub struct DecodeMessages {
     pub alias: String,
     /// `fields.null.include`: JSON nulls are kept as optional bytes fields.
     pub null_include: bool,
+    /// Its predicate, if any.
+    pub gate: Option<Gate>,
+}
+
+/// A predicate on the Event Router or on `DecodeLogicalDecodingMessageContent`
+/// (`transforms.<alias>.predicate`, `.negate`), as Debezium's documentation recommends to keep the
+/// router to the outbox table's records. In Connect a record it does not match passes the
+/// transform unchanged: the raw change event (or message) would be published. pgoutbox builds
+/// only routed events, so such an event is an error naming the predicate, found at start where the
+/// topic is known and otherwise at the event.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The transform's alias.
+    pub alias: String,
+    /// The predicate's name (`predicates=<name>`).
+    pub name: String,
+    predicate: Predicate,
+    negate: bool,
+}
+
+impl Gate {
+    /// Whether the transform applies to `r`, the change event (or message record) as the
+    /// transforms before it left it.
+    pub fn admits(&self, r: &Record) -> bool {
+        self.predicate.test(r) != self.negate
+    }
+
+    /// Whether the transform applies to every change event on `topic`, when that does not depend
+    /// on headers. A change event always has a value (no tombstone).
+    pub fn admits_topic(&self, topic: &str) -> Option<bool> {
+        match &self.predicate {
+            Predicate::TopicNameMatches(re) => Some(re.is_match(topic) != self.negate),
+            Predicate::RecordIsTombstone => Some(self.negate),
+            Predicate::HasHeaderKey(_) => None,
+        }
+    }
+
+    /// Why an event on `topic` it does not admit cannot be relayed, and the fix.
+    pub fn refusal(&self, topic: &str) -> (String, String) {
+        let (alias, name) = (&self.alias, &self.name);
+        let problem = format!("the predicate `{name}` of transform `{alias}` does not apply it to the record on `{topic}`: Debezium would pass that record on untransformed, which pgoutbox does not build (it relays only the Event Router's events)");
+        let fix = match &self.predicate {
+            Predicate::TopicNameMatches(_) if self.negate => format!("make predicates.{name}.pattern not match `{topic}`, or remove transforms.{alias}.predicate"),
+            Predicate::TopicNameMatches(_) => format!("make predicates.{name}.pattern match `{topic}` (e.g. {}), or remove transforms.{alias}.predicate", topic.replace('.', "\\.")),
+            Predicate::HasHeaderKey(h) => format!("make the transforms before `{alias}` {} the header `{h}`, or remove transforms.{alias}.predicate", if self.negate { "remove" } else { "add" }),
+            Predicate::RecordIsTombstone => format!("set transforms.{alias}.negate=true (a change event is never a tombstone), or remove transforms.{alias}.predicate"),
+        };
+        (problem, fix)
+    }
+
+    /// A start-time refusal under `transforms.<alias>.predicate` for change events on `topic`.
+    fn check(&self, topic: &str) -> Result<(), ConfigError> {
+        match self.admits_topic(topic) {
+            Some(false) => {
+                let (problem, fix) = self.refusal(topic);
+                Err(ConfigError::invalid(&format!("transforms.{}.predicate", self.alias), format!("{problem}; {fix}")))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Chain {
+    /// Refuses at start a predicate on the router or the message transform that does not apply
+    /// them to the change events of `tables` (`schema.table`, the captured tables whose names the
+    /// include list spells out) or to the messages.
+    pub fn check_gates(&self, topic_prefix: &str, tables: &[String]) -> Result<(), ConfigError> {
+        if let Some(decode) = &self.decode {
+            let topic = format!("{topic_prefix}.message");
+            for gate in decode.gate.iter().chain(&self.router_gate) {
+                gate.check(&topic)?;
+            }
+        }
+        if let Some(gate) = &self.router_gate {
+            for t in tables {
+                gate.check(&format!("{topic_prefix}.{t}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `transforms.<alias>.predicate` and `.negate`, against the parsed `predicates`.
+fn parse_predicate(
+    r: &mut Reader<'_>,
+    alias: &str,
+    predicates: &BTreeMap<String, Predicate>,
+) -> Result<Option<(String, Predicate, bool)>, ConfigError> {
+    let key = format!("transforms.{alias}.predicate");
+    let Some(name) = r.str(&key).map(str::to_string) else { return Ok(None) };
+    let p = predicates.get(&name).ok_or_else(|| {
+        ConfigError::invalid(
+            &key,
+            format!("predicate `{name}` is not in `predicates` (or has no predicates.{name}.type)"),
+        )
+    })?;
+    let negate = r.bool_or(&format!("transforms.{alias}.negate"), false)?;
+    Ok(Some((name, p.clone(), negate)))
+}
+
+fn parse_gate(
+    r: &mut Reader<'_>,
+    alias: &str,
+    predicates: &BTreeMap<String, Predicate>,
+) -> Result<Option<Gate>, ConfigError> {
+    Ok(parse_predicate(r, alias, predicates)?.map(|(name, predicate, negate)| Gate {
+        alias: alias.to_string(),
+        name,
+        predicate,
+        negate,
+    }))
 }
 
 /// Applies `steps` in order; `Err` names the alias whose transform failed.
@@ -133,14 +246,12 @@ impl Chain {
                         ),
                     ));
                 }
-                if r.str(&format!("transforms.{alias}.predicate")).is_some() {
-                    return Err(ConfigError::invalid(&format!("transforms.{alias}.predicate"), "the Event Router always applies in pgoutbox (it captures only the outbox table); remove the predicate"));
-                }
+                chain.router_gate = parse_gate(r, alias, &predicates)?;
                 chain.router_alias = alias.clone();
                 continue;
             }
             if class == DECODE_CONTENT_CLASS {
-                parse_decode(r, alias, &mut chain)?;
+                parse_decode(r, alias, &predicates, &mut chain)?;
                 continue;
             }
             let step = parse_step(r, alias, &class, &predicates, &mut chain.warnings)?;
@@ -164,14 +275,14 @@ impl Chain {
 
 /// `DecodeLogicalDecodingMessageContent`: before the router it makes messages outbox events; after
 /// it, it has nothing to decode (Debezium passes the router's records through too).
-fn parse_decode(r: &mut Reader<'_>, alias: &str, chain: &mut Chain) -> Result<(), ConfigError> {
+fn parse_decode(
+    r: &mut Reader<'_>,
+    alias: &str,
+    predicates: &BTreeMap<String, Predicate>,
+    chain: &mut Chain,
+) -> Result<(), ConfigError> {
     let null_include = r.bool_or(&format!("transforms.{alias}.fields.null.include"), false)?;
-    if r.str(&format!("transforms.{alias}.predicate")).is_some() {
-        return Err(ConfigError::invalid(
-            &format!("transforms.{alias}.predicate"),
-            "pgoutbox applies DecodeLogicalDecodingMessageContent to every captured message (select them with message.prefix.include.list or message.prefix.exclude.list); remove the predicate",
-        ));
-    }
+    let gate = parse_gate(r, alias, predicates)?;
     if !chain.router_alias.is_empty() {
         chain.warnings.push(format!("transforms.{alias}: {DECODE_CONTENT_CLASS} after the Event Router decodes nothing (it acts on logical decoding messages only, in Debezium as well); put it before the router to relay messages as outbox events, or remove it"));
         return Ok(());
@@ -180,7 +291,7 @@ fn parse_decode(r: &mut Reader<'_>, alias: &str, chain: &mut Chain) -> Result<()
         chain.warnings.push(format!("transforms.{alias}: a second {DECODE_CONTENT_CLASS} (after `{}`) decodes nothing, in Debezium as well; remove it", first.alias));
         return Ok(());
     }
-    chain.decode = Some(DecodeMessages { alias: alias.to_string(), null_include });
+    chain.decode = Some(DecodeMessages { alias: alias.to_string(), null_include, gate });
     Ok(())
 }
 
@@ -211,18 +322,7 @@ fn parse_step(
             None => return Err(ConfigError::invalid(&type_key, format!("is a transform class pgoutbox does not implement (a custom class, or a scripting transform); pgoutbox implements Kafka's built-in transforms and the Outbox Event Router: remove `{alias}` from transforms or replace it"))),
         }
     };
-    let predicate = match r.str(&format!("transforms.{alias}.predicate")) {
-        None => None,
-        Some(name) => {
-            let p = predicates.get(name).ok_or_else(|| {
-                ConfigError::invalid(
-                    &format!("transforms.{alias}.predicate"),
-                    format!("predicate `{name}` is not in `predicates` (or has no predicates.{name}.type)"),
-                )
-            })?;
-            Some((p.clone(), r.bool_or(&format!("transforms.{alias}.negate"), false)?))
-        }
-    };
+    let predicate = parse_predicate(r, alias, predicates)?.map(|(_, p, negate)| (p, negate));
     Ok(Step { alias: alias.to_string(), class: class.to_string(), kind, predicate })
 }
 

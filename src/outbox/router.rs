@@ -172,9 +172,9 @@ impl Router {
     ) -> Result<Option<OutboxRecord>, RouteError> {
         let mut leading = self.leading_headers.clone();
         let origin = Origin::Table(&plan.table);
-        if !self.cfg.chain.before.is_empty() {
+        if !self.cfg.chain.before.is_empty() || self.cfg.chain.router_gate.is_some() {
             let topic = format!("{}.{}", self.cfg.topic_prefix, plan.table);
-            match self.before_router(topic, leading, origin)? {
+            match self.before_router(topic, leading, origin, None)? {
                 Some(headers) => leading = headers,
                 None => return Ok(None),
             }
@@ -219,12 +219,14 @@ impl Router {
     }
 
     /// The transforms before the router, on what pgoutbox has of Debezium's change event: its
-    /// topic and its headers. `None` when one drops the event.
+    /// topic and its headers; then the predicates of `decode` (a message's) and of the router,
+    /// which must apply them. `None` when a transform drops the event.
     fn before_router(
         &self,
         topic: String,
         headers: Vec<Header>,
         origin: Origin<'_>,
+        decode: Option<&chain::Gate>,
     ) -> Result<Option<Vec<Header>>, RouteError> {
         let change_event = Record {
             topic: Arc::from(topic),
@@ -235,14 +237,22 @@ impl Router {
             timestamp_ms: 0,
             headers,
         };
-        match chain::apply(&self.cfg.chain.before, change_event) {
-            Ok(r) => Ok(r.map(|r| r.headers)),
-            Err((alias, e)) => Err(RouteError {
-                what: format!("an event of {origin}"),
-                problem: format!("transform `{alias}` failed: {e}"),
-                fix: format!("check transforms.{alias}.*"),
-            }),
+        let event = match chain::apply(&self.cfg.chain.before, change_event) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err((alias, e)) => {
+                return Err(RouteError {
+                    what: format!("an event of {origin}"),
+                    problem: format!("transform `{alias}` failed: {e}"),
+                    fix: format!("check transforms.{alias}.*"),
+                })
+            }
+        };
+        if let Some(gate) = decode.into_iter().chain(&self.cfg.chain.router_gate).find(|g| !g.admits(&event)) {
+            let (problem, fix) = gate.refusal(&event.topic);
+            return Err(RouteError { what: format!("an event of {origin}"), problem, fix });
         }
+        Ok(Some(event.headers))
     }
 
     /// The Event Router's record for one inserted row, as Connect data, its headers after

@@ -101,9 +101,9 @@ impl Router {
         let origin = Origin::Messages(message.prefix);
         // Debezium's message records carry no context headers (only its table change events do).
         let mut leading = Vec::new();
-        if !self.cfg.chain.before.is_empty() {
+        if !self.cfg.chain.before.is_empty() || decode.gate.is_some() || self.cfg.chain.router_gate.is_some() {
             let topic = format!("{}.message", self.cfg.topic_prefix);
-            match self.before_router(topic, leading, origin)? {
+            match self.before_router(topic, leading, origin, decode.gate.as_ref())? {
                 Some(headers) => leading = headers,
                 None => return Ok(None),
             }

@@ -302,3 +302,41 @@ fn router_expands_json_payloads() {
     let rec = r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("t"), Some("[1, 2]")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some(r#""[1, 2]""#), "where Debezium 3.6 stops, the string is kept");
 }
+
+/// The chain of `props` (`transforms=…` and the rest), as the config parses it.
+fn chain(props: &[&str]) -> crate::outbox::chain::Chain {
+    let entries = props.iter().map(|p| p.split_once('=').unwrap()).map(|(k, v)| (k.into(), v.into())).collect();
+    crate::outbox::chain::Chain::parse(&mut crate::connect::Reader::new(&entries)).unwrap()
+}
+
+/// A predicate on the router decides per event where the start cannot (a header, a table
+/// pattern): an event it would leave unrouted in Debezium is an error naming the predicate.
+#[test]
+fn router_predicate_is_checked_on_each_event() {
+    let router = [
+        "transforms=tag,outbox",
+        "transforms.tag.type=org.apache.kafka.connect.transforms.InsertHeader",
+        "transforms.tag.header=routed",
+        "transforms.tag.value.literal=yes",
+        "transforms.outbox.type=io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.predicate=p",
+        "predicates=p",
+    ];
+    let has = "predicates.p.type=org.apache.kafka.connect.transforms.predicates.HasHeaderKey";
+    let mut c = cfg();
+    c.chain = chain(&[&router[..], &[has, "predicates.p.name=routed"]].concat());
+    let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::String }, None);
+    assert_eq!(one(&mut r, Some("{}")).unwrap().topic.as_ref(), "outbox.event.Order");
+    c.chain = chain(&[&router[..], &[has, "predicates.p.name=other"]].concat());
+    let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::String }, None);
+    let e = one(&mut r, Some("{}")).unwrap_err().to_string();
+    assert!(e.contains("the predicate `p` of transform `outbox`") && e.contains("`dbserver1.public.outbox`"), "{e}");
+    assert!(e.contains("make the transforms before `outbox` add the header `other`"), "{e}");
+    let topic = "predicates.p.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches";
+    c.chain = chain(&[&router[..], &[topic, "predicates.p.pattern=dbserver1\\.public\\.out.*"]].concat());
+    let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::String }, None);
+    assert!(one(&mut r, Some("{}")).is_ok());
+    c.chain = chain(&[&router[..], &[topic, "predicates.p.pattern=dbserver1\\.public\\.orders"]].concat());
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
+    assert!(one(&mut r, Some("{}")).unwrap_err().to_string().contains("make predicates.p.pattern match"));
+}
