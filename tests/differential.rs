@@ -130,6 +130,7 @@ differential_cases! {
     message_outbox_json_schemas_off_json_headers;
     message_outbox_json_key_string_value_and_headers;
     message_outbox_placements_and_expansion;
+    message_outbox_with_router_predicates;
 }
 
 /// Migration: Debezium stopped mid-stream, pgoutbox takes over its slot and broker.

@@ -1401,6 +1401,21 @@ pub fn message_outbox_json_key_string_value_and_headers() -> Case {
     messages_with_the_table("message_outbox_json_key_string_value_and_headers", props)
 }
 
+/// The same with the predicates Debezium's documentation puts on the Event Router (and one on the
+/// message transform) to keep them to the outbox's records: both relays route the same events.
+pub fn message_outbox_with_router_predicates() -> Case {
+    let props = [
+        "transforms.outbox.predicate=isOutbox",
+        "transforms.decode.predicate=isMessage",
+        "predicates=isOutbox,isMessage",
+        "predicates.isOutbox.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        r"predicates.isOutbox.pattern=dbserver1\\.({t}|message)",
+        "predicates.isMessage.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        r"predicates.isMessage.pattern=.*\\.message",
+    ];
+    messages_with_the_table("message_outbox_with_router_predicates", props.map(String::from).to_vec())
+}
+
 fn messages_with_the_table(name: &'static str, converters: Vec<String>) -> Case {
     let m = |id: &str, key: &str, payload: &str| {
         message(
