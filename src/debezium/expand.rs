@@ -51,6 +51,8 @@
 
 mod parse;
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
 use self::parse::{read_tree, Node};
@@ -185,7 +187,7 @@ struct Infer {
 impl Infer {
     /// `None` is "no schema": the field is dropped. Recursion happens here, once per nesting
     /// level, so the leaves live in a helper.
-    fn schema(&self, key: Option<&str>, node: &Node) -> Result<Option<Schema>, ExpandError> {
+    fn schema(&self, key: Option<&str>, node: &Node<'_>) -> Result<Option<Schema>, ExpandError> {
         match node {
             Node::Array(elems) if !elems.is_empty() => {
                 Ok(Some(Schema::Array { items: Box::new(self.items(key, elems)?), optional: true }))
@@ -208,7 +210,7 @@ impl Infer {
     }
 
     #[inline(never)]
-    fn leaf(&self, node: &Node) -> Option<Schema> {
+    fn leaf(&self, node: &Node<'_>) -> Option<Schema> {
         match node {
             Node::String(_) => Some(Schema::optional(Type::String)),
             Node::Bool(_) => Some(Schema::optional(Type::Boolean)),
@@ -222,11 +224,20 @@ impl Infer {
     }
 
     /// The fields of the struct inferred for an object at path `key`.
-    fn fields(&self, key: Option<&str>, fields: &[(Vec<u8>, Node)]) -> Result<Vec<(String, Schema)>, ExpandError> {
+    fn fields(
+        &self,
+        key: Option<&str>,
+        fields: &[(Cow<'_, [u8]>, Node<'_>)],
+    ) -> Result<Vec<(String, Schema)>, ExpandError> {
         let mut out: Vec<(String, Schema)> = Vec::with_capacity(fields.len());
         for (name, node) in fields {
-            let (name, child_key) = child_key(key, name)?;
-            if let Some(schema) = self.schema(Some(&child_key), node)? {
+            let name = std::str::from_utf8(name).map_err(|_| ExpandError::Unsupported)?;
+            // Only containers name a struct after their path.
+            let schema = match node {
+                Node::Array(_) | Node::Object(_) => self.schema(Some(&child_key(key, name)), node)?,
+                _ => self.leaf(node),
+            };
+            if let Some(schema) = schema {
                 if name.is_empty() {
                     // SchemaBuilder.field refuses an empty name.
                     return Err(ExpandError::Uninferable("fieldName cannot be null.".into()));
@@ -238,7 +249,7 @@ impl Infer {
     }
 
     /// `toConnectSchemaWithCycles`: the element schema of a non-empty array.
-    fn items(&self, key: Option<&str>, elems: &[Node]) -> Result<Schema, ExpandError> {
+    fn items(&self, key: Option<&str>, elems: &[Node<'_>]) -> Result<Schema, ExpandError> {
         let sample = first_element(elems)?;
         if matches!(sample, Node::Object(_)) {
             return self.object_items(key, elems);
@@ -252,7 +263,7 @@ impl Infer {
     /// The element schema of an array of objects: the distinct element schemas (all named `key`)
     /// merged, first seen first (Debezium: HashSet order, see the module doc).
     #[inline(never)]
-    fn object_items(&self, key: Option<&str>, elems: &[Node]) -> Result<Schema, ExpandError> {
+    fn object_items(&self, key: Option<&str>, elems: &[Node<'_>]) -> Result<Schema, ExpandError> {
         let mut distinct: Vec<Vec<(String, Schema)>> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for elem in elems {
@@ -279,17 +290,15 @@ fn unrecognized_member() -> ExpandError {
     ExpandError::Uninferable("Array has unrecognized member schema.".into())
 }
 
-/// A member's name, and the path that names its struct: `<key>.<name>`, or the bare name under
-/// a blank or missing key (Debezium's `Strings.isNullOrBlank`; Java's `trim` removes every
-/// character up to U+0020).
+/// The path that names a member's struct: `<key>.<name>`, or the bare name under a blank or
+/// missing key (Debezium's `Strings.isNullOrBlank`; Java's `trim` removes every character up to
+/// U+0020).
 #[inline(never)]
-fn child_key<'a>(key: Option<&str>, name: &'a [u8]) -> Result<(&'a str, String), ExpandError> {
-    let name = std::str::from_utf8(name).map_err(|_| ExpandError::Unsupported)?;
-    let path = match key {
+fn child_key(key: Option<&str>, name: &str) -> String {
+    match key {
         Some(k) if !k.trim_matches(|c: char| c <= ' ').is_empty() => format!("{k}.{name}"),
         _ => name.to_string(),
-    };
-    Ok((name, path))
+    }
 }
 
 fn number_schema(node: &Node) -> Schema {
@@ -302,8 +311,8 @@ fn number_schema(node: &Node) -> Schema {
 
 /// `getFirstArrayElement`: the first non-null element after checking that all non-null elements
 /// share its JSON type (and number schema); `null` when there is none.
-fn first_element(elems: &[Node]) -> Result<&Node, ExpandError> {
-    let mut sample: Option<&Node> = None;
+fn first_element<'n, 'a>(elems: &'n [Node<'a>]) -> Result<&'n Node<'a>, ExpandError> {
+    let mut sample: Option<&Node<'a>> = None;
     for elem in elems.iter().filter(|e| !matches!(e, Node::Null)) {
         let first = *sample.get_or_insert(elem);
         if elem.kind() != first.kind() {
@@ -335,7 +344,7 @@ fn merge(mut fields: Vec<(String, Schema)>, more: Vec<(String, Schema)>) -> Vec<
 
 /// `toConnectData` with `Struct.put`'s validation: `Err` where Java throws. Recursion happens
 /// here only, once per nesting level, so leaves and errors live in helpers.
-fn build(node: &Node, schema: &Schema) -> Result<Value, String> {
+fn build(node: &Node<'_>, schema: &Schema) -> Result<Value, String> {
     match (node, schema) {
         (Node::Array(elems), Schema::Array { items, .. }) => {
             let mut out = Vec::with_capacity(elems.len());
@@ -360,10 +369,10 @@ fn build(node: &Node, schema: &Schema) -> Result<Value, String> {
 }
 
 #[inline(never)]
-fn leaf(node: &Node, schema: &Schema) -> Result<Value, String> {
+fn leaf(node: &Node<'_>, schema: &Schema) -> Result<Value, String> {
     Ok(match (node, schema) {
         (Node::Null, _) => Value::Null,
-        (Node::String(s), Schema::Primitive { ty: Type::String, .. }) => Value::String(Bytes::from(s.clone())),
+        (Node::String(s), Schema::Primitive { ty: Type::String, .. }) => Value::String(Bytes::copy_from_slice(s)),
         (Node::Bool(b), Schema::Primitive { ty: Type::Boolean, .. }) => Value::Bool(*b),
         (Node::Int(i), Schema::Primitive { ty: Type::Int32, .. }) => Value::Int(i64::from(*i)),
         (Node::Long(i), Schema::Primitive { ty: Type::Int64, .. }) => Value::Int(*i),
@@ -377,9 +386,9 @@ fn leaf(node: &Node, schema: &Schema) -> Result<Value, String> {
 
 /// The member named `key`. Schema fields mostly follow the object's own order, so the search starts
 /// where the previous one ended.
-fn lookup<'a>(members: &'a [(Vec<u8>, Node)], key: &[u8], cursor: &mut usize) -> Option<&'a Node> {
+fn lookup<'n, 'a>(members: &'n [(Cow<'a, [u8]>, Node<'a>)], key: &[u8], cursor: &mut usize) -> Option<&'n Node<'a>> {
     let n = members.len();
-    let i = (0..n).map(|k| (*cursor + k) % n).find(|&i| members[i].0 == key)?;
+    let i = (0..n).map(|k| (*cursor + k) % n).find(|&i| *members[i].0 == *key)?;
     *cursor = i + 1;
     Some(&members[i].1)
 }
@@ -396,7 +405,7 @@ fn checked(value: Value, schema: &Schema) -> Result<Value, String> {
     Ok(value)
 }
 
-fn node_name(node: &Node) -> &'static str {
+fn node_name(node: &Node<'_>) -> &'static str {
     match node {
         Node::Null => "null",
         Node::Bool(_) => "boolean",

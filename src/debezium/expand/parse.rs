@@ -22,9 +22,11 @@ const MAX_NUMBER_DIGITS: usize = 1000;
 const MAX_NAME_UNITS: usize = 50_000;
 const MAX_STRING_UNITS: usize = 20_000_000;
 
+use std::borrow::Cow;
+
 /// A Jackson `JsonNode`, as far as `JsonSchemaData` distinguishes them.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Node {
+pub(super) enum Node<'a> {
     Null,
     Bool(bool),
     /// `IntNode`
@@ -35,14 +37,15 @@ pub(super) enum Node {
     BigInt,
     /// `DoubleNode`
     Double(f64),
-    /// UTF-8, or generalised UTF-8 when a lone surrogate was escaped.
-    String(Vec<u8>),
-    Array(Vec<Node>),
+    /// UTF-8, or generalised UTF-8 when a lone surrogate was escaped; borrowed from the text
+    /// unless it had escapes.
+    String(Cow<'a, [u8]>),
+    Array(Vec<Node<'a>>),
     /// Keys in document order, each once.
-    Object(Vec<(Vec<u8>, Node)>),
+    Object(Vec<(Cow<'a, [u8]>, Node<'a>)>),
 }
 
-impl Node {
+impl Node<'_> {
     /// Jackson's `JsonNodeType`, which array homogeneity compares.
     pub(super) fn kind(&self) -> u8 {
         match self {
@@ -68,7 +71,7 @@ pub(super) struct SyntaxError {
 }
 
 /// Reads the root value at the start of `text`; what follows it is ignored.
-pub(super) fn read_tree(text: &str) -> Result<Node, SyntaxError> {
+pub(super) fn read_tree(text: &str) -> Result<Node<'_>, SyntaxError> {
     let mut r = Reader { s: text.as_bytes(), pos: 0, depth: 0 };
     r.skip_ws();
     r.value()
@@ -80,7 +83,7 @@ struct Reader<'a> {
     depth: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn err<T>(&self, reason: &'static str) -> Result<T, SyntaxError> {
         Err(SyntaxError { offset: self.pos, reason })
     }
@@ -95,7 +98,7 @@ impl Reader<'_> {
         }
     }
 
-    fn value(&mut self) -> Result<Node, SyntaxError> {
+    fn value(&mut self) -> Result<Node<'a>, SyntaxError> {
         match self.peek() {
             Some(b'{') => self.object(),
             Some(b'[') => self.array(),
@@ -104,7 +107,7 @@ impl Reader<'_> {
     }
 
     #[inline(never)]
-    fn scalar(&mut self) -> Result<Node, SyntaxError> {
+    fn scalar(&mut self) -> Result<Node<'a>, SyntaxError> {
         match self.peek() {
             Some(b'"') => Ok(Node::String(self.string(MAX_STRING_UNITS)?)),
             Some(b't') => self.literal(b"true", Node::Bool(true)),
@@ -116,7 +119,7 @@ impl Reader<'_> {
         }
     }
 
-    fn literal(&mut self, word: &'static [u8], node: Node) -> Result<Node, SyntaxError> {
+    fn literal(&mut self, word: &'static [u8], node: Node<'a>) -> Result<Node<'a>, SyntaxError> {
         if !self.s[self.pos..].starts_with(word) {
             return self.err("unrecognized token");
         }
@@ -170,7 +173,7 @@ impl Reader<'_> {
         true
     }
 
-    fn array(&mut self) -> Result<Node, SyntaxError> {
+    fn array(&mut self) -> Result<Node<'a>, SyntaxError> {
         self.enter()?;
         let mut elems = Vec::new();
         if !self.empty(b']') {
@@ -184,7 +187,7 @@ impl Reader<'_> {
         Ok(Node::Array(elems))
     }
 
-    fn object(&mut self) -> Result<Node, SyntaxError> {
+    fn object(&mut self) -> Result<Node<'a>, SyntaxError> {
         self.enter()?;
         let mut members = Members::default();
         if !self.empty(b'}') {
@@ -202,7 +205,7 @@ impl Reader<'_> {
 
     /// A field name and its `:`.
     #[inline(never)]
-    fn key(&mut self) -> Result<Vec<u8>, SyntaxError> {
+    fn key(&mut self) -> Result<Cow<'a, [u8]>, SyntaxError> {
         if self.peek() != Some(b'"') {
             return self.err("expected a field name");
         }
@@ -216,9 +219,28 @@ impl Reader<'_> {
         Ok(key)
     }
 
-    /// A string literal, decoded; `max_units` is Jackson's limit in UTF-16 units.
-    fn string(&mut self, max_units: usize) -> Result<Vec<u8>, SyntaxError> {
+    /// A string literal, decoded; `max_units` is Jackson's limit in UTF-16 units. Borrowed from
+    /// the text when it has no escape (the usual case: no copy).
+    fn string(&mut self, max_units: usize) -> Result<Cow<'a, [u8]>, SyntaxError> {
         self.pos += 1;
+        let start = self.pos;
+        let s = self.s;
+        let end = s[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|n| start + n);
+        if let Some(end) = end.filter(|&e| s[e] == b'"') {
+            self.pos = end + 1;
+            let run = &s[start..end];
+            // UTF-16 units never outnumber bytes: count them only for a long string.
+            if run.len() > max_units && utf16_units(run) > max_units {
+                return self.err("string or name longer than Jackson allows");
+            }
+            return Ok(Cow::Borrowed(run));
+        }
+        self.escaped_string(max_units).map(Cow::Owned)
+    }
+
+    /// A string with escapes (or unterminated, or holding a control character), from its start.
+    #[inline(never)]
+    fn escaped_string(&mut self, max_units: usize) -> Result<Vec<u8>, SyntaxError> {
         let mut out = Vec::new();
         let mut units = 0usize;
         loop {
@@ -227,8 +249,7 @@ impl Reader<'_> {
                 self.pos += 1;
             }
             let run = &self.s[start..self.pos];
-            // UTF-16 units: one per character, two for the 4-byte ones.
-            units += run.iter().filter(|&&b| b & 0xC0 != 0x80).count() + run.iter().filter(|&&b| b >= 0xF0).count();
+            units += utf16_units(run);
             out.extend_from_slice(run);
             match self.peek() {
                 Some(b'"') => {
@@ -304,7 +325,7 @@ impl Reader<'_> {
         Ok(v)
     }
 
-    fn number(&mut self) -> Result<Node, SyntaxError> {
+    fn number(&mut self) -> Result<Node<'a>, SyntaxError> {
         let start = self.pos;
         let mut digits = 0usize;
         if self.peek() == Some(b'-') {
@@ -373,15 +394,15 @@ impl Reader<'_> {
 /// An object's members as Jackson's `ObjectNode` keeps them: a repeated key (only a `json` column
 /// can have one) keeps its first position and takes the last value.
 #[derive(Default)]
-struct Members {
-    fields: Vec<(Vec<u8>, Node)>,
+struct Members<'a> {
+    fields: Vec<(Cow<'a, [u8]>, Node<'a>)>,
     /// Past a few keys, repeats are found by hashing.
-    index: Option<std::collections::HashMap<Vec<u8>, usize>>,
+    index: Option<std::collections::HashMap<Cow<'a, [u8]>, usize>>,
 }
 
-impl Members {
+impl<'a> Members<'a> {
     #[inline(never)]
-    fn insert(&mut self, key: Vec<u8>, value: Node) {
+    fn insert(&mut self, key: Cow<'a, [u8]>, value: Node<'a>) {
         if self.fields.len() >= 16 && self.index.is_none() {
             self.index = Some(self.fields.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
         }
@@ -399,6 +420,11 @@ impl Members {
             }
         }
     }
+}
+
+/// UTF-16 units of UTF-8 text: one per character, two for the 4-byte ones.
+fn utf16_units(run: &[u8]) -> usize {
+    run.iter().filter(|&&b| b & 0xC0 != 0x80).count() + run.iter().filter(|&&b| b >= 0xF0).count()
 }
 
 /// UTF-8 of a code point; a surrogate gets the same three-byte form (generalised UTF-8).
