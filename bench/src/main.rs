@@ -476,7 +476,7 @@ fn spawn_debezium(root: &Path, cfg: &Path, extra: &[&str], start: Instant) -> an
     Ok((child, rx))
 }
 
-fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
+pub(crate) fn debezium_catch_up(root: &Path, cfg: &Path, events: usize) -> anyhow::Result<Contender> {
     let start = Instant::now();
     let (mut child, rx) = spawn_debezium(root, cfg, &["--progress", "1000"], start)?;
     let pid = child.id();

@@ -3,6 +3,8 @@
 //! - the database's cost of writing them: time, WAL bytes per event, PostgreSQL CPU, and the table's
 //!   and its indexes' size afterwards (the message outbox has none: its events live in the WAL only);
 //! - the relay draining each backlog (events/s, relay CPU), from a slot created just before it;
+//!   unless `--skip-debezium`, Debezium (embedded engine, same connector configuration) too, each
+//!   backlog from a slot of its own created at the same point, on a broker of its own;
 //! - the application's transaction time at a fixed rate (the highest of `--rates`) for each form.
 
 use std::path::Path;
@@ -83,6 +85,23 @@ async fn write(
     })
 }
 
+/// The messages-only connector: the bench's connector with the message publication, no table and
+/// the message transform before the router.
+fn message_config(svc: &env::Services, name: &str, broker: &str, slot: &str) -> anyhow::Result<std::path::PathBuf> {
+    let path = crate::write_config(svc, name, broker, slot)?;
+    let text = std::fs::read_to_string(&path)?
+        .replace(
+            &format!("publication.name={}\npublication.autocreate.mode=disabled\ntable.include.list=public.outbox\n", crate::PUBLICATION),
+            &format!("publication.name={MESSAGE_PUBLICATION}\npublication.autocreate.mode=no_tables\n"),
+        )
+        .replace(
+            "transforms=outbox\n",
+            "transforms=decode,outbox\ntransforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent\n",
+        );
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
 pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
     let mut svc = env::Services::start(root.join("scripts"))?;
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
@@ -98,36 +117,64 @@ pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
     let concurrency = args.concurrency;
 
     // Each slot is created just before its backlog, so each relay drains exactly its own events.
-    sql.execute("SELECT pg_create_logical_replication_slot('bench_table', 'pgoutput')", &[]).await?;
+    let debezium = !args.skip_debezium;
+    let slots = |form: &str| {
+        if debezium {
+            vec![format!("bench_{form}"), format!("bench_dbz_{form}")]
+        } else {
+            vec![format!("bench_{form}")]
+        }
+    };
+    for slot in slots("table") {
+        sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&slot]).await?;
+    }
     eprintln!("writing {} events as outbox rows", args.events);
     let table = write(&sql, svc.pg_port, &shape, args, "table", workload::txn_sql).await?;
-    sql.execute("SELECT pg_create_logical_replication_slot('bench_messages', 'pgoutput')", &[]).await?;
+    for slot in slots("messages") {
+        sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&slot]).await?;
+    }
     eprintln!("writing {} events as logical decoding messages", args.events);
     let messages = write(&sql, svc.pg_port, &shape, args, "messages", message_txn_sql).await?;
 
     let table_cfg = crate::write_config(&svc, "table-outbox", &broker, "bench_table")?;
-    let message_cfg = svc.root.join("message-outbox.properties");
-    let text = std::fs::read_to_string(crate::write_config(&svc, "message-outbox", &broker, "bench_messages")?)?
-        .replace(
-            &format!("publication.name={}\npublication.autocreate.mode=disabled\ntable.include.list=public.outbox\n", crate::PUBLICATION),
-            &format!("publication.name={MESSAGE_PUBLICATION}\npublication.autocreate.mode=no_tables\n"),
-        )
-        .replace(
-            "transforms=outbox\n",
-            "transforms=decode,outbox\ntransforms.decode.type=io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent\n",
-        );
-    std::fs::write(&message_cfg, text)?;
+    let message_cfg = message_config(&svc, "message-outbox", &broker, "bench_messages")?;
     let (table_drain, mut child, _) = drain("table outbox", bin, &table_cfg, table.events).await?;
     crate::stop(&mut child);
     eprintln!("the table outbox drained in {:.2}s", table_drain.seconds);
     let (message_drain, mut child, _) = drain("message outbox", bin, &message_cfg, messages.events).await?;
     crate::stop(&mut child);
     eprintln!("the message outbox drained in {:.2}s", message_drain.seconds);
+    let mut drains = vec![table_drain, message_drain];
+    if debezium {
+        for (relay, form, events) in [
+            ("Debezium, table outbox", "table", table.events),
+            ("Debezium, message outbox", "messages", messages.events),
+        ] {
+            let dbz_broker = svc.broker(&format!("debezium-{form}"))?;
+            crate::create_topics(&dbz_broker, args.partitions, 1).await?;
+            let (name, slot) = (format!("debezium-{form}"), format!("bench_dbz_{form}"));
+            let cfg = match form {
+                "table" => crate::write_config(&svc, &name, &dbz_broker, &slot)?,
+                _ => message_config(&svc, &name, &dbz_broker, &slot)?,
+            };
+            // Its walsender's CPU is not read: the engine stops inside, and the CPU leaves with it.
+            let c = crate::debezium_catch_up(root, &cfg, events)?;
+            svc.stop_broker(&dbz_broker);
+            let relay_cpu = c.usage.as_ref().map_or(0.0, |u| u.cpu_seconds);
+            eprintln!("{relay} drained in {:.2}s", c.drain.as_secs_f64());
+            drains.push(crate::polling::Drain {
+                relay,
+                events,
+                seconds: c.drain.as_secs_f64(),
+                relay_cpu,
+                pg_cpu: None,
+            });
+        }
+    }
     // The steady writes below are not relayed: the slots would hold their WAL.
-    sql.batch_execute(
-        "SELECT pg_drop_replication_slot('bench_table'); SELECT pg_drop_replication_slot('bench_messages')",
-    )
-    .await?;
+    for slot in slots("table").into_iter().chain(slots("messages")) {
+        sql.execute("SELECT pg_drop_replication_slot($1)", &[&slot]).await?;
+    }
 
     let top = args.rates.iter().copied().max().unwrap_or(5000);
     let mut commits = Vec::new();
@@ -163,8 +210,11 @@ pub async fn run(args: &Args, root: &Path, bin: &Path) -> anyhow::Result<()> {
         ));
     }
     out.push_str("\nrelay drain                     events   seconds   events/s   relay CPU s   PostgreSQL CPU s\n");
-    for d in [&table_drain, &message_drain] {
+    for d in &drains {
         out.push_str(&d.row(28));
+    }
+    if debezium {
+        out.push_str("(Debezium: from streaming to its last acknowledged record; its CPU includes the JVM's start)\n");
     }
     out.push_str(&format!(
         "\napplication transaction time at {top} events/s   events/s     p50 ms     p99 ms   p99.9 ms\n"

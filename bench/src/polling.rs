@@ -31,20 +31,21 @@ pub(crate) struct Drain {
     pub events: usize,
     pub seconds: f64,
     pub relay_cpu: f64,
-    pub pg_cpu: f64,
+    /// `None` where it could not be read: an ended walsender's CPU leaves /proc with it.
+    pub pg_cpu: Option<f64>,
 }
 
 impl Drain {
     /// The drain's line of a report table, its label `label` wide.
     pub(crate) fn row(&self, label: usize) -> String {
         format!(
-            "{:<label$} {:>10} {:>9.2} {:>10.0} {:>13.2} {:>18.2}\n",
+            "{:<label$} {:>10} {:>9.2} {:>10.0} {:>13.2} {:>18}\n",
             self.relay,
             self.events,
             self.seconds,
             self.events as f64 / self.seconds,
             self.relay_cpu,
-            self.pg_cpu
+            self.pg_cpu.map_or("-".to_string(), |c| format!("{c:.2}"))
         )
     }
 }
@@ -107,7 +108,7 @@ pub(crate) async fn drain(
         events,
         seconds,
         relay_cpu: procstat::usage(child.id()).cpu_seconds,
-        pg_cpu: postgres_cpu() - pg_before,
+        pg_cpu: Some(postgres_cpu() - pg_before),
     };
     Ok((d, child, addr))
 }
