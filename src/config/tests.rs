@@ -581,6 +581,10 @@ fn config_router_predicate_must_apply_it_to_the_captured_events() {
     ];
     assert_eq!(err_key(&tomb), "transforms.outbox.predicate");
     assert!(with(&[&tomb[..], &["transforms.outbox.negate=true"]].concat()).is_ok());
+    // The include list matches any case: the table's lower-case name counts too.
+    let upper =
+        [&router[..], &["predicates.isOutbox.pattern=dbserver1\\.public\\.outbox", "table.include.list=public.OUTBOX"]];
+    assert!(with(&upper.concat()).is_ok());
     // A pattern in the include list is checked at the first event instead.
     let c =
         with(&[&router[..], &["predicates.isOutbox.pattern=nothing", "table.include.list=public.outbox_.*"]].concat());
