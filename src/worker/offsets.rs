@@ -86,25 +86,30 @@ async fn pending_events(sql: &Client, cfg: &Config, upto: Option<Lsn>) -> Result
     let unreadable = |e: tokio_postgres::Error| {
         failed(format!("cannot read slot {} to count the events it holds: {e}", cfg.slot_name))
     };
-    let row = sql
-        .query_one(
-            "SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, 'proto_version', '1', 'publication_names', $3) WHERE get_byte(data, 0) = 73",
-            &[&cfg.slot_name, &upto, &cfg.publication_name],
-        )
-        .await
-        .map_err(unreadable)?;
-    let rows: i64 = row.get(0);
-    let Some(capture) = &cfg.messages else { return Ok(rows) };
-    // A message's flags, then its LSN, then its prefix: its first bytes are enough to select it.
-    let messages = sql
+    // One peek, grouped in the server: all INSERTs (`I`) fall into a few groups by their relation,
+    // messages (`M`) by their flags and their first bytes after the LSN (the prefix, then content).
+    // The `messages` option only when messages are relayed: servers before 14 do not know it.
+    let messages = if cfg.messages.is_some() { ", 'messages', 'true'" } else { "" };
+    let groups = sql
         .query(
-            "SELECT get_byte(data, 1), substring(data from 11 for 1024) FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') WHERE get_byte(data, 0) = 77",
+            &format!("SELECT get_byte(data, 0), get_byte(data, 1), CASE WHEN get_byte(data, 0) = 77 THEN substring(data from 11 for 1024) END, count(*) FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, 'proto_version', '1', 'publication_names', $3{messages}) WHERE get_byte(data, 0) IN (73, 77) GROUP BY 1, 2, 3"),
             &[&cfg.slot_name, &upto, &cfg.publication_name],
         )
         .await
         .map_err(unreadable)?;
-    let published = messages.iter().filter(|m| message_is_event(capture, m.get(0), m.get(1))).count();
-    Ok(rows + published as i64)
+    let mut events = 0i64;
+    for g in &groups {
+        let (kind, n): (i32, i64) = (g.get(0), g.get(3));
+        let counted = match (&cfg.messages, kind) {
+            (_, 73) => true,
+            (Some(capture), _) => message_is_event(capture, g.get(1), g.get::<_, Option<&[u8]>>(2).unwrap_or_default()),
+            (None, _) => false,
+        };
+        if counted {
+            events += n;
+        }
+    }
+    Ok(events)
 }
 
 /// Whether a message (its flags byte and the bytes from its prefix on) is one the relay publishes.
