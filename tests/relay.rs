@@ -777,6 +777,78 @@ async fn dead_letters_and_heartbeats_commit_in_the_exactly_once_transactions() {
     o.drop_slot().await;
 }
 
+/// Exactly once across a stop inside a large transaction, after the relay idled: while nothing
+/// was in flight, keepalives confirmed the slot up to the server's WAL end, past the last commit the
+/// stream showed (another table kept changing). A large transaction then spans several Kafka
+/// transactions; the relay is stopped after one of them committed (SIGKILL, then SIGTERM, whose
+/// drain commits one more), and restarted. The committed offset names a commit behind the slot and
+/// a position inside the large transaction, which PostgreSQL sends again from its start: only that
+/// offset says which of its events Kafka already holds. A read_committed consumer sees each once.
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_stopped_inside_a_large_transaction_after_idling_duplicates_nothing() {
+    const ROWS: usize = 60_000;
+    const PER_KAFKA_TRANSACTION: usize = 1_000;
+    let o = Outbox::new("eosidle").await;
+    o.create_topics(&["Order"], 1).await;
+    let sql = o.env.sql().await;
+    let other = format!("other_{}", o.table);
+    sql.batch_execute(&format!("CREATE TABLE public.{other} (n int)")).await.unwrap();
+    let cfg = o.config(&[
+        "exactly.once.source.support=enabled",
+        "exactly.once.support=required",
+        &format!("group.id=g{}", o.slot),
+        &format!("offset.storage.topic=offsets_{}", o.slot),
+        "offset.storage.replication.factor=1",
+    ]);
+    let max = PER_KAFKA_TRANSACTION.to_string();
+    let mut relay = Relay::start_streaming_with_env(&cfg, &[], &[("PGOUTBOX_TXN_MAX_EVENTS", max.as_str())]);
+    let topics = vec![o.topic("Order")];
+    let mut expected = 0;
+    for (round, signal) in ["KILL", "TERM"].into_iter().enumerate() {
+        insert_many(&o, "Order", 10).await;
+        expected += 10;
+        assert_eq!(consume(&o.env.broker, &topics, expected, Duration::from_secs(30)).len(), expected);
+        // Idle: only the other table changes, until the slot is confirmed past the last event's
+        // commit (keepalives: nothing of the other table reaches the stream).
+        let after_events = current_wal(&o).await;
+        wait_for_async("an idle confirmation past the last commit", Duration::from_secs(60), || async {
+            o.env.sql().await.batch_execute(&format!("INSERT INTO public.{other} VALUES (1)")).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            o.confirmed_flush().await.and_then(|l| l.parse::<Lsn>().ok()).is_some_and(|l| l > after_events)
+        })
+        .await;
+        insert_many(&o, "Order", ROWS).await;
+        // Stopped once the first Kafka transaction inside the large one is visible.
+        let visible = consume(&o.env.broker, &topics, expected + PER_KAFKA_TRANSACTION, Duration::from_secs(60)).len();
+        if signal == "KILL" {
+            relay.kill9();
+        } else {
+            assert_eq!(relay.stop_with(signal).code(), Some(0), "log:\n{}", relay.log_text());
+        }
+        let before_restart = consume_until_idle(&o.env.broker, &topics, Duration::from_secs(1)).len();
+        assert!(
+            visible >= expected + PER_KAFKA_TRANSACTION && before_restart < expected + ROWS,
+            "round {round}: stopped inside the large transaction ({before_restart} of {} visible)",
+            expected + ROWS
+        );
+        expected += ROWS;
+        relay.restart();
+        relay.wait_for_log("streaming", Duration::from_secs(60));
+        consume(&o.env.broker, &topics, expected, Duration::from_secs(120));
+        let records = consume_until_idle(&o.env.broker, &topics, Duration::from_secs(2));
+        let ids = by_id(&records);
+        println!(
+            "exactly_once_stopped_inside_a_large_transaction_after_idling_duplicates_nothing: SIG{signal}: {before_restart} of {expected} visible at the stop, {} records after the restart, {} duplicates",
+            records.len(),
+            records.len() - ids.len()
+        );
+        assert_eq!(ids.len(), expected, "every event; log:\n{}", relay.log_text());
+        assert_eq!(records.len(), expected, "each event once at read_committed after SIG{signal}");
+    }
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
 /// Exactly once does not cover the initial snapshot (docs/guarantees.md): a snapshot interrupted
 /// before the slot exists is taken again from the start. Measured here: what it duplicates is exactly
 /// what reached the broker before the interruption, once more, and nothing is missing; the stream

@@ -67,9 +67,24 @@ pub struct Resume(pub Position);
 
 impl Resume {
     /// Whether it says more than a slot confirmed up to `slot`: whole transactions past it, or how
-    /// far into the transaction after it.
+    /// far into a transaction the slot has not passed.
+    ///
+    /// A position inside a transaction says more even when its last commit is behind the slot.
+    /// While nothing is in flight, an idle keepalive confirms the server's WAL end X, past the last
+    /// commit C (the stream showed nothing after C: other tables' transactions are not sent). A
+    /// transaction T that was already writing then commits after X; a Kafka transaction that ends
+    /// inside T records `{C, T, changes up to L}`. After a restart the slot is at X > C and
+    /// PostgreSQL sends T again from its start: only the record says which of its changes Kafka
+    /// already holds. Had the slot passed T's commit instead (T's last changes made no events), T is
+    /// not sent again and the record's position inside it skips nothing.
     pub fn beyond(&self, slot: Lsn) -> bool {
-        self.0.commit > slot || (self.0.commit == slot && self.0.partial.is_some())
+        self.0.commit > slot || self.0.partial.is_some()
+    }
+
+    /// The same resume point for a stream that starts at the slot's position `slot`: every commit
+    /// before the slot is published too.
+    pub fn from_slot(self, slot: Lsn) -> Resume {
+        Resume(Position { commit: self.0.commit.max(slot), partial: self.0.partial })
     }
 
     /// A transaction whose commit record (Begin's final LSN) starts before `commit`, the end of
@@ -140,7 +155,7 @@ impl Checkpoint {
         let mut c = Self::new(start);
         c.committed_below = Some(0);
         if let Some(r) = resume.filter(|r| r.beyond(start)) {
-            c.position = r.0;
+            c.position = r.from_slot(start).0;
         }
         c
     }
@@ -570,5 +585,37 @@ mod tests {
         assert_eq!(c.position(), Position { commit: l(500), partial: None });
         let same = Position { commit: l(500), partial: partial(9, 510, 1) };
         assert_eq!(Checkpoint::transactional(l(500), Some(Resume(same))).position(), same);
+    }
+
+    /// Idle, the slot was confirmed to the server's WAL end, past the last commit the stream
+    /// showed; a Kafka transaction then ended inside a large transaction that was already being
+    /// written. Its record names a commit behind the slot, and it still says which of the large
+    /// transaction's changes are published: dropping it would publish them twice.
+    #[test]
+    fn resume_inside_a_transaction_survives_an_idle_confirmation_past_its_last_commit() {
+        // Events up to the commit at 100; idle keepalives confirmed the WAL end, 400.
+        let mut c = Checkpoint::transactional(l(100), None);
+        let a = c.event_sent();
+        c.commit(l(100), 0);
+        c.acked(a);
+        c.kafka_committed(1);
+        c.idle_wal_end(l(400));
+        assert_eq!(c.confirmed(), l(400));
+        // T (xid 7), whose first change is at 300 and whose commit comes after 400: a Kafka
+        // transaction commits after its change at 350.
+        c.event_sent();
+        c.progress(7, l(350), 1);
+        let recorded = c.position();
+        assert_eq!(recorded, Position { commit: l(100), partial: partial(7, 350, 1) });
+        // Restarted: the slot is at 400, and PostgreSQL sends T again from 300.
+        let resume = Resume(recorded);
+        assert!(resume.beyond(l(400)), "the record says how far into T the published events go");
+        let resumed = Checkpoint::transactional(l(400), Some(resume));
+        assert_eq!(resumed.position(), Position { commit: l(400), partial: partial(7, 350, 1) });
+        assert!(resume.skips_change(7, l(300), 1) && resume.skips_change(7, l(350), 1));
+        assert!(!resume.skips_change(7, l(360), 1));
+        assert!(!resume.from_slot(l(400)).skips_transaction(l(400)), "T's commit record is after the slot");
+        // A record with no position inside a transaction says nothing a slot past it does not.
+        assert!(!Resume(Position { commit: l(100), partial: None }).beyond(l(400)));
     }
 }
