@@ -185,17 +185,18 @@ impl Sink {
                 // 3. More work from the reader; `None` when it stopped.
                 batch = rx.recv() => match batch {
                     Some(items) => {
-                        if !self.produce(items, stop).await? {
+                        // `poll`: a transaction ends once the reader has nothing more ready.
+                        if !self.produce(items, stop).await? || !self.end_transaction_if(rx.is_empty()).await? {
                             return Ok(());
                         }
-                        // `poll`: a transaction ends once the reader has nothing more ready.
-                        self.end_transaction_if(rx.is_empty()).await?;
                     }
                     None => return Ok(()),
                 },
                 // 4. A transaction due without more input (`interval`, or its age).
                 _ = sleep_until(self.txn.as_ref().and_then(|t| t.state.deadline())) => {
-                    self.end_transaction_if(rx.is_empty()).await?;
+                    if !self.end_transaction_if(rx.is_empty()).await? {
+                        return Ok(());
+                    }
                 }
             }
             self.publish();
@@ -203,11 +204,12 @@ impl Sink {
     }
 
     /// Exactly once: ends the open Kafka transaction if `transaction.boundary` (or its size) says
-    /// so here; `drained` is whether the reader has nothing more ready.
-    async fn end_transaction_if(&mut self, drained: bool) -> Result<(), RelayError> {
+    /// so here; `drained` is whether the reader has nothing more ready. `false` when a stop came
+    /// while it committed (see [`Sink::commit_transaction`]): the sink must take no more work.
+    async fn end_transaction_if(&mut self, drained: bool) -> Result<bool, RelayError> {
         match &self.txn {
             Some(t) if t.state.ends(drained, Instant::now()).is_some() => self.commit_transaction(None).await,
-            _ => Ok(()),
+            _ => Ok(true),
         }
     }
 
@@ -216,11 +218,15 @@ impl Sink {
     /// the session: the next one resumes after the last committed offset.
     /// `within` bounds the commit (a stop's drain); otherwise `transaction.timeout.ms` does, with
     /// a few retries of a commit that timed out.
-    async fn commit_transaction(&mut self, within: Option<Duration>) -> Result<(), RelayError> {
+    ///
+    /// `false` when a stop came while the commit waited: the commit is left running, and nothing
+    /// more may be handed to the producer (beginning the next transaction before this one ended
+    /// fails, and would end the stop with an error instead of cleanly).
+    async fn commit_transaction(&mut self, within: Option<Duration>) -> Result<bool, RelayError> {
         if !self.letters_due.is_empty() && !self.send_letters(&CancellationToken::new()).await? {
             return Err(kafka::Error::transient("sending dead letters", "stopped").into());
         }
-        let Some(t) = &self.txn else { return Ok(()) };
+        let Some(t) = &self.txn else { return Ok(true) };
         let position = self.checkpoint.position();
         let offset = kafka::offsets::SourceOffset {
             slot: Some(t.slot.clone()),
@@ -280,7 +286,7 @@ impl Sink {
                         t.state.ended();
                     }
                     tracing::warn!(transactional_id = %id, "stopping while a Kafka transaction commits; its events are published again on restart unless the commit completes");
-                    return Ok(());
+                    return Ok(false);
                 }
                 _ = tick.tick() => self.watch_progress(false),
             }
@@ -297,7 +303,7 @@ impl Sink {
         self.checkpoint.kafka_committed(below);
         self.metrics.kafka_transactions.fetch_add(1, Ordering::Relaxed);
         self.publish();
-        Ok(())
+        Ok(true)
     }
 
     /// Waits (bounded) for the outstanding acknowledgements, so the final position covers them.
@@ -357,7 +363,7 @@ impl Sink {
     async fn end_open_transaction(&mut self, within: Duration) -> Result<(), RelayError> {
         let Some(t) = &self.txn else { return Ok(()) };
         if t.state.ends(true, Instant::now()).is_some() || t.state.at_point() {
-            return self.commit_transaction(Some(within)).await;
+            return self.commit_transaction(Some(within)).await.map(|_| ());
         }
         let (producer, timeout) = (self.producer.clone(), within);
         let _ = tokio::task::spawn_blocking(move || producer.abort_transaction(timeout)).await;
@@ -603,7 +609,9 @@ impl Sink {
                     self.checkpoint.commit(end_lsn, commit_time);
                     if let Some(t) = &mut self.txn {
                         t.state.commit();
-                        self.end_transaction_if(false).await?;
+                        if !self.end_transaction_if(false).await? {
+                            return Ok(false);
+                        }
                     }
                 }
                 Item::Progress(partial) => {
@@ -612,7 +620,9 @@ impl Sink {
                     }
                     if let Some(t) = &mut self.txn {
                         t.state.point(partial.is_none());
-                        self.end_transaction_if(false).await?;
+                        if !self.end_transaction_if(false).await? {
+                            return Ok(false);
+                        }
                     }
                 }
                 Item::IdleWalEnd(end) => self.checkpoint.idle_wal_end(end),
