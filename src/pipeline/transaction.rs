@@ -120,11 +120,17 @@ impl Transactions {
         due.then_some(End::Boundary)
     }
 
-    /// When the open transaction is due without more input (`interval`, and the age bound).
+    /// When the open transaction is due without more input (`interval`, and the age bound); `None`
+    /// when no deadline could end it. Only a point can end a transaction, and inside a PostgreSQL
+    /// transaction only the age bound does: a deadline that passed there (`interval`) would wake
+    /// the sink at once, again and again, until the commit arrived.
     pub fn deadline(&self) -> Option<Instant> {
         let began = self.began?;
+        if !self.at_point {
+            return None;
+        }
         Some(match self.boundary {
-            Boundary::Interval(every) => began + every.min(self.max_age),
+            Boundary::Interval(every) if self.at_commit => began + every.min(self.max_age),
             _ => began + self.max_age,
         })
     }
@@ -179,6 +185,24 @@ mod tests {
         t.event(1, now);
         t.commit();
         assert_eq!(t.ends(false, now), Some(End::Boundary));
+    }
+
+    /// Inside a PostgreSQL transaction an interval that has passed ends nothing, so it is no
+    /// deadline: the sink would wake on it without pause until the commit (a busy loop).
+    #[test]
+    fn a_passed_interval_is_no_deadline_inside_a_postgres_transaction() {
+        let now = Instant::now();
+        let mut t = txns(Boundary::Interval(Duration::from_secs(1)));
+        t.event(1, now);
+        assert_eq!(t.deadline(), None, "an event without its position: no point to end at");
+        t.point(false);
+        let later = now + Duration::from_secs(2);
+        assert_eq!(t.ends(false, later), None);
+        let due = t.deadline().expect("the age bound still ends it");
+        assert!(due > later, "a deadline that has passed but ends nothing: {due:?} <= {later:?}");
+        assert_eq!(t.ends(false, due), Some(End::Size));
+        t.commit();
+        assert_eq!(t.deadline(), Some(now + Duration::from_secs(1)), "at a commit the interval is the deadline");
     }
 
     /// A large PostgreSQL transaction is split at event positions, whatever the boundary.
