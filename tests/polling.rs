@@ -532,3 +532,113 @@ async fn polling_relay_killed_while_publishing_or_marking_loses_nothing() {
         }
     }
 }
+
+/// Rows whose aggregate id is NULL (a null key, as the log-tailing relay publishes them) with
+/// several aggregate partitions and two instances: `hashtext(NULL)` is NULL, so such rows belong to
+/// partition 0 like any other key hashed there; every one is published and marked, in seq order.
+#[tokio::test(flavor = "multi_thread")]
+async fn partitioned_pollers_publish_rows_with_a_null_aggregate_id_in_order() {
+    let o = polled_outbox("poll_nullkey").await;
+    o.create_topics(&["order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} ALTER COLUMN aggregateid DROP NOT NULL", o.table)).await.unwrap();
+    let null_row = |n: usize| {
+        format!(
+            "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), '{}', NULL, 'Created', '{{\"n\":{n}}}')",
+            o.table,
+            o.agg("order")
+        )
+    };
+    for i in 0..24 {
+        let insert = if i % 2 == 0 { null_row(i) } else { o.insert_sql("order", &format!("agg-{}", i % 5), None) };
+        sql.batch_execute(&insert).await.unwrap();
+    }
+    let config = polling_config(
+        &o,
+        &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=4", "max.batch.size=3"],
+    );
+    let mut a = start_polling(&config, &[]);
+    let mut b = start_polling(&config, &[]);
+    wait_for_async("every row marked, NULL aggregate ids included", Duration::from_secs(30), || async {
+        unpublished(&o).await == 0
+    })
+    .await;
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(2));
+    a.stop();
+    b.stop();
+    assert_eq!(by_id(&records).len(), 24, "every row published");
+    // The rows without an aggregate id (their record keys are the key converter's null).
+    let seq_of: HashMap<String, i64> = sql
+        .query(&format!("SELECT id::text, seq FROM public.{} WHERE aggregateid IS NULL", o.table), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut sorted: Vec<&ConsumedRecord> = records.iter().collect();
+    sorted.sort_by_key(|r| r.offset);
+    let mut seen = std::collections::HashSet::new();
+    let null_seqs: Vec<i64> = sorted
+        .iter()
+        .map(|r| id_of(r))
+        .filter(|id| seq_of.contains_key(id) && seen.insert(id.clone()))
+        .map(|id| seq_of[&id])
+        .collect();
+    assert_eq!(null_seqs.len(), 12, "every row without an aggregate id");
+    assert!(null_seqs.windows(2).all(|w| w[0] < w[1]), "NULL aggregate ids out of order: {null_seqs:?}");
+}
+
+/// A `published_at` of a type the relay cannot mark with a time is refused at start, by the relay
+/// (before it publishes anything, so a supervised restart does not publish the same batch again)
+/// and by `check`, naming the column, its type and the `ALTER TABLE` that fixes it; `timestamp`
+/// (without time zone) is accepted.
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_relay_refuses_a_published_column_that_is_not_a_timestamp() {
+    let o = Outbox::new("poll_pubtype").await;
+    o.create_topics(&["order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} ADD COLUMN published_at bigint", o.table)).await.unwrap();
+    for i in 0..3 {
+        sql.batch_execute(&o.insert_sql("order", &format!("a{i}"), None)).await.unwrap();
+    }
+    let config = polling_config(&o, &[]);
+    let path = write_config(&config);
+    for (ty, shown) in [("bigint", "bigint"), ("boolean", "boolean"), ("text", "text"), ("date", "date")] {
+        sql.batch_execute(&format!(
+            "ALTER TABLE public.{t} DROP COLUMN published_at; ALTER TABLE public.{t} ADD COLUMN published_at {ty}",
+            t = o.table
+        ))
+        .await
+        .unwrap();
+        let (code, out) = pgoutbox(&["check", "--config", path.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{ty}: {out}");
+        assert!(
+            out.contains(&format!("`published_at` of \"public\".\"{}\" is of type {shown}", o.table))
+                && out.contains("ALTER COLUMN \"published_at\" TYPE timestamptz"),
+            "{ty}: {out}"
+        );
+    }
+    sql.batch_execute(&format!(
+        "ALTER TABLE public.{t} DROP COLUMN published_at; ALTER TABLE public.{t} ADD COLUMN published_at bigint",
+        t = o.table
+    ))
+    .await
+    .unwrap();
+    let mut relay = Relay::start_with_env(&config, &[], &[]);
+    let status = relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("the relay kept running: {}", relay.log_text()));
+    assert!(!status.success());
+    let log = relay.log_text();
+    assert!(log.contains("is of type bigint") && log.contains("TYPE timestamptz"), "{log}");
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(2));
+    assert!(records.is_empty(), "published {} records before finding out it cannot mark them", records.len());
+
+    sql.batch_execute(&format!(
+        "ALTER TABLE public.{t} DROP COLUMN published_at; ALTER TABLE public.{t} ADD COLUMN published_at timestamp",
+        t = o.table
+    ))
+    .await
+    .unwrap();
+    let mut relay = start_polling(&config, &[]);
+    wait_for_async("all marked", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
+    relay.stop();
+}

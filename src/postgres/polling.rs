@@ -98,7 +98,10 @@ impl PolledTable {
                     quote_ident(&c.name)
                 )))
             }
-            Some(c) => quote_ident(&c.name),
+            Some(c) => {
+                check_published_type(sql, &qualified, &c.name).await?;
+                quote_ident(&c.name)
+            }
         };
         let index_column = quote_ident(cfg.order_column.as_deref().unwrap_or(id_column));
         let order = match &cfg.order_column {
@@ -220,9 +223,45 @@ impl PolledTable {
     }
 }
 
-/// The partition of an aggregate: its key's hash (the server's `hashtext`) modulo `partitions`.
+/// Refuses a published column that cannot hold the time a row was published: the mark
+/// (`SET published = clock_timestamp()`) would fail only after the first batch was published, and
+/// every restart would publish that batch again. `timestamptz` and `timestamp` (or a domain over
+/// either) hold it; a `date` or a `text` would take it through a cast, but lose the time (pruning
+/// compares it with a retention) or sort as text, so they are refused too.
+async fn check_published_type(sql: &Client, qualified: &str, column: &str) -> Result<(), SetupFailure> {
+    let row = sql
+        .query_one(
+            "SELECT format_type(a.atttypid, a.atttypmod), CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END \
+             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = $1::text::regclass AND a.attname = $2",
+            &[&qualified, &column],
+        )
+        .await?;
+    let (shown, base): (String, u32) = (row.get(0), row.get(1));
+    if TIME_TYPES.contains(&base) {
+        return Ok(());
+    }
+    Err(unpollable(published_type_error(qualified, column, &shown)))
+}
+
+/// `timestamp`, `timestamptz`.
+const TIME_TYPES: [u32; 2] = [1114, 1184];
+
+fn published_type_error(qualified: &str, column: &str, shown: &str) -> String {
+    let q = quote_ident(column);
+    format!(
+        "column `{column}` of {qualified} is of type {shown}, but the polling relay records there the time it published each row; \
+         make it a timestamptz, keeping which rows are published: ALTER TABLE {qualified} ALTER COLUMN {q} TYPE timestamptz \
+         USING CASE WHEN {q} IS NULL THEN NULL ELSE now() END (or name a timestamptz column in pgoutbox.polling.published.column)"
+    )
+}
+
+/// The partition of an aggregate: its key's hash (the server's `hashtext`) modulo `partitions`. A
+/// NULL aggregate id hashes to NULL, which no partition would match (its rows were never read): it
+/// belongs to partition 0, read by one instance at a time like any other key, so the rows without an
+/// aggregate keep the order column's order among themselves. The only place the expression is
+/// built: the poll's filter is the only statement that partitions rows.
 fn partition_of(key_column: &str, partitions: i32) -> String {
-    format!("((hashtext(o.{}::text) & 2147483647) % {partitions})", quote_ident(key_column))
+    format!("COALESCE((hashtext(o.{}::text) & 2147483647) % {partitions}, 0)", quote_ident(key_column))
 }
 
 fn unpollable(message: String) -> SetupFailure {
