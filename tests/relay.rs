@@ -849,6 +849,59 @@ async fn exactly_once_stopped_inside_a_large_transaction_after_idling_duplicates
     o.drop_slot().await;
 }
 
+/// Under exactly once the committed offsets say which of the slot's transactions Kafka holds. An
+/// offsets topic deleted while the relay was stopped is not "nothing recorded": resuming from the
+/// slot would publish those transactions again, so the relay stops (exit 8) naming the topic. The
+/// way out its message names (one start without exactly once records the slot's position) works.
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_offsets_topic_deleted_stops_naming_it() {
+    let o = Outbox::new("eosnotopic").await;
+    o.create_topics(&["Order"], 1).await;
+    let offsets = format!("offsets_{}", o.slot);
+    let eos = [
+        "exactly.once.source.support=enabled",
+        "exactly.once.support=required",
+        &format!("group.id=g{}", o.slot),
+        &format!("offset.storage.topic={offsets}"),
+        "offset.storage.replication.factor=1",
+    ];
+    let mut relay = Relay::start_streaming(&o.config(&eos));
+    let sql = o.env.sql().await;
+    sql.batch_execute(&o.insert_sql("Order", "a", Some("{}"))).await.unwrap();
+    let topics = vec![o.topic("Order")];
+    assert_eq!(consume(&o.env.broker, &topics, 1, Duration::from_secs(30)).len(), 1);
+    assert_eq!(relay.stop().code(), Some(0));
+    delete_topic(&o.env.broker, &offsets).await;
+    relay.restart();
+    let status = relay.wait(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert_eq!(status.and_then(|s| s.code()), Some(8), "stops, exit 8; log:\n{log}");
+    assert!(
+        log.contains(&format!("offsets topic `{offsets}` does not exist, but replication slot `{}` does", o.slot))
+            && log.contains("exactly.once.source.support=disabled"),
+        "names the topic and the way out; log:\n{log}"
+    );
+    // The way out: one start without exactly once records the slot's position, then exactly once
+    // resumes from it.
+    let mut once = Relay::start_streaming(&o.config(&eos[2..]));
+    assert_eq!(once.stop().code(), Some(0));
+    let mut relay = Relay::start_streaming(&o.config(&eos));
+    sql.batch_execute(&o.insert_sql("Order", "b", Some("{}"))).await.unwrap();
+    assert_eq!(consume(&o.env.broker, &topics, 2, Duration::from_secs(30)).len(), 2, "{}", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
+async fn delete_topic(broker: &str, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().expect("admin client");
+    let results = admin.delete_topics(&[topic], &AdminOptions::new()).await.expect("delete topic");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    wait_for("the topic gone", Duration::from_secs(20), || topic_partitions(broker, topic) == 0);
+}
+
 /// Exactly once does not cover the initial snapshot (docs/guarantees.md): a snapshot interrupted
 /// before the slot exists is taken again from the start. Measured here: what it duplicates is exactly
 /// what reached the broker before the interruption, once more, and nothing is missing; the stream

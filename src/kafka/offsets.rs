@@ -35,6 +35,11 @@ pub use crate::config::DEFAULT_OFFSET_TOPIC as DEFAULT_TOPIC;
 /// How long a read of the offsets topic to its end may take; past it the read is an error (never
 /// "nothing recorded": that would recreate a lost slot past committed events without a word).
 const READ_DEADLINE: Duration = Duration::from_secs(30);
+/// How often, and how far apart, a topic that metadata says does not exist is asked for again
+/// before that is believed: a broker that just started (or lost its controller) answers from a stale
+/// metadata cache for a moment, and "no topic" must not be read as "nothing recorded".
+const MISSING_CONFIRMATIONS: u32 = 3;
+const MISSING_RECHECK: Duration = Duration::from_millis(500);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the relay remembers of its slot: Debezium's offset map for the PostgreSQL connector.
@@ -195,8 +200,16 @@ impl OffsetStore {
         for t in md.topics() {
             match t.error().map(rdkafka::types::RDKafkaErrorCode::from) {
                 None => {}
-                // The topic does not exist yet: nothing was ever recorded.
-                Some(rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition) => return Ok(None),
+                // The topic does not exist (asked again, so that stale metadata is not taken for
+                // it): nothing was ever recorded, or the topic was deleted. The session tells the
+                // two apart where it matters (a slot that exists under exactly once).
+                Some(code @ rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition) => {
+                    if !self.exists_blocking(&consumer)? {
+                        return Ok(None);
+                    }
+                    // It exists after all: the metadata was stale; the caller tries again.
+                    return Err(OffsetError::Metadata { topic: self.topic.clone(), code });
+                }
                 // Anything else is an error, never "nothing recorded".
                 Some(code) => return Err(OffsetError::Metadata { topic: self.topic.clone(), code }),
             }
@@ -240,6 +253,41 @@ impl OffsetStore {
                 return Ok(found);
             }
         }
+    }
+
+    /// Whether the topic exists. A metadata answer that it does not is asked again a few times
+    /// before it is believed (a stale broker cache says so for a moment after a restart).
+    pub async fn exists(&self) -> Result<bool, OffsetError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let consumer: BaseConsumer<QuietEof> = client_config(&store.kafka)
+                .set("group.id", "pgoutbox-offsets-reader")
+                .set("allow.auto.create.topics", "false")
+                .create_with_context(QuietEof)
+                .map_err(|source| OffsetError::Kafka { topic: store.topic.clone(), source })?;
+            store.exists_blocking(&consumer)
+        })
+        .await
+        .unwrap_or_else(|_| Err(OffsetError::Timeout { topic: self.topic.clone() }))
+    }
+
+    fn exists_blocking(&self, consumer: &BaseConsumer<QuietEof>) -> Result<bool, OffsetError> {
+        use rdkafka::types::RDKafkaErrorCode as C;
+        for attempt in 0..MISSING_CONFIRMATIONS {
+            if attempt > 0 {
+                std::thread::sleep(MISSING_RECHECK);
+            }
+            let md = consumer
+                .fetch_metadata(Some(&self.topic), Duration::from_secs(10))
+                .map_err(|source| OffsetError::Kafka { topic: self.topic.clone(), source })?;
+            let Some(t) = md.topics().iter().find(|t| t.name() == self.topic) else { continue };
+            match t.error().map(C::from) {
+                None if !t.partitions().is_empty() => return Ok(true),
+                None | Some(C::UnknownTopicOrPartition) => {}
+                Some(code) => return Err(OffsetError::Metadata { topic: self.topic.clone(), code }),
+            }
+        }
+        Ok(false)
     }
 
     /// The newest record, when it speaks for `slot`: one naming another slot was written for a slot

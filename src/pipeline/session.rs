@@ -324,6 +324,9 @@ async fn start(
     if existing.is_none() {
         check_not_lost(cfg, state, &offsets).await?;
     }
+    if cfg.exactly_once.is_some() {
+        offsets_kept(cfg, &offsets, existing.is_some()).await?;
+    }
     let snapshot_wanted = match cfg.snapshot_mode {
         SnapshotMode::NoData => false,
         SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
@@ -547,6 +550,21 @@ fn slot_lost(cfg: &Config, offsets: &OffsetStore, recorded: &SourceOffset) -> Re
             topic: offsets.topic().to_string(),
         }),
     }
+}
+
+/// Exactly once: the committed offsets are what say which of the slot's transactions Kafka holds.
+/// A slot that exists without its offsets topic lost them (the topic was deleted, or
+/// `offset.storage.topic` changed): resuming from the slot would publish again what it holds.
+/// For a slot still to be created, the topic is created first, so that a slot never exists
+/// without it (a crash between the two would otherwise look like that loss).
+async fn offsets_kept(cfg: &Config, offsets: &OffsetStore, slot_exists: bool) -> Result<(), RelayError> {
+    if !slot_exists {
+        return offsets.ensure_topic().await.map_err(|e| offset_error(e, offsets));
+    }
+    if offsets.exists().await.map_err(|e| offset_error(e, offsets))? {
+        return Ok(());
+    }
+    Err(RelayError::OffsetsLost { slot: cfg.slot_name.clone(), topic: offsets.topic().to_string() })
 }
 
 /// Remembers, before streaming, that this connector streams from the slot (see `kafka::offsets`).
