@@ -642,3 +642,94 @@ async fn polling_relay_refuses_a_published_column_that_is_not_a_timestamp() {
     wait_for_async("all marked", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
     relay.stop();
 }
+
+/// A record larger than the producer's `max.request.size`, with `errors.tolerance=none`: the rows
+/// before it are published and marked, the relay stops naming the event, its size and the fix, and
+/// each restart (a supervisor's) stops at it again without publishing those rows a second time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_too_large_stops_the_polling_relay_after_marking_the_rows_before_it() {
+    let o = polled_outbox("poll_toolarge").await;
+    o.create_topics(&["order"], 1).await;
+    let sql = o.env.sql().await;
+    for i in 0..5 {
+        sql.batch_execute(&o.insert_sql("order", &format!("before-{i}"), None)).await.unwrap();
+    }
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(8000));
+    sql.batch_execute(&o.insert_sql("order", "big", Some(&big))).await.unwrap();
+    for i in 0..3 {
+        sql.batch_execute(&o.insert_sql("order", &format!("after-{i}"), None)).await.unwrap();
+    }
+    let big_id = o.rows().await.into_iter().find(|r| r.aggregateid == "big").unwrap().id;
+    let config = polling_config(
+        &o,
+        &["pgoutbox.polling.order.column=seq", "producer.override.max.request.size=4096", "task.shutdown.graceful.timeout.ms=2000"],
+    );
+    let mut relay = Relay::start_with_env(&config, &[], &[]);
+    for run in 0..3 {
+        if run > 0 {
+            relay.restart();
+        }
+        let status = relay
+            .wait(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("run {run}: the relay kept running: {}", relay.log_text()));
+        assert!(!status.success(), "run {run}");
+    }
+    let log = relay.log_text();
+    assert!(log.contains(&big_id) && log.contains("max.request.size") && log.contains("bytes"), "{log}");
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(3));
+    let rows = o.rows().await;
+    let by = by_id(&records);
+    for r in &rows {
+        let copies = by.get(&r.id).map_or(0, Vec::len);
+        if r.aggregateid.starts_with("before-") {
+            assert_eq!(copies, 1, "{} published {copies} times over three runs", r.aggregateid);
+        } else {
+            assert_eq!(copies, 0, "{} published past the refused record", r.aggregateid);
+        }
+    }
+    assert_eq!(o.count_where("published_at IS NOT NULL AND aggregateid LIKE 'before-%'").await, 5, "the rows before it marked");
+    assert_eq!(unpublished(&o).await, 4, "the refused row and the rows after it stay unpublished");
+}
+
+/// Instances that would break each other's order refuse to start beside a running one, naming the
+/// difference: `ordering=none` beside `per_aggregate`, another partition count, another set of
+/// tables (another lock namespace). The running instance goes on; a matching one joins.
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_instances_that_disagree_refuse_to_start() {
+    let o = polled_outbox("poll_disagree").await;
+    o.create_topics(&["order"], 1).await;
+    let other = format!("{}_other", o.table);
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!(
+        "CREATE TABLE public.{other} (LIKE public.{} INCLUDING ALL)",
+        o.table
+    ))
+    .await
+    .unwrap();
+    let base = ["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=4"];
+    let mut first = start_polling(&polling_config(&o, &base), &[]);
+    let two_tables = polling_config(&o, &base).replace(
+        &format!("table.include.list=public.{}", o.table),
+        &format!("table.include.list=public.{},public.{other}", o.table),
+    );
+    let cases = [
+        (polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.ordering=none"]), "pgoutbox.polling.ordering"),
+        (polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=2"]), "pgoutbox.polling.partitions"),
+        (two_tables, "table.include.list"),
+    ];
+    for (config, named) in cases {
+        let mut late = Relay::start_with_env(&config, &[], &[]);
+        let status = late
+            .wait(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("{named}: a disagreeing instance kept running: {}", late.log_text()));
+        assert!(!status.success(), "{named}");
+        let log = late.log_text();
+        assert!(log.contains(named) && log.contains("another instance"), "{named}: {log}");
+    }
+    let mut same = start_polling(&polling_config(&o, &base), &[]);
+    sql.batch_execute(&o.insert_sql("order", "a", None)).await.unwrap();
+    wait_for_async("published", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
+    assert!(!first.log_text().contains("another instance"), "{}", first.log_text());
+    same.stop();
+    first.stop();
+}

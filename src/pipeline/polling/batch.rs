@@ -7,6 +7,13 @@
 //! (of this or another instance) publishes them again: a duplicate, never a gap. Each poll starts
 //! from the oldest unpublished row, never from the last one seen, so a row whose transaction
 //! committed late (after rows with greater ids were published) is published at the next poll.
+//!
+//! A row that stops the relay (a record the producer would refuse as too large, or one the router
+//! cannot build, with `errors.tolerance=none`) ends its batch before it: the rows before it are
+//! published, acknowledged, marked and committed as any batch, and only then does the relay stop,
+//! naming the row. Were the whole batch rolled back, every restart would publish those rows again
+//! and stop at the same row. The refused row and the rows after it stay unpublished, so the marks
+//! still cover exactly an acknowledged prefix of the batch, in order.
 
 use futures_util::TryStreamExt;
 use tokio::sync::{mpsc, oneshot};
@@ -38,6 +45,15 @@ pub struct Batch<'a> {
     /// `PGOUTBOX_POLLING_HOLD_MARK_MS` (tests only): how long to wait between the acknowledgement of
     /// a batch and its marking, to crash the relay there.
     pub hold_mark: std::time::Duration,
+    /// The producer's record size limit, when a record above it stops the relay.
+    pub limit: Option<super::limits::RecordLimit>,
+}
+
+/// What a batch did: the rows it read, published and marked, and the error that stops the relay
+/// once they are committed (a row it could not publish; it and the rows after it were not read).
+struct Published {
+    rows: usize,
+    stop: Option<RelayError>,
 }
 
 impl Batch<'_> {
@@ -53,7 +69,9 @@ impl Batch<'_> {
         let result = self.publish(table, plan, partitions, limit).await;
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
         match (result, step(async { self.sql.batch_execute(end).await.map_err(PgError::Sql) }).await) {
-            (Ok(n), Ok(())) => Ok(n),
+            (Ok(Published { rows, stop: None }), Ok(())) => Ok(rows),
+            // Committed: the rows before the one that stops the relay are marked.
+            (Ok(Published { stop: Some(e), .. }), Ok(())) => Err(e),
             (Err(e), _) | (Ok(_), Err(e)) => Err(e),
         }
     }
@@ -64,43 +82,39 @@ impl Batch<'_> {
         plan: &RoutePlan,
         partitions: &[i32],
         limit: i64,
-    ) -> Result<usize, RelayError> {
+    ) -> Result<Published, RelayError> {
         let began = std::time::Instant::now();
-        let rows = step(table.fetch(self.sql, partitions, limit)).await?;
-        futures_util::pin_mut!(rows);
         // What to mark once acknowledged: only the rows' identities are kept, the records go on to
         // the sink as they are routed, in chunks (so a batch of large rows is never all in memory).
         let mut read: Vec<(String, String)> = Vec::new();
         let mut items = Vec::with_capacity(CHUNK);
-        let mut bytes = 0;
-        while let Some(row) = step(rows.try_next()).await? {
-            if read.is_empty() && !self.hold.is_zero() {
-                tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
-                tokio::time::sleep(self.hold).await;
-            }
-            let record = match self.router.route(plan, &row.tuple, crate::pipeline::now_ms()) {
-                Ok(record) => record,
-                Err(e) => {
-                    let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
-                    let letter =
-                        crate::pipeline::tolerate_route_error(self.cfg, &table.qualified(), &names, &row.tuple, e)?;
-                    self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if letter.is_some() {
-                        self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    letter
+        let stop = {
+            // Dropped before the marking statement: the rows the batch stopped before are left
+            // unread (tokio-postgres discards them), and stay locked until the commit.
+            let rows = step(table.fetch(self.sql, partitions, limit)).await?;
+            futures_util::pin_mut!(rows);
+            let mut bytes = 0;
+            loop {
+                let Some(row) = step(rows.try_next()).await? else { break None };
+                if read.is_empty() && !self.hold.is_zero() {
+                    tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
+                    tokio::time::sleep(self.hold).await;
                 }
-            };
-            read.push((row.relation, row.ctid));
-            bytes += record.as_ref().map_or(0, |r| r.size());
-            items.extend(record.map(Item::Event));
-            if items.len() >= CHUNK || bytes >= crate::pipeline::BATCH_MAX_BYTES {
-                self.send(std::mem::replace(&mut items, Vec::with_capacity(CHUNK))).await?;
-                bytes = 0;
+                let record = match self.route(table, plan, &row.tuple, read.len()) {
+                    Ok(record) => record,
+                    Err(e) => break Some(e),
+                };
+                read.push((row.relation, row.ctid));
+                bytes += record.as_ref().map_or(0, |r| r.size());
+                items.extend(record.map(Item::Event));
+                if items.len() >= CHUNK || bytes >= crate::pipeline::BATCH_MAX_BYTES {
+                    self.send(std::mem::replace(&mut items, Vec::with_capacity(CHUNK))).await?;
+                    bytes = 0;
+                }
             }
-        }
+        };
         if read.is_empty() {
-            return Ok(0);
+            return Ok(Published { rows: 0, stop });
         }
         tracing::debug!(rows = read.len(), ?partitions, "polling: batch read");
         self.metrics.events_seen.fetch_add(read.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -126,7 +140,39 @@ impl Batch<'_> {
             )));
         }
         self.metrics.transactions_confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(read.len())
+        if stop.is_some() {
+            tracing::info!(rows = read.len(), table = %table.qualified(), "polling: published and marked the rows before the one that stops the relay");
+        }
+        Ok(Published { rows: read.len(), stop })
+    }
+
+    /// The record of one row (`None`: skipped under `errors.tolerance=all`), or the error that
+    /// stops the relay at this row, after the `before` rows read before it in the batch.
+    fn route(
+        &mut self,
+        table: &PolledTable,
+        plan: &RoutePlan,
+        tuple: &crate::pgoutput::TupleData,
+        before: usize,
+    ) -> Result<Option<crate::outbox::OutboxRecord>, RelayError> {
+        let record = match self.router.route(plan, tuple, crate::pipeline::now_ms()) {
+            Ok(record) => record,
+            Err(e) => {
+                let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+                let letter = crate::pipeline::tolerate_route_error(self.cfg, &table.qualified(), &names, tuple, e)?;
+                self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if letter.is_some() {
+                    self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                letter
+            }
+        };
+        if let (Some(limit), Some(r)) = (&self.limit, &record) {
+            if let Err(size) = limit.check(r) {
+                return Err(limit.refused(&table.qualified(), r, size, before));
+            }
+        }
+        Ok(record)
     }
 
     /// Waits for the sink's barrier, keeping the polling session visibly alive meanwhile: the server

@@ -17,6 +17,7 @@
 //! most one batch (`max.batch.size` rows) is between the table and the broker.
 
 mod batch;
+mod limits;
 mod ownership;
 
 use std::sync::Arc;
@@ -376,6 +377,7 @@ impl Poller<'_> {
                         metrics: self.metrics,
                         hold: hold("PGOUTBOX_POLLING_HOLD_MS"),
                         hold_mark: hold("PGOUTBOX_POLLING_HOLD_MARK_MS"),
+                        limit: limits::RecordLimit::of(self.cfg),
                     };
                     let n = batch.run(table, plan, &partitions, self.polling.batch_size).await?;
                     full |= n as i64 >= self.polling.batch_size;
