@@ -333,8 +333,13 @@ impl Config {
     /// The typed configuration, each section read by the module that owns it; every key that is
     /// not read is reported in `ignored` with the reason.
     pub fn from_raw(raw: &RawConfig) -> Result<Config, ConfigError> {
-        let source_name = raw.source_name.clone();
-        let resolved = providers::resolve(raw)?;
+        Config::from_resolved(providers::resolve(raw)?)
+    }
+
+    /// [`Config::from_raw`] of a config whose provider references are already resolved, by
+    /// [`providers::resolve_for`] the audience its errors go to.
+    pub fn from_resolved(resolved: providers::Resolved) -> Result<Config, ConfigError> {
+        let source_name = resolved.raw.source_name.clone();
         let raw = &resolved.raw;
         let mut r = Reader::new(&raw.entries);
         for k in raw.entries.keys().filter(|k| providers::is_provider_key(k)) {

@@ -17,6 +17,18 @@
 //! variable) is an error naming the key, where Connect would keep the placeholder and send it as the
 //! password. A reference to an undeclared provider stays literal, as in Connect, and is reported so
 //! `check` can warn about it. Resolved values are secrets: no error or log shows them.
+//!
+//! `allowed.paths` is Kafka's `AllowedPaths`: the path is normalised lexically (`..` and `.` taken
+//! out, as `Path.normalize`), checked, and the *normalised* path is what is read. Reading the path as
+//! written would let `/allowed/link/../x` out: the kernel resolves `link/..` to the parent of the
+//! symlink's target, not to `/allowed`.
+//!
+//! Who reads the error matters ([`Audience`]). The operator, who wrote the config, is told why a
+//! reference has no value. A REST caller is not: a path outside `allowed.paths`, a variable outside
+//! `allowlist.pattern`, a missing file, key or variable and an unreadable file all get one answer, so
+//! the API cannot be used to learn what exists where the caller may not read (Kafka's providers
+//! likewise read nothing outside `allowed.paths` and answer a forbidden path as a missing one). The
+//! worker's log says which it was.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
@@ -51,6 +63,26 @@ pub struct Resolved {
     pub undeclared: Vec<(String, String)>,
 }
 
+/// Who is told why a reference has no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Whoever wrote the configuration on the worker's or relay's host (`run`, `check`, the worker's
+    /// own properties): the error says why (outside allowed.paths, no such file, no such key, ...).
+    Operator,
+    /// A REST caller: every reason looks the same, and the reason goes to the log only.
+    RestCaller,
+}
+
+/// Why a reference has no value.
+enum Unresolved {
+    /// The reference does not fit its provider (a path where none is taken, none where one is
+    /// needed): a fact about what the caller wrote, told to anyone.
+    Malformed(String),
+    /// The provider gives nothing for it: not allowed, not there, or not readable. Told to the
+    /// operator only.
+    NoValue(String),
+}
+
 /// Keys that configure the providers themselves; they are not resolved.
 pub fn is_provider_key(key: &str) -> bool {
     key == "config.providers" || key.starts_with("config.providers.")
@@ -68,11 +100,19 @@ fn reference_pattern() -> Regex {
     Regex::new(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}").expect("a valid pattern")
 }
 
+/// [`resolve_for`] the operator.
 pub fn resolve(raw: &RawConfig) -> Result<Resolved, ConfigError> {
+    resolve_for(raw, Audience::Operator)
+}
+
+/// The config with every reference to a declared provider replaced by its value; an error naming the
+/// key, with as much of the reason as `audience` may know, for the first one that has none.
+pub fn resolve_for(raw: &RawConfig, audience: Audience) -> Result<Resolved, ConfigError> {
     let providers = declared(raw)?;
     let pattern = reference_pattern();
     let mut files: HashMap<PathBuf, BTreeMap<String, String>> = HashMap::new();
     let mut out = Resolved::default();
+    out.raw.source_name = raw.source_name.clone();
     for (key, value) in &raw.entries {
         if is_provider_key(key) || !value.contains("${") {
             out.raw.entries.insert(key.clone(), value.clone());
@@ -96,7 +136,10 @@ pub fn resolve(raw: &RawConfig) -> Result<Resolved, ConfigError> {
                     out.undeclared.push((key.clone(), reference.alias.to_string()));
                     resolved.push_str(reference.text);
                 }
-                Some(p) => resolved.push_str(&lookup(&reference, p, &mut files)?),
+                Some(p) => match lookup(&reference, p, &mut files) {
+                    Ok(v) => resolved.push_str(&v),
+                    Err(why) => return Err(unresolved(&reference, why, audience)),
+                },
             }
         }
         resolved.push_str(&value[last..]);
@@ -178,13 +221,29 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-fn check_allowed(key: &str, reference: &str, allowed: &Option<Vec<PathBuf>>, path: &Path) -> Result<(), ConfigError> {
-    let Some(allowed) = allowed else { return Ok(()) };
+/// The path to read for `path`, as Kafka's `AllowedPaths.parseUntrustedPath` gives it: without
+/// `allowed.paths`, the path as written; with them, the normalised path if it lies under one of
+/// them (the one checked is the one read), else `None`.
+fn permitted(allowed: &Option<Vec<PathBuf>>, path: &Path) -> Option<PathBuf> {
+    let Some(allowed) = allowed else { return Some(path.to_path_buf()) };
     let normal = normalize(path);
-    if allowed.iter().any(|a| normal.starts_with(a)) {
-        return Ok(());
-    }
-    Err(invalid(key, format!("{reference}: the path is outside the provider's allowed.paths")))
+    allowed.iter().any(|a| normal.starts_with(a)).then_some(normal)
+}
+
+/// The error for a reference without a value, told as `audience` may be told it.
+fn unresolved(r: &Reference<'_>, why: Unresolved, audience: Audience) -> ConfigError {
+    let Reference { key, text, alias, .. } = *r;
+    let why = match (why, audience) {
+        (Unresolved::Malformed(why), _) | (Unresolved::NoValue(why), Audience::Operator) => why,
+        (Unresolved::NoValue(why), Audience::RestCaller) => {
+            // The caller's own reference, debug-quoted: it cannot forge log lines.
+            tracing::warn!(key, reference = ?text, reason = %why, "a config provider reference from a REST caller does not resolve");
+            format!(
+                "the provider `{alias}` has no value for it that it may read (a missing file, key or variable, and a path or name outside the provider's allowed.paths or allowlist.pattern, get this same answer; the worker's log says which)"
+            )
+        }
+    };
+    invalid(key, format!("{text} does not resolve: {why}"))
 }
 
 /// One `${alias:path:name}` in the value of `key`.
@@ -202,48 +261,48 @@ fn lookup(
     r: &Reference<'_>,
     provider: &Provider,
     files: &mut HashMap<PathBuf, BTreeMap<String, String>>,
-) -> Result<String, ConfigError> {
-    let Reference { key, text: reference, alias, path, name } = *r;
-    let fail = |why: String| invalid(key, format!("{reference} does not resolve: {why}"));
+) -> Result<String, Unresolved> {
+    let Reference { alias, path, name, .. } = *r;
+    let (malformed, no_value) = (Unresolved::Malformed, Unresolved::NoValue);
     match provider {
         Provider::Env { allowlist } => {
             if !path.is_empty() {
-                return Err(fail(format!("the env provider `{alias}` takes no path; write ${{{alias}:{name}}}")));
+                return Err(malformed(format!("the env provider `{alias}` takes no path; write ${{{alias}:{name}}}")));
             }
             if !allowlist.is_match(name) {
-                return Err(fail(format!("`{name}` does not match the provider's allowlist.pattern")));
+                return Err(no_value(format!("`{name}` does not match the provider's allowlist.pattern")));
             }
-            std::env::var(name).map_err(|_| fail(format!("the environment variable `{name}` is not set")))
+            std::env::var(name).map_err(|_| no_value(format!("the environment variable `{name}` is not set")))
         }
         Provider::File { allowed } => {
             if path.is_empty() {
-                return Err(fail(format!(
+                return Err(malformed(format!(
                     "the file provider `{alias}` needs a path; write ${{{alias}:/path/to/file.properties:{name}}}"
                 )));
             }
-            let p = PathBuf::from(path);
-            check_allowed(key, reference, allowed, &p)?;
+            let p = permitted(allowed, Path::new(path))
+                .ok_or_else(|| no_value(format!("`{path}` is outside the provider's allowed.paths")))?;
             if !files.contains_key(&p) {
-                let text = std::fs::read_to_string(&p).map_err(|e| fail(format!("cannot read `{path}`: {e}")))?;
+                let text = std::fs::read_to_string(&p)
+                    .map_err(|e| no_value(format!("cannot read `{}`: {e}", p.display())))?;
                 files.insert(p.clone(), parse_properties(&text).entries);
             }
-            files[&p].get(name).cloned().ok_or_else(|| fail(format!("`{path}` has no key `{name}`")))
+            files[&p].get(name).cloned().ok_or_else(|| no_value(format!("`{}` has no key `{name}`", p.display())))
         }
         Provider::Dir { allowed } => {
             if path.is_empty() {
-                return Err(fail(format!(
+                return Err(malformed(format!(
                     "the directory provider `{alias}` needs a path; write ${{{alias}:/path/to/dir:{name}}}"
                 )));
             }
-            let dir = PathBuf::from(path);
-            let file = dir.join(name);
             // The key names a file in the directory, not a way out of it.
             if name.contains('/') || name == ".." || name == "." {
-                return Err(fail(format!("`{name}` is not a file name in `{path}`")));
+                return Err(malformed(format!("`{name}` is not a file name in `{path}`")));
             }
-            check_allowed(key, reference, allowed, &file)?;
+            let file = permitted(allowed, &Path::new(path).join(name))
+                .ok_or_else(|| no_value(format!("`{path}` is outside the provider's allowed.paths")))?;
             // As Kafka's DirectoryConfigProvider: the file's content as it is (no trimming).
-            std::fs::read_to_string(&file).map_err(|e| fail(format!("cannot read `{}`: {e}", file.display())))
+            std::fs::read_to_string(&file).map_err(|e| no_value(format!("cannot read `{}`: {e}", file.display())))
         }
     }
 }
@@ -310,19 +369,24 @@ mod tests {
             ("config.providers.env.class", ENV_CLASS),
             ("config.providers.env.param.allowlist.pattern", "DB_.*"),
         ];
+        // (reference, what the operator is told, whether a REST caller is told the same)
         let cases = [
-            (format!("${{file:{p}:nope}}"), "has no key `nope`"),
-            (format!("${{file:{}/missing.properties:password}}", d.display()), "cannot read"),
-            ("${env:PGOUTBOX_SURELY_UNSET_VARIABLE_42}".to_string(), "allowlist.pattern"),
-            ("${env:DB_SURELY_UNSET_VARIABLE_42}".to_string(), "is not set"),
-            ("${env:/x:DB_X}".to_string(), "takes no path"),
-            ("${file:password}".to_string(), "needs a path"),
+            (format!("${{file:{p}:nope}}"), "has no key `nope`", false),
+            (format!("${{file:{}/missing.properties:password}}", d.display()), "cannot read", false),
+            ("${env:PGOUTBOX_SURELY_UNSET_VARIABLE_42}".to_string(), "does not match", false),
+            ("${env:DB_SURELY_UNSET_VARIABLE_42}".to_string(), "is not set", false),
+            ("${env:/x:DB_X}".to_string(), "takes no path", true),
+            ("${file:password}".to_string(), "needs a path", true),
         ];
-        for (value, needle) in cases {
+        for (value, needle, told_to_callers) in cases {
             let mut pairs = base.to_vec();
             pairs.push(("database.password", &value));
             let e = resolve(&raw(&pairs)).unwrap_err().to_string();
             assert!(e.contains("database.password") && e.contains(needle), "{value}: {e}");
+            assert!(!e.contains("hunter2"), "{e}");
+            let e = resolve_for(&raw(&pairs), Audience::RestCaller).unwrap_err().to_string();
+            assert!(e.contains("database.password") && e.contains(&value), "{value}: {e}");
+            assert_eq!(e.contains(needle), told_to_callers, "{value}: {e}");
             assert!(!e.contains("hunter2"), "{e}");
         }
     }
@@ -346,6 +410,45 @@ mod tests {
         assert_eq!(with(format!("${{file:{allowed}/a.properties:k}}")).unwrap().raw.entries["x"], "v");
         let e = with(format!("${{file:{allowed}/../b.properties:k}}")).unwrap_err().to_string();
         assert!(e.contains("allowed.paths"), "{e}");
+    }
+
+    /// `in/link/..` is `out` to the kernel (link points to `out/sub`) but `in` once normalised: the
+    /// providers read the normalised path they checked, as Kafka's AllowedPaths, never the raw one.
+    #[test]
+    fn allowed_paths_read_the_checked_path_not_through_a_symlink() {
+        let d = temp_dir("symlink");
+        let (inside, outside) = (d.join("in"), d.join("out"));
+        std::fs::create_dir_all(inside.clone()).unwrap();
+        std::fs::create_dir_all(outside.join("sub")).unwrap();
+        let _ = std::fs::remove_file(inside.join("link"));
+        std::os::unix::fs::symlink(outside.join("sub"), inside.join("link")).unwrap();
+        std::fs::write(outside.join("db.properties"), "k=outside\n").unwrap();
+        std::fs::write(outside.join("token"), "outside").unwrap();
+        let allowed = inside.display().to_string();
+        let with = |value: String| {
+            resolve(&raw(&[
+                ("config.providers", "file,dir"),
+                ("config.providers.file.class", FILE_CLASS),
+                ("config.providers.file.param.allowed.paths", &allowed),
+                ("config.providers.dir.class", DIR_CLASS),
+                ("config.providers.dir.param.allowed.paths", &allowed),
+                ("x", &value),
+            ]))
+        };
+        let escape_file = format!("${{file:{allowed}/link/../db.properties:k}}");
+        let escape_dir = format!("${{dir:{allowed}/link/..:token}}");
+        // Nothing at the normalised path: no value, and never the one outside.
+        for value in [&escape_file, &escape_dir] {
+            match with(value.clone()) {
+                Ok(r) => panic!("{value} read {:?} from outside allowed.paths", r.raw.entries["x"]),
+                Err(e) => assert!(!e.to_string().contains("outside\n"), "{e}"),
+            }
+        }
+        // What is read is the normalised path, the one the check allowed.
+        std::fs::write(inside.join("db.properties"), "k=inside\n").unwrap();
+        std::fs::write(inside.join("token"), "inside").unwrap();
+        assert_eq!(with(escape_file).unwrap().raw.entries["x"], "inside");
+        assert_eq!(with(escape_dir).unwrap().raw.entries["x"], "inside");
     }
 
     #[test]

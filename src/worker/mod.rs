@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::config::providers::{resolve_for, Audience};
 use crate::config::{Config, ConfigError, RawConfig};
 use crate::metrics::Metrics;
 
@@ -229,7 +230,9 @@ impl Worker {
 
     /// The worker's properties with the connector's own keys laid over them, parsed and checked.
     /// The worker's Kafka clients, credentials and providers stay the worker's (see `policy`): a
-    /// connector that sets one is told the key is ignored, as Connect ignores it.
+    /// connector that sets one is told the key is ignored, as Connect ignores it. Errors are worded
+    /// for a REST caller: a config-provider reference without a value does not say whether the file
+    /// or key exists (see `providers`).
     pub fn effective(&self, config: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
         policy::check(&self.policy, config)?;
         // The REST server's and the cluster's own keys are the worker's, not its connectors'.
@@ -290,7 +293,8 @@ impl Worker {
                 entries.insert("group.id".to_string(), group.clone());
             }
         }
-        let mut parsed = Config::from_raw(&RawConfig { entries, source_name: None })?;
+        let raw = RawConfig { entries, source_name: None };
+        let mut parsed = Config::from_resolved(resolve_for(&raw, Audience::RestCaller)?)?;
         parsed.ignored.extend(ignored_converter_keys.into_iter().map(|(key, prefix)| crate::config::IgnoredKey {
             key,
             reason: format!(

@@ -130,6 +130,67 @@ async fn rest_callers_cannot_declare_providers_or_read_values_back() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// A REST caller learns nothing of the files and variables it may not read: a path outside
+/// allowed.paths (one that exists, or one that reaches out through a symlink and `..`), a variable
+/// outside the allowlist, a missing file, key or variable, all get the same answer from validate and
+/// from a create, and no content comes back. (As Kafka's providers, which read nothing outside
+/// allowed.paths and answer a missing value and a forbidden one alike.)
+#[tokio::test]
+async fn unresolved_references_look_alike_to_rest_callers_wherever_they_point() {
+    std::env::set_var("PGOUTBOX_TEST_ORACLE_SECRET", MARK);
+    let d = dir();
+    let (inside, outside) = (d.join("in"), d.join("out"));
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::create_dir_all(outside.join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.join("sub"), inside.join("link")).unwrap();
+    std::fs::write(outside.join("secret.properties"), format!("k={MARK}\n")).unwrap();
+    std::fs::write(outside.join("token"), MARK).unwrap();
+    std::fs::write(inside.join("db.properties"), "other=1\n").unwrap();
+    let allowed = inside.display().to_string();
+    let w = worker_with(&[
+        ("config.providers", "file,dir,env"),
+        ("config.providers.file.class", "org.apache.kafka.common.config.provider.FileConfigProvider"),
+        ("config.providers.file.param.allowed.paths", &allowed),
+        ("config.providers.dir.class", "org.apache.kafka.common.config.provider.DirectoryConfigProvider"),
+        ("config.providers.dir.param.allowed.paths", &allowed),
+        ("config.providers.env.class", "org.apache.kafka.common.config.provider.EnvVarConfigProvider"),
+        ("config.providers.env.param.allowlist.pattern", "PGOUTBOX_TEST_ORACLE_ALLOWED_.*"),
+    ]);
+    let app = super::router(w, None);
+    let out = outside.display();
+    let references = [
+        format!("${{file:{out}/secret.properties:k}}"),
+        format!("${{file:{allowed}/link/../secret.properties:k}}"),
+        format!("${{file:{allowed}/missing.properties:k}}"),
+        format!("${{file:{allowed}/db.properties:k}}"),
+        format!("${{file:{allowed}:k}}"),
+        format!("${{dir:{out}:token}}"),
+        format!("${{dir:{allowed}/link/..:token}}"),
+        format!("${{dir:{allowed}:token}}"),
+        "${env:PGOUTBOX_TEST_ORACLE_SECRET}".to_string(),
+        "${env:PGOUTBOX_TEST_ORACLE_ALLOWED_UNSET}".to_string(),
+    ];
+    let mut answers = BTreeMap::new();
+    for (i, reference) in references.iter().enumerate() {
+        let config = connector(&[("database.password", reference)]);
+        let (_, validated) =
+            call(&app, Method::PUT, "/connector-plugins/PostgresConnector/config/validate", Some(config.clone()), None)
+                .await;
+        let create = serde_json::json!({"name": format!("c{i}"), "config": config, "initial_state": "STOPPED"});
+        let (status, created) = call(&app, Method::POST, "/connectors", Some(create), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{reference}: {created}");
+        for body in [&validated, &created] {
+            assert!(!body.contains(MARK), "{reference}: {body}");
+        }
+        // The answers with the caller's own reference (and the provider's name in it) taken out.
+        let alias = reference[2..].split(':').next().unwrap();
+        let neutral = |body: &str| body.replace(reference.as_str(), "REF").replace(&format!("`{alias}`"), "`P`");
+        answers.entry((neutral(&validated), neutral(&created))).or_insert_with(Vec::new).push(reference.clone());
+    }
+    assert_eq!(answers.len(), 1, "the answers tell the cases apart: {answers:#?}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// Secrets are hidden by what the key holds, under any prefix, in every answer; references are
 /// shown as written; `[hidden]` sent back keeps the stored secret.
 #[tokio::test]
