@@ -57,7 +57,8 @@ enum Command {
     /// REST API (Connect's paths, on `listeners`, default http://:8083) creates.
     Connect {
         /// The worker's properties (bootstrap.servers, converters, listeners,
-        /// offset.storage.file.filename, ...), which every connector inherits.
+        /// offset.storage.file.filename, ...); connectors get its Kafka client settings, converters
+        /// and config providers, never connector keys (database.*, ...), as in Connect.
         #[arg(long, env = "PGOUTBOX_WORKER", required_unless_present = "env_overrides")]
         worker: Option<PathBuf>,
         /// Take worker keys from the environment as Debezium's `connect` image does (GROUP_ID,

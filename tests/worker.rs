@@ -78,12 +78,22 @@ fn connector_json(o: &Outbox, name: &str) -> Value {
 /// A standalone worker in `dir` on a free port, with the connectors of `files`, once its REST API
 /// answers; and its address.
 fn standalone_worker(dir: &std::path::Path, broker: &str, files: &[&std::path::Path]) -> (Worker, String) {
+    standalone_worker_with(dir, broker, "", files)
+}
+
+/// [`standalone_worker`] with `extra` lines in its worker.properties.
+fn standalone_worker_with(
+    dir: &std::path::Path,
+    broker: &str,
+    extra: &str,
+    files: &[&std::path::Path],
+) -> (Worker, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
     std::fs::write(
         dir.join("worker.properties"),
         format!(
-            "bootstrap.servers={broker}\nlisteners=http://127.0.0.1:{port}\noffset.storage.file.filename={}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n",
+            "bootstrap.servers={broker}\nlisteners=http://127.0.0.1:{port}\noffset.storage.file.filename={}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n{extra}",
             dir.join("offsets.dat").display()
         ),
     )
@@ -220,6 +230,137 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     worker.stop();
     a.drop_slot().await;
     b.drop_slot().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A PostgreSQL server as far as authentication: it asks every client for a cleartext password and
+/// records, per connection, the user of the startup message and the password sent (`None`: the
+/// client sent none). Stops on drop.
+struct PasswordTrap {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PasswordTrap {
+    fn start() -> PasswordTrap {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>> = Default::default();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, st) = (std::sync::Arc::clone(&seen), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        if let Some(login) = PasswordTrap::login(conn) {
+                            s.lock().unwrap().push(login);
+                        }
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        PasswordTrap { port, seen, stop }
+    }
+
+    /// One connection: the startup message's user, then the password message's text, if any.
+    fn login(mut conn: std::net::TcpStream) -> Option<(String, Option<String>)> {
+        conn.set_nonblocking(false).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let mut read = |n: usize| -> Option<Vec<u8>> {
+            let mut b = vec![0; n];
+            conn.read_exact(&mut b).ok()?;
+            Some(b)
+        };
+        let len = u32::from_be_bytes(read(4)?.try_into().ok()?) as usize;
+        let startup = read(len.checked_sub(4)?)?;
+        // Protocol 3.0, then key\0value\0 pairs.
+        let fields: Vec<String> =
+            startup.get(4..)?.split(|b| *b == 0).map(|f| String::from_utf8_lossy(f).into_owned()).collect();
+        let user = fields.chunks(2).find(|kv| kv[0] == "user").and_then(|kv| kv.get(1).cloned()).unwrap_or_default();
+        // AuthenticationCleartextPassword.
+        conn.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]).ok()?;
+        let mut tag = [0u8; 1];
+        let password = match conn.read_exact(&mut tag) {
+            Ok(()) if tag[0] == b'p' => {
+                let mut len = [0u8; 4];
+                conn.read_exact(&mut len).ok()?;
+                let mut body = vec![0; (u32::from_be_bytes(len) as usize).checked_sub(4)?];
+                conn.read_exact(&mut body).ok()?;
+                Some(String::from_utf8_lossy(body.strip_suffix(&[0]).unwrap_or(&body)).into_owned())
+            }
+            _ => None,
+        };
+        Some((user, password))
+    }
+
+    fn seen(&self) -> Vec<(String, Option<String>)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for PasswordTrap {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A worker's properties give its connectors no connector keys, as Connect's: with the worker's own
+/// database credentials in its file, a connector created over REST and pointed at a server of the
+/// caller's choosing sends that server no password (and without its own `database.user` is refused,
+/// naming the key), and a connector file on the command line gets none either.
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_database_credentials_never_reach_a_server_a_connector_names() {
+    const SECRET: &str = "Zq9-worker-db-password";
+    let trap = PasswordTrap::start();
+    let dir = std::env::temp_dir().join(unique("wrkcreds"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let connector = |name: &str, user: Option<&str>| {
+        let mut c = json!({
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": "127.0.0.1", "database.port": trap.port.to_string(),
+            "database.dbname": "app", "database.sslmode": "disable", "topic.prefix": name,
+            "slot.name": name, "table.include.list": "public.outbox",
+            "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        });
+        if let Some(u) = user {
+            c["database.user"] = json!(u);
+        }
+        c
+    };
+    let file = dir.join("fromfile.properties");
+    let file_config: String = connector("fromfile", Some("file_user"))
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.as_str().unwrap()))
+        .collect();
+    std::fs::write(&file, format!("name=fromfile\n{file_config}")).unwrap();
+    let worker_db = format!(
+        "database.hostname=127.0.0.1\ndatabase.port=1\ndatabase.user=worker_user\ndatabase.password={SECRET}\ndatabase.dbname=app\n"
+    );
+    let (_worker, addr) = standalone_worker_with(&dir, "127.0.0.1:9", &worker_db, &[&file]);
+    let chosen = json!({"name": "chosen", "config": connector("chosen", Some("caller"))});
+    let (code, body) = call(&addr, "POST", "/connectors", Some(&chosen));
+    assert_eq!(code, 201, "{body}");
+    let (code, body) =
+        call(&addr, "POST", "/connectors", Some(&json!({"name": "nouser", "config": connector("nouser", None)})));
+    assert_eq!(code, 400, "the worker's database.user is not the connector's: {body}");
+    assert!(body["message"].as_str().unwrap_or_default().contains("database.user"), "{body}");
+    wait_for("both connectors to reach the trap", Duration::from_secs(30), || {
+        let users: Vec<String> = trap.seen().into_iter().map(|(u, _)| u).collect();
+        ["caller", "file_user"].iter().all(|u| users.iter().any(|x| x == u))
+    });
+    assert!(
+        trap.seen().iter().all(|(_, password)| password.is_none()),
+        "a password was sent to the server the connector names: {:?}",
+        trap.seen()
+    );
+    let log = std::fs::read_to_string(dir.join("worker.log")).unwrap_or_default();
+    assert!(log.contains("hold connector keys") && log.contains("database.password"), "{log}");
+    assert!(!log.contains(SECRET), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -283,8 +283,8 @@ fn lookup(
             let p = permitted(allowed, Path::new(path))
                 .ok_or_else(|| no_value(format!("`{path}` is outside the provider's allowed.paths")))?;
             if !files.contains_key(&p) {
-                let text = std::fs::read_to_string(&p)
-                    .map_err(|e| no_value(format!("cannot read `{}`: {e}", p.display())))?;
+                let text =
+                    std::fs::read_to_string(&p).map_err(|e| no_value(format!("cannot read `{}`: {e}", p.display())))?;
                 files.insert(p.clone(), parse_properties(&text).entries);
             }
             files[&p].get(name).cloned().ok_or_else(|| no_value(format!("`{}` has no key `{name}`", p.display())))

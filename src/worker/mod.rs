@@ -10,8 +10,11 @@
 //! Distributed mode (`group.id`, see `cluster`): REST writes go to the cluster's config topic and
 //! every worker answers from it; each worker runs the connectors the group assigns it.
 //!
-//! A connector's effective configuration is the worker's properties overlaid with its own, as a
-//! Connect worker passes its converters, `bootstrap.servers` and client settings to its connectors.
+//! A connector's effective configuration is its own laid over what a Connect worker passes its
+//! connectors (`policy::is_inherited`): the Kafka clients' settings, the converters as defaults, the
+//! config providers and the worker-level settings of its run. No connector key (`database.*`,
+//! `slot.name`, `transforms`, ...) comes from the worker's properties: a REST caller chooses
+//! `database.hostname`, and must not get the worker's `database.password` sent there.
 
 pub mod auth;
 pub mod cluster;
@@ -136,6 +139,11 @@ impl Worker {
         cluster: Option<Arc<cluster::Cluster>>,
     ) -> Result<Worker, ConfigError> {
         let policy = policy::OverridePolicy::from_props(&props)?;
+        let connector_keys: Vec<&str> =
+            props.keys().map(String::as_str).filter(|k| policy::is_connector_key(k)).collect();
+        if !connector_keys.is_empty() {
+            tracing::warn!(keys = ?connector_keys, "the worker's properties hold connector keys, which no connector receives (as in Connect, connectors get the worker's Kafka client settings, converters and config providers only): give them in each connector's config");
+        }
         // A distributed worker's connectors live in the config topic, not in a file.
         let state_file = props
             .get("offset.storage.file.filename")
@@ -228,24 +236,15 @@ impl Worker {
         self.props.get(key).map(String::as_str)
     }
 
-    /// The worker's properties with the connector's own keys laid over them, parsed and checked.
-    /// The worker's Kafka clients, credentials and providers stay the worker's (see `policy`): a
-    /// connector that sets one is told the key is ignored, as Connect ignores it. Errors are worded
-    /// for a REST caller: a config-provider reference without a value does not say whether the file
-    /// or key exists (see `providers`).
+    /// The connector's own keys laid over what the worker passes every connector
+    /// (`policy::is_inherited`), parsed and checked. The worker's Kafka clients, credentials and
+    /// providers stay the worker's (see `policy`): a connector that sets one is told the key is
+    /// ignored, as Connect ignores it. Errors are worded for a REST caller: a config-provider
+    /// reference without a value does not say whether the file or key exists (see `providers`).
     pub fn effective(&self, config: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
         policy::check(&self.policy, config)?;
-        // The REST server's and the cluster's own keys are the worker's, not its connectors'.
-        let worker_key = |k: &str| {
-            k == "listeners"
-                || k.starts_with("listeners.")
-                || k == "admin.listeners"
-                || k.starts_with("admin.listeners.")
-                || k.starts_with("rest.")
-                || cluster::is_worker_key(k)
-        };
         let mut entries: BTreeMap<String, String> =
-            self.props.iter().filter(|(k, _)| !worker_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            self.props.iter().filter(|(k, _)| policy::is_inherited(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         let mut kept_from_worker = Vec::new();
         // Converters as Connect's Worker builds them: a connector that names a converter class gets
         // that converter configured with its own `<converter>.*` keys only; one that does not gets

@@ -9,6 +9,13 @@
 //!   clients only through `producer.override.*` (and `admin.override.*`, `consumer.override.*`),
 //!   as far as the worker's `connector.client.config.override.policy` allows.
 //!
+//! - A connector gets of the worker's properties only what a Connect worker gives its connectors
+//!   ([`is_inherited`]): the Kafka clients' settings, the converters as defaults, the config
+//!   providers, and the worker-level settings of the connector's run (offsets topic, shutdown
+//!   timeout, topic creation). Connector keys (`database.*`, `slot.name`, `transforms`, ...) come
+//!   from the connector's own configuration alone: a `database.password` in the worker's file is
+//!   never sent to a `database.hostname` a REST caller chose.
+//!
 //! The policy's default is Connect's, `All`, which lets a connector point the worker's
 //! credentials at another cluster (`producer.override.bootstrap.servers` with the worker's
 //! `sasl.jaas.config`): docs/operations.md says so, and the container and the quickstart ship
@@ -120,6 +127,59 @@ pub fn is_worker_client_key(key: &str) -> bool {
         || is_provider_key(key)
 }
 
+/// Keys of the worker's properties a connector's configuration is built on, as a Connect worker
+/// passes them: its Kafka clients' settings (`bootstrap.servers`, `security.*`, `sasl.*`, `ssl.*`,
+/// `producer.*`, `admin.*`, `consumer.*`), the converters with their settings (defaults a connector's
+/// own converter replaces), the config providers (a connector's references resolve through them),
+/// and the worker-level settings pgoutbox reads from a connector's config: the offsets topic and
+/// flush interval, the shutdown timeout, topic creation on or off. (`exactly.once.source.support`
+/// and `group.id` are the worker's too, passed by `Worker::effective` on its own terms.)
+pub fn is_inherited(key: &str) -> bool {
+    const CLIENT_EXACT: &[&str] = &["bootstrap.servers", "client.dns.lookup"];
+    const CLIENT_PREFIXES: &[&str] = &["security.", "sasl.", "ssl.", "producer.", "admin.", "consumer."];
+    const CONVERTERS: &[&str] = &["key.converter", "value.converter", "header.converter"];
+    const WORKER_SETTINGS: &[&str] = &[
+        "offset.storage.topic",
+        "offset.flush.interval.ms",
+        "offset.flush.timeout.ms",
+        "task.shutdown.graceful.timeout.ms",
+        "topic.creation.enable",
+    ];
+    // The REST server's admin listener is not a client's.
+    let admin_listener = key == "admin.listeners" || key.starts_with("admin.listeners.");
+    let client = !admin_listener
+        && !OVERRIDE_PREFIXES.iter().any(|p| key.starts_with(p))
+        && (CLIENT_EXACT.contains(&key) || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p)));
+    let converter =
+        CONVERTERS.iter().any(|c| key.strip_prefix(c).is_some_and(|rest| rest.is_empty() || rest.starts_with('.')));
+    client || converter || is_provider_key(key) || WORKER_SETTINGS.contains(&key)
+}
+
+/// Whether a worker property is one of the connector keys pgoutbox knows (`database.*`, `slot.name`,
+/// `transforms`, ...): no connector receives it from the worker, which is worth a warning, since
+/// pgoutbox before 2026-12 passed every worker key on.
+pub fn is_connector_key(key: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "database.",
+        "table.",
+        "schema.",
+        "column.",
+        "slot.",
+        "publication.",
+        "snapshot.",
+        "transforms",
+        "predicates",
+        "pgoutbox.",
+        "message.prefix.",
+        "errors.",
+        "topic.prefix",
+        "topic.heartbeat.",
+        "topic.creation.default.",
+    ];
+    const EXACT: &[&str] = &["connector.class", "plugin.name", "heartbeat.action.query", "tasks.max"];
+    EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
 /// Checks a connector's own configuration against the worker's boundary: a declared provider is
 /// an error (it would read the worker's files), so is a client override the policy forbids.
 pub fn check(policy: &OverridePolicy, config: &BTreeMap<String, String>) -> Result<(), ConfigError> {
@@ -199,6 +259,59 @@ mod tests {
         }
         for k in ["producer.override.acks", "database.hostname", "topic.prefix", "key.converter", "transforms"] {
             assert!(!is_worker_client_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn connectors_inherit_the_workers_clients_converters_and_providers_only() {
+        for k in [
+            "bootstrap.servers",
+            "security.protocol",
+            "sasl.jaas.config",
+            "ssl.truststore.location",
+            "producer.linger.ms",
+            "admin.ssl.keystore.location",
+            "consumer.max.poll.records",
+            "key.converter",
+            "value.converter.schemas.enable",
+            "header.converter",
+            "config.providers",
+            "config.providers.file.param.allowed.paths",
+            "offset.storage.topic",
+            "task.shutdown.graceful.timeout.ms",
+            "topic.creation.enable",
+        ] {
+            assert!(is_inherited(k), "{k}");
+        }
+        for k in [
+            "database.hostname",
+            "database.user",
+            "database.password",
+            "database.sslkey",
+            "slot.name",
+            "publication.name",
+            "table.include.list",
+            "topic.prefix",
+            "transforms",
+            "transforms.outbox.type",
+            "predicates",
+            "errors.tolerance",
+            "topic.creation.default.partitions",
+            "pgoutbox.relay",
+            "pgoutbox.stall.threshold.ms",
+            "heartbeat.action.query",
+            "snapshot.mode",
+            "name",
+            "admin.listeners",
+            "listeners",
+            "rest.advertised.host.name",
+            "producer.override.bootstrap.servers",
+            POLICY_KEY,
+            "key.converterx",
+            "group.id",
+            "exactly.once.source.support",
+        ] {
+            assert!(!is_inherited(k), "{k}");
         }
     }
 }
