@@ -236,8 +236,9 @@ fn unresolved(r: &Reference<'_>, why: Unresolved, audience: Audience) -> ConfigE
     let why = match (why, audience) {
         (Unresolved::Malformed(why), _) | (Unresolved::NoValue(why), Audience::Operator) => why,
         (Unresolved::NoValue(why), Audience::RestCaller) => {
-            // The caller's own reference, debug-quoted: it cannot forge log lines.
-            tracing::warn!(key, reference = ?text, reason = %why, "a config provider reference from a REST caller does not resolve");
+            // Debug-quoted: the reference and the paths in the reason are the caller's, and must
+            // not forge log lines.
+            tracing::warn!(key, reference = ?text, reason = ?why, "a config provider reference from a REST caller does not resolve");
             format!(
                 "the provider `{alias}` has no value for it that it may read (a missing file, key or variable, and a path or name outside the provider's allowed.paths or allowlist.pattern, get this same answer; the worker's log says which)"
             )
