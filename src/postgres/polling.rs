@@ -356,3 +356,79 @@ pub fn event_columns(cfg: &crate::config::Config) -> EventColumns<'_> {
         timestamp: cfg.router.field_event_timestamp.as_deref(),
     }
 }
+
+/// Every instance announces, for each table it polls, the settings that must agree between
+/// instances: a shared advisory lock on the bigint key `(table oid << 32) | signature` (in
+/// `pg_locks`: `classid` the table, `objid` the signature, `objsubid` 1), held by the polling
+/// connection, so it goes with the session. `ANNOUNCED` is the signature's fixed top 20 bits, which
+/// tell these locks from an application's.
+pub const ANNOUNCED: i64 = 0x9_0B0C;
+
+/// Announces `signature` (its low 12 bits; see `ANNOUNCED`) for the table `qualified` (quoted);
+/// returns the table's oid.
+pub async fn announce(sql: &Client, qualified: &str, signature: u32) -> Result<u32, PgError> {
+    let key = i64::from(signature & 0xfff) | (ANNOUNCED << 12);
+    let row = sql
+        .query_one(
+            "SELECT t.c::oid, pg_advisory_lock_shared((t.c::oid::int8 << 32) | $2) IS NULL \
+             FROM (SELECT $1::text::regclass AS c) t",
+            &[&qualified, &key],
+        )
+        .await
+        .map_err(PgError::Sql)?;
+    Ok(row.get(0))
+}
+
+/// One announcement of another session (see `announce`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub pid: i32,
+    pub table_oid: u32,
+    /// The table, `schema.table`.
+    pub table: String,
+    /// The low 12 bits of the signature.
+    pub signature: u32,
+    /// `application_name` and client address, when this user may see them.
+    pub client: Option<String>,
+}
+
+/// The announcements held by other sessions of this database.
+pub async fn announcements(sql: &Client) -> Result<Vec<Announcement>, PgError> {
+    let rows = sql
+        .query(
+            "SELECT l.pid, l.classid, coalesce((SELECT n.nspname || '.' || c.relname FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = l.classid), l.classid::text), l.objid::int8 & 4095, \
+             nullif(concat_ws(' ', nullif(a.application_name, ''), 'from ' || host(a.client_addr)), '') \
+             FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid IS DISTINCT FROM pg_backend_pid() \
+             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND l.objid::int8 >> 12 = $1",
+            &[&ANNOUNCED],
+        )
+        .await
+        .map_err(PgError::Sql)?;
+    Ok(rows
+        .iter()
+        .map(|r| Announcement {
+            pid: r.get(0),
+            table_oid: r.get(1),
+            table: r.get(2),
+            signature: r.get::<_, i64>(3) as u32,
+            client: r.get(4),
+        })
+        .collect())
+}
+
+/// The backend answering this statement, and whether it holds this session's announcements (it
+/// does unless a pooler handed the statement to another backend).
+pub async fn backend(sql: &Client) -> Result<(i32, bool), PgError> {
+    let row = sql
+        .query_one(
+            "SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND objsubid = 1 AND pid = pg_backend_pid() AND objid::int8 >> 12 = $1)",
+            &[&ANNOUNCED],
+        )
+        .await
+        .map_err(PgError::Sql)?;
+    Ok((row.get(0), row.get(1)))
+}

@@ -11,11 +11,12 @@
 //! progress record (`batch`, the published column, instead of the slot's confirmed position). What
 //! they share is everything after the row: the router, converters, transforms, the sink, the producer
 //! and dead letters. Ownership of the aggregates (`ownership`) keeps per-aggregate order when several
-//! instances run.
+//! instances run, provided they agree on how (`agreement` refuses one that does not).
 //!
 //! Backpressure: the poller waits for each batch's acknowledgements before it reads the next, so at
 //! most one batch (`max.batch.size` rows) is between the table and the broker.
 
+mod agreement;
 mod batch;
 mod limits;
 mod ownership;
@@ -143,6 +144,8 @@ async fn session(
         }
     }
     let tables = describe(&sql, cfg, polling).await?;
+    // Before anything is published: an instance that would break the others' order never starts.
+    agreement::join(&sql, &params, &tables, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
     let notices = listen(&params, polling).await?;
     let producer = kept.for_session(cfg)?;
