@@ -403,6 +403,52 @@ async fn postgres_restarted_fast_and_immediate_under_load() {
     .await;
 }
 
+/// PostgreSQL before 17 keeps a logical slot's confirmed position on disk only now and then (when
+/// its restart point moves), so a restart takes the slot back over confirmed work. The relay that
+/// outlived the restart remembers what it confirmed on that server and resumes there: with every
+/// event confirmed before each restart (fast, then immediate), nothing is published twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_restarted_replays_nothing_the_relay_confirmed() {
+    let name = "postgres_restarted_replays_nothing_the_relay_confirmed";
+    bounded(name, Duration::from_secs(240), async {
+        let kinds = ["Order"];
+        let pg = PgCluster::start("pgreplay");
+        let bed = Bed::new("pgreplay", pg.port, &Env::get().broker).await;
+        bed.create_topics(&kinds, 1).await;
+        let mut relay = RelayProc::start("pgreplay", &bed.config(&[]));
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        let mut figures = Vec::new();
+        for mode in ["fast", "immediate"] {
+            let sql = bed.sql().await;
+            for t in 0..100 {
+                sql.batch_execute(&format!(
+                    "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) \
+                     SELECT gen_random_uuid(), '{}', 'agg-{t}', 'Created', '{{}}' FROM generate_series(1, 10)",
+                    bed.table,
+                    bed.agg("Order")
+                ))
+                .await
+                .expect("write events");
+            }
+            let confirmed = bed.wait_confirmed_to_wal_end(&mut relay, Duration::from_secs(60)).await;
+            let sessions = relay.count(STREAMING);
+            pg.stop(mode);
+            pg.start_again();
+            relay.wait_count(STREAMING, sessions + 1, Duration::from_secs(90)).await;
+            let published = bed.probe_round_trip(Instant::now(), Duration::from_secs(60)).await;
+            figures.push(format!("{mode}: confirmed_before {} published_again {}", ms(confirmed), ms(published)));
+        }
+        let rows = bed.rows().await;
+        let records = bed.read_back(&kinds, &rows, Duration::from_secs(60));
+        let v = verify(&rows, &records, rows.len() as u64);
+        println!("{}", v.line(name, &figures.join("; ")));
+        assert!(v.missing.is_empty(), "missing {:?}", v.missing);
+        assert_eq!(v.duplicates, 0, "republished after a restart (e.g. {:?}); log tail:\n{}", v.duplicate_samples, relay.log_tail(20));
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn network_cut_detected_and_recovered() {
     let name = "network_cut_detected_and_recovered";

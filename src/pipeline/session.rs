@@ -20,7 +20,7 @@ use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::metrics::RelayState;
 use crate::outbox::{ContextHeaders, Router};
-use crate::postgres::replication::ReplicationConnection;
+use crate::postgres::replication::{ReplicationConnection, SystemIdentity};
 use crate::postgres::{setup, slot, ConnectParams, PgError};
 
 /// Batches the reader may run ahead of the sink. With batches of up to `reader::BATCH_MAX` events this
@@ -45,6 +45,18 @@ pub struct SessionState {
     /// Whether the pruner (`pgoutbox.prune.*`) runs: it starts once the first session streams: before that a
     /// snapshot may still need the rows.
     pub pruning: bool,
+    /// How far this process's sessions confirmed, and on which server: the next session starts
+    /// there when the server forgot it (see [`remembered_start`]).
+    pub reached: Option<Reached>,
+}
+
+/// A position every event before which Kafka acknowledged (committed, under exactly once), on the
+/// WAL history of `system_id` at `timeline`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reached {
+    pub system_id: String,
+    pub timeline: u32,
+    pub lsn: Lsn,
 }
 
 /// The at-least-once producer the sessions of one relay share: created when a session first needs
@@ -162,6 +174,8 @@ struct Started {
     /// Exactly once: the transactional producer, its transactions initialised (which fenced any
     /// older instance) before the committed offset was read.
     producer: Option<Arc<Producer>>,
+    /// The server's system and timeline, for [`SessionState::reached`].
+    identity: SystemIdentity,
 }
 
 /// Debezium's context headers for this run; `runId` is a UUIDv7 per task start, as Debezium's.
@@ -223,6 +237,8 @@ pub async fn run(
     let queue = tx.downgrade();
     metrics.set_queue(move || queue.upgrade().map(|q| (q.max_capacity(), q.capacity())));
     let (confirmed_tx, confirmed_rx) = watch::channel(started.start);
+    let confirmed_seen = confirmed_rx.clone();
+    let identity = started.identity.clone();
     let mut sink = Sink::new(producer, started.start, confirmed_tx, cfg.kafka.clone(), metrics.clone())
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name)
         .with_backlog(cfg.stall_threshold);
@@ -252,6 +268,11 @@ pub async fn run(
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
     state.producer.session_ended();
+    state.reached = Some(Reached {
+        system_id: identity.system_id,
+        timeline: identity.timeline,
+        lsn: *confirmed_seen.borrow(),
+    });
     watch_stop.cancel();
     let _ = partition_watch.await;
     let result = match (reader_result, sink_result) {
@@ -336,7 +357,8 @@ async fn start(
     state.snapshot_taken |= snapshot_wanted;
     slot::validate(&slot, cfg)?;
     ensure_failover(cfg, &sql, &mut conn, &slot).await?;
-    let requested = slot.confirmed_flush.unwrap_or(Lsn::ZERO);
+    let identity = conn.identify_system().await?;
+    let requested = remembered_start(cfg, state, &identity, slot.confirmed_flush.unwrap_or(Lsn::ZERO));
     let producer = match &cfg.exactly_once {
         Some(eos) => Some(transactional_producer(cfg, &eos.transactional_id, &offsets).await?),
         None => None,
@@ -354,7 +376,33 @@ async fn start(
     let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
     // An offset the slot has passed since says nothing more.
     let resume = resume.filter(|r| r.beyond(start)).map(|r| r.from_slot(start));
-    Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer }))
+    Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer, identity }))
+}
+
+/// Where to ask the server to start: the slot's confirmed position, or further where this process
+/// confirmed further on the same WAL history.
+///
+/// PostgreSQL before 17 writes a logical slot's confirmed position to disk only when the slot's
+/// restart point moves (every running-transactions record, about every 15 s under load), and even
+/// a fast shutdown does not write it: a restart of the server takes the slot back by up to that
+/// much confirmed work, which would all be published again (1.2 copies of each event under a
+/// restart-heavy load). A relay that outlived the restart knows how far it confirmed. On the same
+/// system and timeline, WAL up to that point is the same history it read, and the server decodes
+/// from the later of the slot's position and the one asked for; a position past the server's WAL
+/// (a standby behind, a restore) is not used.
+fn remembered_start(cfg: &Config, state: &SessionState, id: &SystemIdentity, slot: Lsn) -> Lsn {
+    match &state.reached {
+        Some(r) if r.system_id == id.system_id && r.timeline == id.timeline && r.lsn > slot && r.lsn <= id.xlog_pos => {
+            tracing::info!(
+                slot = %cfg.slot_name,
+                slot_confirmed = %slot,
+                confirmed = %r.lsn,
+                "the server's slot is behind what this relay confirmed before (PostgreSQL keeps a slot's confirmed position on disk only now and then, and was restarted): starting from the relay's position, so that nothing confirmed is published again"
+            );
+            r.lsn
+        }
+        _ => slot,
+    }
 }
 
 /// Exactly once: the transactional producer. Initialising its transactions fences any older
