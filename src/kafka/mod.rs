@@ -1,5 +1,6 @@
 //! The Kafka producer: configuration, delivery reports, error classification, topic creation.
 
+mod certificate;
 pub mod consume;
 pub mod errors;
 pub mod offsets;

@@ -12,9 +12,8 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, Producer as _, ProducerContext};
 
+use super::certificate::NOT_TRUSTED;
 use crate::config::KafkaConfig;
-
-const NOT_TRUSTED: &str = "the broker's TLS certificate is not trusted";
 
 /// What to tell the operator about a client error, `None` when it may pass (a broker restarting,
 /// a network fault). The error's code decides first: a SASL authentication failure is a refusal;
@@ -202,25 +201,62 @@ pub enum PreflightError {
 /// certificate is reported before anything else happens, with the setting to fix. Returns how many
 /// brokers and topics the cluster reported.
 ///
+/// The brokers' certificates are checked first by a handshake of pgoutbox's own
+/// ([`super::certificate`]), whose verdict is definite at once: the bootstrap servers' before
+/// librdkafka connects, the advertised brokers' once the metadata names them. Refused logins (and
+/// certificates that check could not judge) come from librdkafka's error callback and are confirmed
+/// across attempts ([`confirmed`]).
+///
 /// A producer handle, not a consumer: librdkafka hands refusals to the error callback with their
 /// reason only on the main queue, which a producer's poll serves.
 pub fn preflight(cfg: &KafkaConfig, timeout: Duration) -> Result<(usize, usize), PreflightError> {
     let unreachable = |source| PreflightError::Unreachable { servers: cfg.bootstrap_servers.clone(), source };
+    let config = super::client_config(cfg);
+    if let Some(r) = super::certificate::refusal(&config, &cfg.bootstrap_servers) {
+        return Err(PreflightError::Refused(r));
+    }
     let client: BaseProducer<WatchingContext> =
-        super::client_config(cfg).create_with_context(WatchingContext::default()).map_err(unreachable)?;
+        config.create_with_context(WatchingContext::default()).map_err(unreachable)?;
     let start = std::time::Instant::now();
     loop {
         let result = client.client().fetch_metadata(None, Duration::from_secs(1));
-        client.poll(Duration::ZERO);
+        // Serve every event queued, not one: log lines share the queue with the errors, and one
+        // event per round left a refusal behind a growing backlog of them.
+        client.poll(if result.is_ok() { Duration::ZERO } else { SERVE_FOR });
         if let Some(r) = client.context().refused() {
             return Err(PreflightError::Refused(diagnose(cfg, r)));
         }
         match result {
-            Ok(m) => return Ok((m.brokers().len(), m.topics().len())),
+            Ok(m) => {
+                let advertised = advertised(&m, &cfg.bootstrap_servers);
+                if let Some(r) = super::certificate::refusal(&config, &advertised) {
+                    return Err(PreflightError::Refused(r));
+                }
+                return Ok((m.brokers().len(), m.topics().len()));
+            }
             Err(e) if start.elapsed() >= timeout => return Err(unreachable(e)),
             Err(_) => {}
         }
     }
+}
+
+/// How long the preflight serves the client's events after a failed metadata request: everything
+/// queued is served at once, this bounds the wait for more.
+const SERVE_FOR: Duration = Duration::from_millis(100);
+
+/// The brokers `metadata` advertises that are not among `bootstrap` (checked already), as
+/// `host:port` separated by commas.
+fn advertised(metadata: &rdkafka::metadata::Metadata, bootstrap: &str) -> String {
+    metadata
+        .brokers()
+        .iter()
+        .map(|b| match b.host().contains(':') {
+            true => format!("[{}]:{}", b.host(), b.port()),
+            false => format!("{}:{}", b.host(), b.port()),
+        })
+        .filter(|b| !bootstrap.split(',').any(|s| s.trim().rsplit("://").next() == Some(b.as_str())))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// librdkafka reports a host name mismatch as a plain verification failure. When the same
@@ -254,6 +290,48 @@ fn diagnose(cfg: &KafkaConfig, refusal: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ClientSettings;
+    use crate::kafka::certificate::fake;
+
+    /// A client of `addr` over TLS, trusting `ca`, with `extra` settings.
+    fn tls_client(addr: std::net::SocketAddr, ca: &fake::Issued, extra: &[(&str, &str)]) -> KafkaConfig {
+        let mut security = ClientSettings::default();
+        security.set("security.protocol", "SSL");
+        security.set("ssl.ca.pem", ca.pem());
+        security.set("ssl.endpoint.identification.algorithm", "https");
+        for (k, v) in extra {
+            security.set(k, *v);
+        }
+        KafkaConfig {
+            bootstrap_servers: addr.to_string(),
+            producer_overrides: ClientSettings::default(),
+            client_security: security,
+            topic_creation: None,
+        }
+    }
+
+    /// A certificate no configured CA signed, or one naming another host, is refused at the
+    /// preflight's first look, with the setting to fix: the handshake's verdict on a certificate
+    /// is the same at every attempt, so there is nothing to confirm (and nothing for librdkafka's
+    /// suppression of repeated errors or a slow machine to delay).
+    #[test]
+    fn preflight_refuses_an_untrusted_or_mismatched_certificate_at_once() {
+        let ca = fake::ca("pgoutbox test CA");
+        let other = fake::ca("another CA");
+        let named = fake::serve(&fake::broker(&ca, "IP:127.0.0.1", -1..30));
+        let elsewhere = fake::serve(&fake::broker(&ca, "DNS:elsewhere.example", -1..30));
+        for (addr, trusted, says) in [
+            (named, &other, ["is not trusted", "ssl.truststore.location"]),
+            (elsewhere, &ca, ["does not name the host", "ssl.endpoint.identification.algorithm="]),
+        ] {
+            let start = std::time::Instant::now();
+            match preflight(&tls_client(addr, trusted, &[]), Duration::from_secs(10)) {
+                Err(PreflightError::Refused(r)) => assert!(says.iter().all(|s| r.contains(s)), "{r}"),
+                other => panic!("{addr}: not refused: {other:?}"),
+            }
+            assert!(start.elapsed() < CONFIRM_AFTER, "{addr}: refused only after {:?}", start.elapsed());
+        }
+    }
 
     #[test]
     fn refusals_name_the_setting_and_transient_errors_pass() {
