@@ -553,10 +553,8 @@ async fn partitioned_pollers_publish_rows_with_a_null_aggregate_id_in_order() {
         let insert = if i % 2 == 0 { null_row(i) } else { o.insert_sql("order", &format!("agg-{}", i % 5), None) };
         sql.batch_execute(&insert).await.unwrap();
     }
-    let config = polling_config(
-        &o,
-        &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=4", "max.batch.size=3"],
-    );
+    let config =
+        polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=4", "max.batch.size=3"]);
     let mut a = start_polling(&config, &[]);
     let mut b = start_polling(&config, &[]);
     wait_for_async("every row marked, NULL aggregate ids included", Duration::from_secs(30), || async {
@@ -625,7 +623,8 @@ async fn polling_relay_refuses_a_published_column_that_is_not_a_timestamp() {
     .await
     .unwrap();
     let mut relay = Relay::start_with_env(&config, &[], &[]);
-    let status = relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("the relay kept running: {}", relay.log_text()));
+    let status =
+        relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("the relay kept running: {}", relay.log_text()));
     assert!(!status.success());
     let log = relay.log_text();
     assert!(log.contains("is of type bigint") && log.contains("TYPE timestamptz"), "{log}");
@@ -662,7 +661,11 @@ async fn a_record_too_large_stops_the_polling_relay_after_marking_the_rows_befor
     let big_id = o.rows().await.into_iter().find(|r| r.aggregateid == "big").unwrap().id;
     let config = polling_config(
         &o,
-        &["pgoutbox.polling.order.column=seq", "producer.override.max.request.size=4096", "task.shutdown.graceful.timeout.ms=2000"],
+        &[
+            "pgoutbox.polling.order.column=seq",
+            "producer.override.max.request.size=4096",
+            "task.shutdown.graceful.timeout.ms=2000",
+        ],
     );
     let mut relay = Relay::start_with_env(&config, &[], &[]);
     for run in 0..3 {
@@ -687,7 +690,11 @@ async fn a_record_too_large_stops_the_polling_relay_after_marking_the_rows_befor
             assert_eq!(copies, 0, "{} published past the refused record", r.aggregateid);
         }
     }
-    assert_eq!(o.count_where("published_at IS NOT NULL AND aggregateid LIKE 'before-%'").await, 5, "the rows before it marked");
+    assert_eq!(
+        o.count_where("published_at IS NOT NULL AND aggregateid LIKE 'before-%'").await,
+        5,
+        "the rows before it marked"
+    );
     assert_eq!(unpublished(&o).await, 4, "the refused row and the rows after it stay unpublished");
 }
 
@@ -700,12 +707,7 @@ async fn polling_instances_that_disagree_refuse_to_start() {
     o.create_topics(&["order"], 1).await;
     let other = format!("{}_other", o.table);
     let sql = o.env.sql().await;
-    sql.batch_execute(&format!(
-        "CREATE TABLE public.{other} (LIKE public.{} INCLUDING ALL)",
-        o.table
-    ))
-    .await
-    .unwrap();
+    sql.batch_execute(&format!("CREATE TABLE public.{other} (LIKE public.{} INCLUDING ALL)", o.table)).await.unwrap();
     let base = ["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=4"];
     let mut first = start_polling(&polling_config(&o, &base), &[]);
     let two_tables = polling_config(&o, &base).replace(
@@ -713,8 +715,14 @@ async fn polling_instances_that_disagree_refuse_to_start() {
         &format!("table.include.list=public.{},public.{other}", o.table),
     );
     let cases = [
-        (polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.ordering=none"]), "pgoutbox.polling.ordering"),
-        (polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=2"]), "pgoutbox.polling.partitions"),
+        (
+            polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.ordering=none"]),
+            "pgoutbox.polling.ordering",
+        ),
+        (
+            polling_config(&o, &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=2"]),
+            "pgoutbox.polling.partitions",
+        ),
         (two_tables, "table.include.list"),
     ];
     for (config, named) in cases {
@@ -742,7 +750,8 @@ struct Pgbouncer {
 
 impl Pgbouncer {
     fn start(pg_port: u16, pool_mode: &str) -> Option<Pgbouncer> {
-        let bin = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].into_iter().find(|p| std::path::Path::new(p).exists())?;
+        let bin =
+            ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].into_iter().find(|p| std::path::Path::new(p).exists())?;
         let dir = std::env::temp_dir().join(unique("pgbouncer"));
         std::fs::create_dir_all(&dir).unwrap();
         let port = free_port();
@@ -768,7 +777,8 @@ impl Pgbouncer {
         if root {
             cmd.args(["-u", "postgres"]);
         }
-        let child = cmd.arg(&ini).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().ok()?;
+        let child =
+            cmd.arg(&ini).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().ok()?;
         wait_for("pgbouncer listening", Duration::from_secs(10), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });

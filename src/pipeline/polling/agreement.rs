@@ -171,8 +171,8 @@ fn disagreement(mine: Settings, oids: &[(u32, String)], others: &[Announcement])
         let mut their_tables: Vec<&str> = theirs.iter().map(|a| a.table.as_str()).collect();
         their_tables.sort_unstable();
         their_tables.dedup();
-        let same = their_tables.len() == oids.len()
-            && oids.iter().all(|(o, _)| theirs.iter().any(|a| a.table_oid == *o));
+        let same =
+            their_tables.len() == oids.len() && oids.iter().all(|(o, _)| theirs.iter().any(|a| a.table_oid == *o));
         if !same {
             let mut mine_tables: Vec<&str> = oids.iter().map(|(_, n)| n.as_str()).collect();
             mine_tables.sort_unstable();

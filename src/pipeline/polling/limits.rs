@@ -29,11 +29,7 @@ impl RecordLimit {
             return None;
         }
         let configured = cfg.kafka.producer_overrides.get("message.max.bytes");
-        let max = configured
-            .unwrap_or(crate::config::producer::JAVA_MAX_REQUEST_SIZE)
-            .trim()
-            .parse()
-            .ok()?;
+        let max = configured.unwrap_or(crate::config::producer::JAVA_MAX_REQUEST_SIZE).trim().parse().ok()?;
         Some(RecordLimit { max })
     }
 
@@ -72,7 +68,10 @@ pub fn wire_size(record: &OutboxRecord) -> usize {
             name + value + zigzag_varint_len(name) + zigzag_varint_len(value)
         })
         .sum();
-    V2_MAX_OVERHEAD + record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len()) + headers
+    V2_MAX_OVERHEAD
+        + record.key.as_ref().map_or(0, |k| k.len())
+        + record.value.as_ref().map_or(0, |v| v.len())
+        + headers
 }
 
 /// Bytes of `n` as a zigzag varint (`rd_uvarint_enc_i64`).
@@ -106,7 +105,10 @@ mod tests {
             key: Some(bytes::Bytes::from_static(b"order-1")),
             value: Some(bytes::Bytes::from(vec![b'x'; 3000])),
             headers: vec![
-                crate::outbox::Header { name: std::sync::Arc::from("id"), value: Some(bytes::Bytes::from_static(b"e-1")) },
+                crate::outbox::Header {
+                    name: std::sync::Arc::from("id"),
+                    value: Some(bytes::Bytes::from_static(b"e-1")),
+                },
                 crate::outbox::Header { name: std::sync::Arc::from("empty"), value: None },
                 crate::outbox::Header {
                     name: std::sync::Arc::from("long"),
@@ -126,9 +128,19 @@ mod tests {
             let sent = producer.send(crate::kafka::base_record(&record, ()));
             let refused_too_large = matches!(
                 &sent,
-                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::MessageSizeTooLarge), _))
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(
+                        rdkafka::types::RDKafkaErrorCode::MessageSizeTooLarge
+                    ),
+                    _
+                ))
             );
-            assert_eq!(!refused_too_large, accepted, "message.max.bytes={max}, wire size {size}: {:?}", sent.err().map(|e| e.0));
+            assert_eq!(
+                !refused_too_large,
+                accepted,
+                "message.max.bytes={max}, wire size {size}: {:?}",
+                sent.err().map(|e| e.0)
+            );
             assert_eq!(RecordLimit { max }.check(&record).is_ok(), accepted);
             producer.purge(rdkafka::producer::PurgeConfig::default().queue());
         }
