@@ -30,6 +30,8 @@ command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 [ -n "$(ls /usr/lib/*/libcurl.so /usr/lib/libcurl.so 2>/dev/null)" ] || need_apt+=(libcurl4-openssl-dev)
 if [ "$with_tls_tools" = 1 ]; then
     command -v openssl >/dev/null || need_apt+=(openssl)
+    # The polling relay's test behind a transaction pooler runs a real pgbouncer.
+    [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || need_apt+=(pgbouncer)
 fi
 if [ "$with_debezium" = 1 ] || [ "$with_kafka" = 1 ]; then
     command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
