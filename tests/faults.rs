@@ -443,7 +443,13 @@ async fn postgres_restarted_replays_nothing_the_relay_confirmed() {
         let v = verify(&rows, &records, rows.len() as u64);
         println!("{}", v.line(name, &figures.join("; ")));
         assert!(v.missing.is_empty(), "missing {:?}", v.missing);
-        assert_eq!(v.duplicates, 0, "republished after a restart (e.g. {:?}); log tail:\n{}", v.duplicate_samples, relay.log_tail(20));
+        assert_eq!(
+            v.duplicates,
+            0,
+            "republished after a restart (e.g. {:?}); log tail:\n{}",
+            v.duplicate_samples,
+            relay.log_tail(20)
+        );
         assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
     })
     .await;

@@ -233,12 +233,15 @@ async fn a_worker_runs_connectors_from_files_and_rest() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Per connection: the user of the startup message and the password sent.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
 /// A PostgreSQL server as far as authentication: it asks every client for a cleartext password and
 /// records, per connection, the user of the startup message and the password sent (`None`: the
 /// client sent none). Stops on drop.
 struct PasswordTrap {
     port: u16,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
+    seen: Seen,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -247,7 +250,7 @@ impl PasswordTrap {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
-        let seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>> = Default::default();
+        let seen: Seen = Default::default();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (s, st) = (std::sync::Arc::clone(&seen), std::sync::Arc::clone(&stop));
         std::thread::spawn(move || {

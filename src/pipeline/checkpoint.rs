@@ -83,7 +83,7 @@ impl Resume {
 
     /// The same resume point for a stream that starts at the slot's position `slot`: every commit
     /// before the slot is published too.
-    pub fn from_slot(self, slot: Lsn) -> Resume {
+    pub fn seen_from_slot(self, slot: Lsn) -> Resume {
         Resume(Position { commit: self.0.commit.max(slot), partial: self.0.partial })
     }
 
@@ -155,7 +155,7 @@ impl Checkpoint {
         let mut c = Self::new(start);
         c.committed_below = Some(0);
         if let Some(r) = resume.filter(|r| r.beyond(start)) {
-            c.position = r.from_slot(start).0;
+            c.position = r.seen_from_slot(start).0;
         }
         c
     }
@@ -614,7 +614,7 @@ mod tests {
         assert_eq!(resumed.position(), Position { commit: l(400), partial: partial(7, 350, 1) });
         assert!(resume.skips_change(7, l(300), 1) && resume.skips_change(7, l(350), 1));
         assert!(!resume.skips_change(7, l(360), 1));
-        assert!(!resume.from_slot(l(400)).skips_transaction(l(400)), "T's commit record is after the slot");
+        assert!(!resume.seen_from_slot(l(400)).skips_transaction(l(400)), "T's commit record is after the slot");
         // A record with no position inside a transaction says nothing a slot past it does not.
         assert!(!Resume(Position { commit: l(100), partial: None }).beyond(l(400)));
     }

@@ -268,11 +268,8 @@ pub async fn run(
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
     state.producer.session_ended();
-    state.reached = Some(Reached {
-        system_id: identity.system_id,
-        timeline: identity.timeline,
-        lsn: *confirmed_seen.borrow(),
-    });
+    state.reached =
+        Some(Reached { system_id: identity.system_id, timeline: identity.timeline, lsn: *confirmed_seen.borrow() });
     watch_stop.cancel();
     let _ = partition_watch.await;
     let result = match (reader_result, sink_result) {
@@ -375,7 +372,7 @@ async fn start(
     let start = requested.max(now);
     let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
     // An offset the slot has passed since says nothing more.
-    let resume = resume.filter(|r| r.beyond(start)).map(|r| r.from_slot(start));
+    let resume = resume.filter(|r| r.beyond(start)).map(|r| r.seen_from_slot(start));
     Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer, identity }))
 }
 
