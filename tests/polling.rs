@@ -805,7 +805,10 @@ async fn a_poller_behind_a_transaction_pooler_refuses_to_start() {
     o.env.sql().await.batch_execute(&o.insert_sql("order", "a", None)).await.unwrap();
     let Some(transaction) = Pgbouncer::start(o.env.pg_port, "transaction") else {
         // scripts/test.sh runs scripts/install.sh, which installs it: there a missing one is a defect.
-        assert!(std::env::var_os("PGOUTBOX_TEST_SCRIPTS").is_none(), "pgbouncer is not installed: scripts/install.sh installs it");
+        assert!(
+            std::env::var_os("PGOUTBOX_TEST_SCRIPTS").is_none(),
+            "pgbouncer is not installed: scripts/install.sh installs it"
+        );
         eprintln!("skipped: pgbouncer is not installed");
         return;
     };
