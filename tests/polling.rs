@@ -181,7 +181,9 @@ async fn polling_relay_keeps_commit_order_unless_an_aggregates_transactions_over
 }
 
 /// Rows are marked only after the broker acknowledged them: with the broker unreachable nothing is
-/// marked; once it is back, everything is published and marked.
+/// marked (the relay does not even poll: its session starts with a look at the cluster); once it is
+/// back, everything is published and marked. A broker lost in the middle of a batch:
+/// `a_poller_cut_off_from_kafka_hands_its_partitions_over`.
 #[tokio::test(flavor = "multi_thread")]
 async fn polling_relay_marks_nothing_the_broker_did_not_acknowledge() {
     let o = polled_outbox("poll_ack").await;
@@ -194,9 +196,10 @@ async fn polling_relay_marks_nothing_the_broker_did_not_acknowledge() {
     let dead = format!("127.0.0.1:{}", free_port());
     let config = polling_config(&o, &["task.shutdown.graceful.timeout.ms=1000"])
         .replace(&format!("bootstrap.servers={}", o.env.broker), &format!("bootstrap.servers={dead}"));
-    let mut relay = start_polling(&config, &[]);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut relay = Relay::start(&config);
+    relay.wait_for_log("reaching the Kafka cluster failed", Duration::from_secs(30));
     assert_eq!(unpublished(&o).await, 20, "nothing marked without acknowledgements");
+    assert!(!relay.log_text().contains("owned=[0]"), "an instance that cannot reach Kafka takes no partition");
     relay.stop();
     let mut relay = start_polling(&polling_config(&o, &[]), &[]);
     let records = consume(&o.env.broker, &[o.topic("order")], 20, Duration::from_secs(30));
@@ -830,4 +833,48 @@ async fn a_poller_behind_a_transaction_pooler_refuses_to_start() {
     })
     .await;
     relay.stop();
+}
+
+/// The test cluster's `env` file (its listeners and SASL passwords) and its certificates.
+fn test_kafka(key: &str) -> String {
+    let dir = std::path::PathBuf::from(std::env::var("PGOUTBOX_TEST_KAFKA").expect("PGOUTBOX_TEST_KAFKA"));
+    if let Some(file) = key.strip_prefix("tls/") {
+        return dir.join("tls").join(file).to_string_lossy().into_owned();
+    }
+    let env = std::fs::read_to_string(dir.join("env")).expect("the Kafka cluster's env file");
+    env.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).unwrap_or_else(|| panic!("{key} in env")).to_string()
+}
+
+/// A broker certificate from a CA the client does not trust stops the polling relay at its first
+/// session's start, exit 7, naming the truststore, as it stops the log-tailing relay: before it
+/// joins the other instances or reads a row, without waiting for librdkafka's refusal to be confirmed.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_untrusted_broker_certificate_stops_the_polling_relay_at_once() {
+    let o = polled_outbox("poll_untrusted").await;
+    o.env.sql().await.batch_execute(&o.insert_sql("order", "a", None)).await.unwrap();
+    let password = test_kafka("ALICE_PASSWORD");
+    let config = polling_config(
+        &o,
+        &[
+            "security.protocol=SASL_SSL",
+            "sasl.mechanism=SCRAM-SHA-512",
+            &format!(
+                r#"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{password}";"#
+            ),
+            &format!("ssl.truststore.location={}", test_kafka("tls/other-ca.pem")),
+            "ssl.truststore.type=PEM",
+        ],
+    )
+    .replace(&format!("bootstrap.servers={}", o.env.broker), &format!("bootstrap.servers={}", test_kafka("SASL_SSL")));
+    let mut relay = Relay::start(&config);
+    let status = relay
+        .wait(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log_text()));
+    let log = relay.log_text();
+    assert_eq!(status.code(), Some(7), "{log}");
+    assert!(log.contains("is not trusted") && log.contains("ssl.truststore.location"), "{log}");
+    assert!(!log.contains("confirming in"), "a definite refusal waited for a confirmation:\n{log}");
+    assert!(!log.contains("publishing unpublished rows"), "it polled before checking the cluster:\n{log}");
+    assert!(!log.contains(&password), "a secret reached the log");
+    assert_eq!(unpublished(&o).await, 1);
 }

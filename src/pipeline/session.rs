@@ -647,7 +647,7 @@ async fn record_offset(
 
 /// Refused credentials or certificates stop the relay here, naming the setting, before any DDL or
 /// snapshot; an unreachable cluster is retried like any other session failure.
-async fn kafka_preflight(cfg: &Config) -> Result<(), RelayError> {
+pub(super) async fn kafka_preflight(cfg: &Config) -> Result<(), RelayError> {
     use crate::kafka::security::{preflight, PreflightError};
     let kafka = cfg.kafka.clone();
     match tokio::task::spawn_blocking(move || preflight(&kafka, Duration::from_secs(10))).await {

@@ -144,6 +144,10 @@ async fn session(
         }
     }
     let tables = describe(&sql, cfg, polling).await?;
+    // Before it joins the other instances: a refused certificate or login stops the relay here,
+    // naming the setting; a cluster it cannot reach ends the session, so an instance that cannot
+    // publish takes no partition (the others keep them, see `batch` on a batch Kafka leaves waiting).
+    super::session::kafka_preflight(cfg).await?;
     // Before anything is published: an instance that would break the others' order never starts.
     agreement::join(&sql, &params, &tables, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
