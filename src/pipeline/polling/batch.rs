@@ -184,7 +184,7 @@ impl Batch<'_> {
                 r = &mut acked => {
                     return r.map_err(|_| RelayError::TaskStopped("the sink stopped before the broker acknowledged the batch".into()));
                 }
-                _ = tokio::time::sleep(super::HEARTBEAT) => {
+                _ = tokio::time::sleep(super::heartbeat()) => {
                     step(async { self.sql.batch_execute("SELECT 1").await.map_err(PgError::Sql) }).await?;
                 }
             }

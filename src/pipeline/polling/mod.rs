@@ -38,30 +38,46 @@ use crate::postgres::polling::{event_columns, lock_key, PolledTable};
 use crate::postgres::setup::{self, SetupError, SetupFailure};
 use crate::postgres::ConnectParams;
 
-/// The longest the polling connection goes without a statement (see `SESSION_SETTINGS`).
-pub(super) const HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long the server lets the polling connection stay silent before it ends the session (its
+/// `idle_in_transaction_session_timeout` and `idle_session_timeout`, see `session_settings`);
+/// `PGOUTBOX_POLLING_SESSION_TIMEOUT_MS` shortens it (tests).
+pub(super) fn session_timeout() -> Duration {
+    std::env::var("PGOUTBOX_POLLING_SESSION_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(20), Duration::from_millis)
+}
+
+/// The longest the polling connection goes without a statement: a quarter of `session_timeout`
+/// (5 s), so that a live instance never comes near it.
+pub(super) fn heartbeat() -> Duration {
+    session_timeout() / 4
+}
 
 /// Server settings of the polling connection, which holds the ownership locks: a client that
 /// vanishes (a cut network, a frozen host, a proxy that keeps the server's side open) loses them
-/// within about 20 s. The relay's own heartbeat does it: it runs a statement on the connection at
-/// least every `HEARTBEAT` (its polls, its ownership checks, or `SELECT 1` while a batch waits for
-/// acknowledgements), so a session idle for 20 s, in a transaction or not, belongs to an instance
-/// that is gone, and the server ends it (`idle_session_timeout` needs PostgreSQL 14; before it the
-/// TCP settings below bound the wait, when TCP can tell). Each is set on its own, and one the server
-/// does not know is skipped. The planner settings keep the poll on the partial index: it underestimates how many
-/// rows the partition filter keeps, and then prefers reading and sorting the whole table on every
-/// poll (measured: the drain rate fell with the table's size).
-const SESSION_SETTINGS: [&str; 9] = [
-    "SET enable_seqscan = off",
-    "SET enable_bitmapscan = off",
-    "SET idle_in_transaction_session_timeout = 20000",
-    "SET idle_session_timeout = 20000",
-    "SET tcp_keepalives_idle = 10",
-    "SET tcp_keepalives_interval = 5",
-    "SET tcp_keepalives_count = 3",
-    "SET tcp_user_timeout = 25000",
-    "SET client_connection_check_interval = 5000",
-];
+/// within about 20 s (`session_timeout`). The relay's own heartbeat does it: it runs a statement on
+/// the connection at least every `heartbeat()` (its polls, its ownership checks, or `SELECT 1` while a
+/// batch waits for the sink), so a session idle for 20 s, in a transaction or not, belongs to an
+/// instance that is gone, and the server ends it (`idle_session_timeout` needs PostgreSQL 14; before
+/// it the TCP settings below bound the wait, when TCP can tell). Each is set on its own, and one the
+/// server does not know is skipped. The planner settings keep the poll on the partial index: it
+/// underestimates how many rows the partition filter keeps, and then prefers reading and sorting the
+/// whole table on every poll (measured: the drain rate fell with the table's size).
+fn session_settings() -> [String; 9] {
+    let idle = session_timeout().as_millis();
+    [
+        "SET enable_seqscan = off".into(),
+        "SET enable_bitmapscan = off".into(),
+        format!("SET idle_in_transaction_session_timeout = {idle}"),
+        format!("SET idle_session_timeout = {idle}"),
+        "SET tcp_keepalives_idle = 10".into(),
+        "SET tcp_keepalives_interval = 5".into(),
+        "SET tcp_keepalives_count = 3".into(),
+        "SET tcp_user_timeout = 25000".into(),
+        "SET client_connection_check_interval = 5000".into(),
+    ]
+}
 
 /// Runs the polling relay until `shutdown` is cancelled (then `Ok`) or a definite error.
 pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metrics>) -> Result<(), RelayError> {
@@ -138,8 +154,8 @@ async fn session(
         _ = shutdown.cancelled() => return Ok(()),
         c = setup::connect_sql(&params) => c?,
     };
-    for setting in SESSION_SETTINGS {
-        if let Err(e) = sql.batch_execute(setting).await {
+    for setting in session_settings() {
+        if let Err(e) = sql.batch_execute(&setting).await {
             tracing::debug!(setting, error = %e, "skipped a polling session setting");
         }
     }
@@ -334,11 +350,12 @@ struct Poller<'a> {
 
 impl Poller<'_> {
     /// Waits for the poll interval, a NOTIFY, or `shutdown`, with a heartbeat on the polling
-    /// connection at least every `HEARTBEAT` of a long interval.
+    /// connection at least every `heartbeat()` of a long interval.
     async fn idle(&mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
         let until = tokio::time::Instant::now() + self.polling.interval;
+        let heartbeat = heartbeat();
         loop {
-            let slice = until.min(tokio::time::Instant::now() + HEARTBEAT);
+            let slice = until.min(tokio::time::Instant::now() + heartbeat);
             let woken = match &mut self.notices {
                 None => tokio::select! {
                     _ = shutdown.cancelled() => true,
