@@ -881,6 +881,11 @@ async fn exactly_once_offsets_topic_deleted_stops_naming_it() {
             && log.contains("exactly.once.source.support=disabled"),
         "names the topic and the way out; log:\n{log}"
     );
+    // `check` says the same.
+    let config = write_config(&o.config(&eos));
+    let (code, out) = pgoutbox(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("PROBLEM offsets") && out.contains(&format!("`{offsets}` does not exist")), "{out}");
     // The way out: one start without exactly once records the slot's position, then exactly once
     // resumes from it.
     let mut once = Relay::start_streaming(&o.config(&eos[2..]));

@@ -262,6 +262,21 @@ async fn check_lost_slot(cfg: &Config) -> Finding {
     }
 }
 
+/// Exactly once: a slot that exists needs its offsets topic (what says which of its transactions
+/// Kafka holds); the relay stops without it.
+async fn check_offsets_kept(cfg: &Config) -> Option<Finding> {
+    let store = crate::kafka::offsets::OffsetStore::for_connector(cfg);
+    match store.exists().await {
+        Ok(true) => None,
+        Ok(false) => Some(problem(
+            "offsets",
+            crate::RelayError::OffsetsLost { slot: cfg.slot_name.clone(), topic: store.topic().to_string() }
+                .to_string(),
+        )),
+        Err(e) => Some(problem("offsets", format!("whether the offsets topic exists cannot be told: {e}"))),
+    }
+}
+
 async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
     match crate::postgres::slot::state(sql, &cfg.slot_name).await {
         Ok(None) => vec![check_lost_slot(cfg).await],
@@ -289,6 +304,9 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
             }
             if let Some(pid) = s.active_pid {
                 f.push(ok("slot", format!("`{}` is in use by PID {pid} (another relay, or Debezium?); pgoutbox will stand by until it is released", cfg.slot_name)));
+            }
+            if cfg.exactly_once.is_some() {
+                f.extend(check_offsets_kept(cfg).await);
             }
             f
         }
