@@ -51,9 +51,10 @@ pub struct SessionState {
 }
 
 /// A position every event before which Kafka acknowledged (committed, under exactly once), on the
-/// WAL history of `system_id` at `timeline`.
+/// WAL history of `system_id` at `timeline`, through slot `slot`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reached {
+    pub slot: String,
     pub system_id: String,
     pub timeline: u32,
     pub lsn: Lsn,
@@ -268,8 +269,12 @@ pub async fn run(
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
     state.producer.session_ended();
-    state.reached =
-        Some(Reached { system_id: identity.system_id, timeline: identity.timeline, lsn: *confirmed_seen.borrow() });
+    state.reached = Some(Reached {
+        slot: cfg.slot_name.clone(),
+        system_id: identity.system_id,
+        timeline: identity.timeline,
+        lsn: *confirmed_seen.borrow(),
+    });
     watch_stop.cancel();
     let _ = partition_watch.await;
     let result = match (reader_result, sink_result) {
@@ -389,7 +394,13 @@ async fn start(
 /// (a standby behind, a restore) is not used.
 fn remembered_start(cfg: &Config, state: &SessionState, id: &SystemIdentity, slot: Lsn) -> Lsn {
     match &state.reached {
-        Some(r) if r.system_id == id.system_id && r.timeline == id.timeline && r.lsn > slot && r.lsn <= id.xlog_pos => {
+        Some(r)
+            if r.slot == cfg.slot_name
+                && r.system_id == id.system_id
+                && r.timeline == id.timeline
+                && r.lsn > slot
+                && r.lsn <= id.xlog_pos =>
+        {
             tracing::info!(
                 slot = %cfg.slot_name,
                 slot_confirmed = %slot,
