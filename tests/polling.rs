@@ -497,6 +497,241 @@ async fn a_cut_off_pollers_partitions_are_taken_over_within_30_seconds() {
     a.kill9();
 }
 
+/// An Apache Kafka node of a test's own whose PLAINTEXT listener advertises a proxy's port, so that
+/// every PLAINTEXT client reaches it through the proxy, while its SASL_PLAINTEXT listener is reached
+/// directly: the network between one instance and the cluster can be cut or slowed while another
+/// instance (and the test's reader) reach the same broker. Stopped and removed on drop.
+struct ProxiedKafka {
+    dir: std::path::PathBuf,
+    proxy: proxy::Proxy,
+    env: HashMap<String, String>,
+}
+
+impl ProxiedKafka {
+    async fn start(name: &str) -> ProxiedKafka {
+        let port = free_port();
+        let proxy = proxy::Proxy::start(([127, 0, 0, 1], port).into()).await;
+        let dir = std::env::temp_dir().join(support::unique(name)).join("kafka");
+        // The shared cluster's certificates: making new ones would take seconds.
+        let tls = dir.join("tls");
+        std::fs::create_dir_all(&tls).unwrap();
+        for f in std::fs::read_dir(test_kafka("tls/")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, tls.join(f.file_name().unwrap())).unwrap();
+        }
+        let out = tokio::task::block_in_place(|| {
+            std::process::Command::new("bash")
+                .arg(scripts_dir().join("services.sh"))
+                .args(["kafka-start", &dir.to_string_lossy(), "1"])
+                .env("KAFKA_PLAIN_PORT", port.to_string())
+                .env("KAFKA_ADVERTISED_PORT", proxy.port.to_string())
+                .output()
+                .expect("run scripts/services.sh")
+        });
+        assert!(out.status.success(), "kafka-start: {}", String::from_utf8_lossy(&out.stderr));
+        let env = std::fs::read_to_string(dir.join("env"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ProxiedKafka { dir, proxy, env }
+    }
+
+    /// `config` with its Kafka cluster replaced by this one, reached through the proxy.
+    fn via_proxy(&self, config: &str) -> String {
+        replace_kafka(config, &[format!("bootstrap.servers={}", self.env["PLAINTEXT"])])
+    }
+
+    /// `config` with its Kafka cluster replaced by this one, reached directly (SASL_PLAINTEXT).
+    fn direct(&self, config: &str) -> String {
+        replace_kafka(
+            config,
+            &[
+                format!("bootstrap.servers={}", self.env["SASL_PLAINTEXT"]),
+                "security.protocol=SASL_PLAINTEXT".into(),
+                "sasl.mechanism=SCRAM-SHA-256".into(),
+                format!(
+                    r#"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="{}";"#,
+                    self.env["BOB_PASSWORD"]
+                ),
+            ],
+        )
+    }
+
+    async fn create_topic(&self, topic: &str, partitions: i32) {
+        create_topics(&self.env["PLAINTEXT"], &[topic.to_string()], partitions).await;
+    }
+
+    /// Every record of `topic`, read directly, until `idle` passes without a new one.
+    fn read(&self, topic: &str, idle: Duration) -> Vec<ConsumedRecord> {
+        let password = &self.env["BOB_PASSWORD"];
+        let settings = [
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            ("sasl.username", "bob"),
+            ("sasl.password", password.as_str()),
+        ];
+        tokio::task::block_in_place(|| {
+            pgoutbox::kafka::consume::consume_all_with(
+                &self.env["SASL_PLAINTEXT"],
+                &settings,
+                &[topic],
+                None,
+                idle,
+                Duration::from_secs(60),
+            )
+            .expect("read the topic back")
+        })
+    }
+}
+
+impl Drop for ProxiedKafka {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(scripts_dir().join("services.sh"))
+            .args(["kafka-stop", &self.dir.to_string_lossy(), "kill"])
+            .output();
+        if let Some(scratch) = self.dir.parent() {
+            let _ = std::fs::remove_dir_all(scratch);
+        }
+    }
+}
+
+/// `scripts/` of this repository (`PGOUTBOX_TEST_SCRIPTS` when scripts/test.sh runs the tests).
+fn scripts_dir() -> std::path::PathBuf {
+    std::env::var("PGOUTBOX_TEST_SCRIPTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts")))
+}
+
+/// `config` without its `bootstrap.servers` line, with `keys` instead.
+fn replace_kafka(config: &str, keys: &[String]) -> String {
+    let mut lines: Vec<&str> = config.lines().filter(|l| !l.starts_with("bootstrap.servers=")).collect();
+    lines.extend(keys.iter().map(String::as_str));
+    lines.join("\n") + "\n"
+}
+
+/// Transactions on `o`'s table that have held an xid (and so the database's xmin horizon) for longer
+/// than `longer_than`.
+async fn old_transactions(o: &Outbox, longer_than: Duration) -> i64 {
+    o.env
+        .sql()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() \
+             AND xact_start < now() - make_interval(secs => $1) AND query LIKE '%' || $2 || '%'",
+            &[&longer_than.as_secs_f64(), &o.table],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// An instance that reaches PostgreSQL but not Kafka (the network to the broker cut, the broker
+/// itself fine for the others) gives its partitions up once Kafka has acknowledged nothing of its
+/// batch for `pgoutbox.polling.ack.timeout.ms`: the batch is rolled back (its transaction, which held
+/// the database's xmin horizon, ends), another instance takes every partition over and publishes
+/// everything, and the cut-off one takes none back until it can reach Kafka again, then its share.
+/// Each aggregate's first copies keep their order throughout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poller_cut_off_from_kafka_hands_its_partitions_over() {
+    let kafka = ProxiedKafka::start("poll_kcut").await;
+    let o = polled_outbox("poll_kcut").await;
+    let topic = o.topic("order");
+    kafka.create_topic(&topic, 1).await;
+    let config = polling_config(
+        &o,
+        &["pgoutbox.polling.order.column=seq", "pgoutbox.polling.partitions=3", "pgoutbox.polling.ack.timeout.ms=3000"],
+    );
+    let mut a = start_polling(&kafka.via_proxy(&config), &[]);
+    a.wait_for_log("owned=[0, 1, 2]", Duration::from_secs(10));
+    let mut b = start_polling(&kafka.direct(&config), &[]);
+    b.wait_for_log("owned=[", Duration::from_secs(10));
+    let sql = o.env.sql().await;
+    let insert = |from: usize, to: usize| {
+        let sql = &sql;
+        let o = &o;
+        async move {
+            for i in from..to {
+                sql.batch_execute(&o.insert_sql("order", &format!("agg-{}", i % 6), None)).await.unwrap();
+            }
+        }
+    };
+    insert(0, 20).await;
+    wait_for_async("published before the cut", Duration::from_secs(20), || async { unpublished(&o).await == 0 }).await;
+    let cut = std::time::Instant::now();
+    assert!(kafka.proxy.cut() > 0);
+    insert(20, 40).await;
+    b.wait_for_log("owned=[0, 1, 2]", Duration::from_secs(20));
+    wait_for_async("published after the cut", Duration::from_secs(20), || async { unpublished(&o).await == 0 }).await;
+    let took = cut.elapsed();
+    assert!(took < Duration::from_secs(15), "taken over and published after {took:?}");
+    assert_eq!(old_transactions(&o, Duration::from_secs(5)).await, 0, "a batch transaction outlived the bound");
+    a.wait_for_log("acknowledged no record", Duration::from_secs(5));
+    // Until Kafka is back, the cut-off instance takes no partition.
+    let log = a.log_text();
+    let after = &log[log.find("acknowledged no record").unwrap()..];
+    assert!(!after.contains("owned=["), "took partitions back while cut off:\n{after}");
+    kafka.proxy.resume_all();
+    wait_for("the instance to poll again", Duration::from_secs(30), || {
+        a.log_text().matches("publishing unpublished rows").count() >= 2
+    });
+    insert(40, 50).await;
+    wait_for_async("published after the return", Duration::from_secs(20), || async { unpublished(&o).await == 0 })
+        .await;
+    let records = kafka.read(&topic, Duration::from_secs(2));
+    a.stop();
+    b.stop();
+    assert_eq!(by_id(&records).len(), 50, "every event arrived");
+    let seq_of: HashMap<String, i64> = o.rows().await.into_iter().map(|r| (r.id, r.seq)).collect();
+    for (key, ids) in first_copies_per_aggregate(&records) {
+        let seqs: Vec<i64> = ids.iter().map(|id| seq_of[id]).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{} out of order: {seqs:?}", String::from_utf8_lossy(&key));
+    }
+    eprintln!("cut-off instance's partitions taken over and its rows published after {took:?}");
+}
+
+/// A batch of large rows behind a slow broker: the producer's queue is full, the sink waits, and so
+/// does the batch, for longer than the server lets a session sit idle in a transaction (shortened
+/// here to 2 s, 20 s in production). The batch keeps its session alive meanwhile, and the first one
+/// ends at the rows it could hand over while they arrived (20 MB, more than the sink takes in): no
+/// reconnect, so no batch is published twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_waiting_on_a_slow_broker_keeps_its_session() {
+    let kafka = ProxiedKafka::start("poll_slow").await;
+    let o = polled_outbox("poll_slow").await;
+    let topic = o.topic("order");
+    kafka.create_topic(&topic, 1).await;
+    const ROWS: i64 = 1300;
+    o.env
+        .sql()
+        .await
+        .batch_execute(&format!(
+            "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), '{}', \
+             'agg-' || (g % 10), 'Created', jsonb_build_object('g', g, 'pad', repeat('p', 16000)) FROM generate_series(1, {ROWS}) g",
+            o.table,
+            o.agg("order")
+        ))
+        .await
+        .unwrap();
+    kafka.proxy.set_rate(2_500_000);
+    let config = polling_config(&o, &["pgoutbox.polling.order.column=seq", "producer.override.buffer.memory=1048576"]);
+    let mut relay = start_polling(&kafka.via_proxy(&config), &[("PGOUTBOX_POLLING_SESSION_TIMEOUT_MS", "2000")]);
+    let started = std::time::Instant::now();
+    wait_for_async("every row marked", Duration::from_secs(60), || async {
+        let log = relay.log_text();
+        assert!(!log.contains("reconnecting"), "the batch lost its session:\n{log}");
+        unpublished(&o).await == 0
+    })
+    .await;
+    eprintln!("{ROWS} rows of 16 KB published through 2.5 MB/s in {:?}", started.elapsed());
+    relay.stop();
+    let records = kafka.read(&topic, Duration::from_secs(2));
+    assert_eq!(by_id(&records).len(), ROWS as usize, "every event arrived");
+    assert_eq!(records.len(), ROWS as usize, "no batch was published twice");
+}
+
 /// Seed step 4, aimed: SIGKILL while a batch is read and locked but not yet published, and while it is
 /// acknowledged but not yet marked. The first loses nothing and duplicates nothing; the second
 /// publishes the batch again after the restart (a duplicate, never a gap).
@@ -867,9 +1102,8 @@ async fn an_untrusted_broker_certificate_stops_the_polling_relay_at_once() {
     )
     .replace(&format!("bootstrap.servers={}", o.env.broker), &format!("bootstrap.servers={}", test_kafka("SASL_SSL")));
     let mut relay = Relay::start(&config);
-    let status = relay
-        .wait(Duration::from_secs(30))
-        .unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log_text()));
+    let status =
+        relay.wait(Duration::from_secs(30)).unwrap_or_else(|| panic!("the relay kept running:\n{}", relay.log_text()));
     let log = relay.log_text();
     assert_eq!(status.code(), Some(7), "{log}");
     assert!(log.contains("is not trusted") && log.contains("ssl.truststore.location"), "{log}");

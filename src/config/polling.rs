@@ -37,6 +37,9 @@ pub struct PollingConfig {
     /// `max.batch.size` (Debezium's key and default, 2048): rows per poll, published and marked in
     /// one transaction.
     pub batch_size: i64,
+    /// `pgoutbox.polling.ack.timeout.ms` (default 60 s): how long a batch waits for Kafka without an
+    /// acknowledgement before it is rolled back and this instance hands its partitions over.
+    pub ack_timeout: Duration,
     /// `pgoutbox.polling.published.column` (default `published_at`): set when the broker has
     /// acknowledged the row's record; rows where it is null are unpublished.
     pub published_column: String,
@@ -56,13 +59,14 @@ pub struct PollingConfig {
 }
 
 /// The polling relay's own keys (it also reads Debezium's `poll.interval.ms` and `max.batch.size`).
-const POLLING_KEYS: [&str; 6] = [
+const POLLING_KEYS: [&str; 7] = [
     "pgoutbox.polling.timestamp.column",
     "pgoutbox.polling.partitions",
     "pgoutbox.polling.ordering",
     "pgoutbox.polling.order.column",
     "pgoutbox.polling.published.column",
     "pgoutbox.polling.notify.channel",
+    "pgoutbox.polling.ack.timeout.ms",
 ];
 
 /// Reads `pgoutbox.relay` and, for the polling relay, its options. Returns `None` for the
@@ -89,6 +93,10 @@ pub fn parse(r: &mut Reader<'_>) -> Result<(RelayKind, Option<PollingConfig>), C
     if batch_size <= 0 {
         return Err(ConfigError::invalid("max.batch.size", "must be at least 1"));
     }
+    let ack_timeout = r.millis_or("pgoutbox.polling.ack.timeout.ms", 60_000)?;
+    if ack_timeout < Duration::from_secs(1) {
+        return Err(ConfigError::invalid("pgoutbox.polling.ack.timeout.ms", "must be at least 1000"));
+    }
     let partitions: i32 = r.int_or("pgoutbox.polling.partitions", 1, "a number of partitions")?;
     if !(1..=1024).contains(&partitions) {
         return Err(ConfigError::invalid("pgoutbox.polling.partitions", "must be between 1 and 1024"));
@@ -114,6 +122,7 @@ pub fn parse(r: &mut Reader<'_>) -> Result<(RelayKind, Option<PollingConfig>), C
         Some(PollingConfig {
             interval,
             batch_size,
+            ack_timeout,
             published_column,
             order_column,
             ordering,

@@ -12,6 +12,8 @@
 //!   delivered on release, and the connection closes 2 s later. Connections opened later are not held.
 //! - `set_rate` throttles each direction of each connection to so many bytes per second (a slow
 //!   link): reading stops while the budget is spent, so TCP backpressure reaches the sender.
+//! - `cut` stalls the connections it carries and every one opened later (a network partition: the
+//!   peers can connect, nothing gets through), until `resume_all`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -39,6 +41,8 @@ struct Shared {
     next_id: AtomicU64,
     /// Bytes per second per direction and connection; 0 is unlimited.
     rate: AtomicU64,
+    /// `cut`: connections opened now are stalled from the start.
+    cut: std::sync::atomic::AtomicBool,
     accepted: AtomicU64,
     forwarded: AtomicU64,
 }
@@ -59,6 +63,7 @@ impl Proxy {
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             rate: AtomicU64::new(0),
+            cut: std::sync::atomic::AtomicBool::new(false),
             accepted: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
         });
@@ -90,8 +95,16 @@ impl Proxy {
         conns.len()
     }
 
+    /// Stalls every carried connection and every one opened from now on, until `resume_all`.
+    /// Returns how many were carried.
+    pub fn cut(&self) -> usize {
+        self.shared.cut.store(true, Ordering::Relaxed);
+        self.stall_all()
+    }
+
     /// Lets stalled connections flow again (and deliver the closes they held back).
     pub fn resume_all(&self) {
+        self.shared.cut.store(false, Ordering::Relaxed);
         for c in self.shared.conns.lock().unwrap().values() {
             let _ = c.stall.send(false);
         }
@@ -153,10 +166,14 @@ async fn serve(shared: Arc<Shared>, client: TcpStream) {
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let (stall_tx, stall_rx) = watch::channel(false);
+    let (stall_tx, stall_rx) = watch::channel(shared.cut.load(Ordering::Relaxed));
     let (hold_tx, hold_rx) = watch::channel(false);
     let reset = CancellationToken::new();
-    shared.conns.lock().unwrap().insert(id, Conn { stall: stall_tx, hold: hold_tx, reset: reset.clone() });
+    shared.conns.lock().unwrap().insert(id, Conn { stall: stall_tx.clone(), hold: hold_tx, reset: reset.clone() });
+    // A `cut` between the first look and the registration.
+    if shared.cut.load(Ordering::Relaxed) {
+        let _ = stall_tx.send(true);
+    }
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
     tokio::join!(

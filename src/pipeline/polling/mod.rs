@@ -84,11 +84,29 @@ pub async fn run(config: &Config, shutdown: CancellationToken, metrics: Arc<Metr
     let polling = config.polling.as_ref().ok_or_else(|| {
         RelayError::TaskStopped("pgoutbox.relay=polling without polling options (a bug: report it)".into())
     })?;
-    // One producer for every session, as the log-tailing relay keeps it (see `Producer::new_session`).
-    let producer = super::session::KeptProducer::default();
-    let result = sessions(config, polling, &shutdown, &metrics, &producer).await;
-    producer.close().await;
+    let mut kept = Kept::default();
+    let result = sessions(config, polling, &shutdown, &metrics, &mut kept).await;
+    kept.producer.close().await;
     result
+}
+
+/// What outlives the polling relay's sessions.
+#[derive(Default)]
+struct Kept {
+    /// One producer for every session, as the log-tailing relay keeps it (see `Producer::new_session`).
+    producer: super::session::KeptProducer,
+    /// The backlog watch, started by the first session that found the tables: a relay whose sessions
+    /// cannot start (Kafka away) is the one whose backlog matters.
+    backlog: Option<BacklogWatch>,
+}
+
+/// A running `watch_backlog`, stopped when dropped.
+struct BacklogWatch(CancellationToken);
+
+impl Drop for BacklogWatch {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 /// The polling relay's sessions, one after the other, until a stop or a definite error.
@@ -97,7 +115,7 @@ async fn sessions(
     polling: &PollingConfig,
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
-    producer: &super::session::KeptProducer,
+    kept: &mut Kept,
 ) -> Result<(), RelayError> {
     let mut backoff = super::Backoff::new();
     let mut pruning = false;
@@ -113,7 +131,8 @@ async fn sessions(
                 Err(e) => return Err(e),
             }
         }
-        let result = session(config, polling, shutdown, metrics, producer).await;
+        let result = session(config, polling, shutdown, metrics, kept).await;
+        let producer = &kept.producer;
         metrics.set_state(RelayState::Reconnecting);
         if shutdown.is_cancelled() {
             return match result {
@@ -127,6 +146,18 @@ async fn sessions(
         }
         let wait = match result {
             Ok(()) => return Ok(()),
+            Err(e) if batch::abandoned(&e) => {
+                tracing::error!(
+                    error = %e,
+                    "polling: Kafka acknowledged nothing of this instance's batch for pgoutbox.polling.ack.timeout.ms: its \
+                     transaction was rolled back (nothing marked; records of it that still arrive are duplicates), its \
+                     aggregate partitions were released for instances that can publish, and its producer was closed (what it \
+                     held is dropped). This instance takes partitions again once the Kafka cluster answers it (each session \
+                     starts by asking); check the network between it and the brokers"
+                );
+                producer.close().await;
+                backoff.next(started.elapsed())
+            }
             Err(e) if e.is_retryable() => {
                 producer.expire().await;
                 let wait = backoff.next(started.elapsed());
@@ -147,7 +178,7 @@ async fn session(
     polling: &PollingConfig,
     shutdown: &CancellationToken,
     metrics: &Arc<Metrics>,
-    kept: &super::session::KeptProducer,
+    kept: &mut Kept,
 ) -> Result<(), RelayError> {
     let params = ConnectParams::from_config(&cfg.database);
     let sql = tokio::select! {
@@ -160,6 +191,11 @@ async fn session(
         }
     }
     let tables = describe(&sql, cfg, polling).await?;
+    if kept.backlog.is_none() {
+        let stop = shutdown.child_token();
+        tokio::spawn(watch_backlog(params.clone(), tables.clone(), cfg.stall_threshold, metrics.clone(), stop.clone()));
+        kept.backlog = Some(BacklogWatch(stop));
+    }
     // Before it joins the other instances: a refused certificate or login stops the relay here,
     // naming the setting; a cluster it cannot reach ends the session, so an instance that cannot
     // publish takes no partition (the others keep them, see `batch` on a batch Kafka leaves waiting).
@@ -168,7 +204,7 @@ async fn session(
     agreement::join(&sql, &params, &tables, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
     let notices = listen(&params, polling).await?;
-    let producer = kept.for_session(cfg)?;
+    let producer = kept.producer.for_session(cfg)?;
     metrics.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The sink's confirmed LSN means nothing here: progress is the published column (see `batch`).
     let (confirmed, _) = watch::channel(Lsn(0));
@@ -196,24 +232,23 @@ async fn session(
         ordering = ?polling.ordering,
         "polling: publishing unpublished rows"
     );
-    let watch_stop = shutdown.child_token();
-    let watch = tokio::spawn(watch_backlog(
-        params.clone(),
-        tables.clone(),
-        cfg.stall_threshold,
-        metrics.clone(),
-        watch_stop.clone(),
-    ));
     let mut poller = Poller { cfg, polling, sql: &sql, tables: &tables, plans: &plans, metrics, notices };
     let poll_result = poller.poll(&mut router, &tx, shutdown).await;
+    // The polling connection goes first, and its partitions (and any batch still open) with it: the
+    // other instances need not wait for this one's sink.
+    drop(poller);
+    drop(sql);
     drop(tx);
-    watch_stop.cancel();
-    let _ = watch.await;
+    if matches!(&poll_result, Err(e) if batch::abandoned(e)) {
+        // Kafka took nothing for a while: what the sink holds is given up, not drained.
+        sink.abort();
+    }
     let sink_result = match sink.await {
         Ok(r) => r,
+        Err(e) if e.is_cancelled() => Ok(()),
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
-    kept.session_ended();
+    kept.producer.session_ended();
     match (poll_result, sink_result) {
         (Err(p), _) if !p.is_retryable() => Err(p),
         (_, Err(s)) => Err(s),
@@ -271,8 +306,9 @@ impl Sighting {
 }
 
 /// Counts and dates the unpublished rows of every table, on a connection of its own so that a batch
-/// waiting for acknowledgements (the case worth reporting) does not hold it. Every instance measures
-/// the whole table: the backlog is the table's, not an instance's.
+/// waiting for acknowledgements (the case worth reporting) does not hold it, and across sessions, so
+/// that it goes on while sessions cannot start (Kafka away). Every instance measures the whole table:
+/// the backlog is the table's, not an instance's.
 async fn watch_backlog(
     params: ConnectParams,
     tables: Vec<PolledTable>,
@@ -402,6 +438,7 @@ impl Poller<'_> {
                         hold: hold("PGOUTBOX_POLLING_HOLD_MS"),
                         hold_mark: hold("PGOUTBOX_POLLING_HOLD_MARK_MS"),
                         limit: limits::RecordLimit::of(self.cfg),
+                        ack_timeout: self.polling.ack_timeout,
                     };
                     let n = batch.run(table, plan, &partitions, self.polling.batch_size).await?;
                     full |= n as i64 >= self.polling.batch_size;

@@ -13,7 +13,10 @@
 //! (the idle timeouts the polling connection sets, against the heartbeat it keeps: see
 //! `pipeline::polling`); another instance takes its partitions at its next check, within a second.
 //! The cut-off instance cannot mark anything (its connection is gone) and reads no more rows, so it
-//! publishes nothing it did not read while it owned them.
+//! publishes nothing it did not read while it owned them. One that reaches PostgreSQL but not Kafka
+//! ends its polling session itself once a batch has gone unacknowledged for
+//! `pgoutbox.polling.ack.timeout.ms` (see `batch`), and joins again only once the cluster answers it
+//! (each session starts by asking).
 
 use std::time::{Duration, Instant};
 
