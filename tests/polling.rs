@@ -29,10 +29,20 @@ async fn polled_outbox(name: &str) -> Outbox {
     o
 }
 
+/// The polling relay over `o`, publishing in `seq` order (the outbox's id is a uuid, which gives
+/// none) unless `extra` names another order.
 fn polling_config(o: &Outbox, extra: &[&str]) -> String {
     let mut lines = vec!["pgoutbox.relay=polling", "poll.interval.ms=50"];
+    if !extra.iter().any(|l| l.starts_with("pgoutbox.polling.order.column=")) {
+        lines.push("pgoutbox.polling.order.column=seq");
+    }
     lines.extend_from_slice(extra);
     o.config(&lines)
+}
+
+/// The polling relay over `o` with no order named: the default order.
+fn default_order_config(o: &Outbox) -> String {
+    o.config(&["pgoutbox.relay=polling", "poll.interval.ms=50"])
 }
 
 fn start_polling(config: &str, envs: &[(&str, &str)]) -> Relay {
@@ -338,11 +348,11 @@ async fn partitioned_pollers_killed_at_random_lose_nothing_and_keep_order() {
 }
 
 /// One poller while the application writes: each aggregate's events in commit order, whether rows
-/// are ordered by a sequence column (numerically: 557 before 1017) or, by default with a uuid id, by
-/// their inserting transactions.
+/// are ordered by a sequence column (numerically: 557 before 1017) or, named knowingly, by their
+/// inserting transactions (`xmin`, which holds for transactions without savepoints).
 #[tokio::test(flavor = "multi_thread")]
 async fn polling_relay_keeps_each_aggregates_order_under_a_concurrent_writer() {
-    for order in [&["pgoutbox.polling.order.column=seq"][..], &[][..]] {
+    for order in [&["pgoutbox.polling.order.column=seq"][..], &["pgoutbox.polling.order.column=xmin"][..]] {
         let o = polled_outbox("poll_writer").await;
         o.create_topics(&["order"], 2).await;
         let mut extra = vec!["max.batch.size=50"];
@@ -436,6 +446,7 @@ async fn a_notify_wakes_the_poller_before_its_interval() {
         .unwrap();
     let config = o.config(&[
         "pgoutbox.relay=polling",
+        "pgoutbox.polling.order.column=seq",
         "poll.interval.ms=60000",
         &format!("pgoutbox.polling.notify.channel={channel}"),
     ]);
@@ -1111,4 +1122,211 @@ async fn an_untrusted_broker_certificate_stops_the_polling_relay_at_once() {
     assert!(!log.contains("publishing unpublished rows"), "it polled before checking the cluster:\n{log}");
     assert!(!log.contains(&password), "a secret reached the log");
     assert_eq!(unpublished(&o).await, 1);
+}
+
+/// The `step` of each payload, in the order of the aggregate's first copies.
+fn steps_in_order(records: &[ConsumedRecord]) -> Vec<String> {
+    let mut sorted: Vec<&ConsumedRecord> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    let mut seen = std::collections::HashSet::new();
+    sorted
+        .into_iter()
+        .filter(|r| seen.insert(id_of(r)))
+        .map(|r| step_of(&serde_json::from_slice(r.value.as_deref().unwrap_or(b"null")).unwrap()))
+        .collect()
+}
+
+/// The `step` of an event's payload, through the converter's envelope and a payload sent as a string.
+fn step_of(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => serde_json::from_str(s).map(|v| step_of(&v)).unwrap_or_default(),
+        v if v.get("step").is_some() => v["step"].as_str().unwrap_or_default().to_string(),
+        v => v.get("payload").map(step_of).unwrap_or_default(),
+    }
+}
+
+/// Starts the relay with the default order (none named) over `o`, whose ids are uuids: it must stop
+/// before publishing anything, since no order it could take by itself keeps insertion order. Returns
+/// its log; on failure says what it published, in which order.
+fn refused_by_default(o: &Outbox) -> String {
+    let mut relay = Relay::start_with_env(&default_order_config(o), &[], &[]);
+    let status = relay.wait(Duration::from_secs(20));
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(1));
+    assert!(
+        status.is_some_and(|s| !s.success()) && records.is_empty(),
+        "with no order column and a uuid id the relay ran ({status:?}) and published the aggregate as {:?}",
+        steps_in_order(&records)
+    );
+    relay.log_text()
+}
+
+/// ORMs nest blocks in savepoints: e1, SAVEPOINT, e2, RELEASE, e3. The savepoint's row carries the
+/// subtransaction's own, larger xid, so the inserting transactions' order (the old default for a
+/// uuid id) published e2 after e3. By default the relay now refuses to start, naming the sequence
+/// column the table has; with it, e1, e2, e3 arrive in order, and a rolled-back savepoint's row never.
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_relay_keeps_an_aggregates_events_written_in_savepoints_in_order() {
+    let o = polled_outbox("poll_savepoint").await;
+    o.create_topics(&["order"], 1).await;
+    let insert = |step: &str| o.insert_sql("order", "agg", Some(&format!(r#"{{"step":"{step}"}}"#)));
+    o.env
+        .sql()
+        .await
+        .batch_execute(&format!(
+            "BEGIN; {}; SAVEPOINT s1; {}; RELEASE SAVEPOINT s1; {}; SAVEPOINT s2; {}; ROLLBACK TO SAVEPOINT s2; COMMIT",
+            insert("e1"),
+            insert("e2"),
+            insert("e3"),
+            insert("rolled-back")
+        ))
+        .await
+        .unwrap();
+    let log = refused_by_default(&o);
+    assert!(log.contains("savepoint") && log.contains("set pgoutbox.polling.order.column=seq"), "{log}");
+    let mut relay = start_polling(&polling_config(&o, &["pgoutbox.polling.order.column=seq"]), &[]);
+    wait_for_async("every row marked", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(2));
+    relay.stop();
+    assert_eq!(steps_in_order(&records), ["e1", "e2", "e3"]);
+}
+
+/// `ctid`, the old default's tie-break within one transaction, is a place: once vacuum freed space
+/// on an early page, a transaction's later rows can land there, before its earlier ones. Here e1 is
+/// too large for the freed space and goes to the end of the table, e2 and e3 fit the freed page; the
+/// ctids prove it. By default the relay refuses to start; in the order column's order the events
+/// arrive as inserted.
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_relay_keeps_one_transactions_events_in_order_on_reused_pages() {
+    let o = polled_outbox("poll_reuse").await;
+    o.create_topics(&["order"], 1).await;
+    let sql = o.env.sql().await;
+    let t = format!("public.{}", o.table);
+    // Payloads stay in the row (no compression, no TOAST), so their sizes decide where rows go.
+    sql.batch_execute(&format!(
+        "ALTER TABLE {t} ALTER COLUMN payload SET STORAGE PLAIN, SET (autovacuum_enabled = false); \
+         INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, published_at) \
+         SELECT gen_random_uuid(), 'filler', 'filler', 'Created', jsonb_build_object('pad', repeat('x', 1000)), now() \
+         FROM generate_series(1, 70)"
+    ))
+    .await
+    .unwrap();
+    // Free about 4 kB on the first page. VACUUM reclaims it once no snapshot or transaction older
+    // than the delete is left (other tests' may be, for a moment).
+    let deleter: i64 = sql
+        .query_one(
+            &format!(
+                "WITH d AS (DELETE FROM {t} WHERE ctid = ANY('{{\"(0,1)\",\"(0,2)\",\"(0,3)\",\"(0,4)\"}}'::tid[]) RETURNING 1) \
+                 SELECT txid_current() FROM (SELECT count(*) FROM d) x"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    wait_for_async("no snapshot older than the delete", Duration::from_secs(30), || async {
+        let older: i64 = sql
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() \
+                 AND (backend_xmin::text::int8 <= $1 OR backend_xid::text::int8 < $1)) \
+                 + (SELECT count(*) FROM pg_replication_slots WHERE xmin::text::int8 <= $1)",
+                &[&deleter],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        older == 0
+    })
+    .await;
+    sql.batch_execute(&format!("VACUUM {t}")).await.unwrap();
+    let insert = |step: &str, pad: usize| {
+        format!(
+            "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), '{}', 'agg', 'Created', \
+             jsonb_build_object('step', '{step}', 'pad', repeat('x', {pad})))",
+            o.agg("order")
+        )
+    };
+    sql.batch_execute(&format!("BEGIN; {}; {}; {}; COMMIT", insert("e1", 7000), insert("e2", 3000), insert("e3", 10)))
+        .await
+        .unwrap();
+    let placed: Vec<(String, i64)> = sql
+        .query(&format!("SELECT ctid::text, seq FROM {t} WHERE aggregateid = 'agg' ORDER BY seq"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let reused: i64 = sql
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM (SELECT ctid, lag(ctid) OVER (ORDER BY seq) AS before FROM {t} WHERE aggregateid = 'agg') x \
+                 WHERE ctid < before"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reused > 0, "no later row landed before an earlier one (ctid, seq): {placed:?}");
+    refused_by_default(&o);
+    let mut relay = start_polling(&polling_config(&o, &["pgoutbox.polling.order.column=seq"]), &[]);
+    wait_for_async("every row marked", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(2));
+    relay.stop();
+    assert_eq!(steps_in_order(&records), ["e1", "e2", "e3"], "(ctid, seq): {placed:?}");
+}
+
+/// An outbox with a uuid id and no sequence column (Debezium's): the relay and `check` refuse the
+/// default order before anything is published, giving the statements that add an identity column
+/// and its index and the key to set; those statements, run as given, fix it. An order column that
+/// does not number rows is refused naming its type; `xmin`, named, runs with a warning.
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_relay_refuses_an_order_that_cannot_keep_insertion_order() {
+    let o = polled_outbox("poll_noorder").await;
+    o.create_topics(&["order"], 1).await;
+    let sql = o.env.sql().await;
+    sql.batch_execute(&format!("ALTER TABLE public.{} DROP COLUMN seq", o.table)).await.unwrap();
+    for i in 0..3 {
+        sql.batch_execute(&o.insert_sql("order", "agg", Some(&format!(r#"{{"step":"{i}"}}"#)))).await.unwrap();
+    }
+    let t = format!("\"public\".\"{}\"", o.table);
+    let add = format!("ALTER TABLE {t} ADD COLUMN \"seq\" bigint GENERATED BY DEFAULT AS IDENTITY");
+    let index = format!("CREATE INDEX CONCURRENTLY ON {t} (\"seq\") WHERE \"published_at\" IS NULL");
+    let fix = format!("{add}; {index}; then set pgoutbox.polling.order.column=seq");
+    let log = refused_by_default(&o);
+    assert!(log.contains(&fix), "{log}");
+    assert!(
+        log.contains("its event id `id` (table.field.event.id) is a uuid")
+            && log.contains("pgoutbox.polling.order.column=xmin")
+            && log.contains("pgoutbox.polling.ordering=none"),
+        "{log}"
+    );
+    let checked = |config: &str| pgoutbox(&["check", "--config", write_config(config).to_str().unwrap()]);
+    let (code, out) = checked(&default_order_config(&o));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&fix), "check gives the same fix: {out}");
+
+    let (code, out) = checked(&polling_config(&o, &["pgoutbox.polling.order.column=created_at"]));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("column `created_at`") && out.contains("of type timestamp with time zone"), "{out}");
+
+    let xmin = polling_config(&o, &["pgoutbox.polling.order.column=xmin"]);
+    let (code, out) = checked(&xmin);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("WARNING") && out.contains("savepoint"), "{out}");
+    let (code, out) = checked(
+        &polling_config(&o, &["pgoutbox.polling.ordering=none"]).replace("pgoutbox.polling.order.column=seq\n", ""),
+    );
+    assert_eq!(code, Some(0), "ordering=none promises no order: {out}");
+
+    sql.batch_execute(&add).await.unwrap();
+    sql.batch_execute(&index).await.unwrap();
+    let fixed = polling_config(&o, &["pgoutbox.polling.order.column=seq"]);
+    let (code, out) = checked(&fixed);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("WARNING"), "{out}");
+    let mut relay = start_polling(&fixed, &[]);
+    wait_for_async("every row marked", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
+    let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(2));
+    relay.stop();
+    assert_eq!(steps_in_order(&records), ["0", "1", "2"]);
 }

@@ -42,6 +42,7 @@ async fn polling_relay_prunes_only_published_rows_and_can_archive_them() {
     }
     let mut lines = vec![
         "pgoutbox.relay=polling",
+        "pgoutbox.polling.order.column=seq",
         "poll.interval.ms=50",
         "pgoutbox.prune.retention.ms=0",
         "task.shutdown.graceful.timeout.ms=500",
@@ -152,7 +153,7 @@ async fn polling_relay_drops_partitions_whose_every_row_was_published() {
     let config = format!(
         "name=prune-part\nconnector.class=io.debezium.connector.postgresql.PostgresConnector\ndatabase.hostname={}\ndatabase.port={}\n\
          database.user=postgres\ndatabase.dbname=postgres\ntopic.prefix=p\ntable.include.list=public.{t}\ntransforms=outbox\n\
-         transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\nbootstrap.servers={}\npgoutbox.relay=polling\n\
+         transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\nbootstrap.servers={}\npgoutbox.relay=polling\npgoutbox.polling.order.column=seq\n\
          poll.interval.ms=50\npgoutbox.prune.retention.ms=0\npgoutbox.prune.interval.ms=200\n",
         env.pg_host, env.pg_port, env.broker
     );

@@ -216,7 +216,7 @@ async fn verify_audits_the_polling_relays_marks() {
     for n in 0..10 {
         sql.batch_execute(&o.insert_sql("Order", &format!("agg-{n}"), None)).await.unwrap();
     }
-    let polling = ["pgoutbox.relay=polling", "poll.interval.ms=50"];
+    let polling = ["pgoutbox.relay=polling", "pgoutbox.polling.order.column=seq", "poll.interval.ms=50"];
     let mut relay = Relay::start(&o.config(&polling));
     assert_eq!(consume(&o.env.broker, &[o.topic("Order")], 10, Duration::from_secs(30)).len(), 10);
     wait_for_async("all marked", Duration::from_secs(30), || async {

@@ -924,6 +924,7 @@ async fn a_worker_runs_a_polling_connector_created_through_rest() {
     let (mut worker, addr) = standalone_worker(&dir, &o.env.broker, &[]);
     let mut config = connector_json(&o, "polled");
     config["pgoutbox.relay"] = json!("polling");
+    config["pgoutbox.polling.order.column"] = json!("seq");
     config["poll.interval.ms"] = json!("50");
     let (code, body) = call(&addr, "POST", "/connectors", Some(&json!({"name": "polled", "config": config})));
     assert_eq!(code, 201, "{body}");

@@ -28,6 +28,9 @@ pub async fn check(sql: &Client, cfg: &Config, p: &PollingConfig) -> Vec<Finding
             Ok(t) => {
                 out.push(ok(&subject, format!("column `{}` records what was published", p.published_column)));
                 out.extend(privileges(sql, &subject, &qualified, cfg, p).await);
+                if let Some(note) = &t.order_note {
+                    out.push(warning(&subject, note.clone()));
+                }
                 out.extend(partial_index(sql, &subject, &qualified, p, &t.index_column).await);
             }
             Err(e) => {
@@ -83,16 +86,29 @@ async fn partial_index(
 ) -> Option<Finding> {
     let rows = sql
         .query(
-            "SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i WHERE i.indrelid = $1::text::regclass AND i.indpred IS NOT NULL",
+            "SELECT pg_get_expr(i.indpred, i.indrelid), (SELECT quote_ident(a.attname) FROM pg_attribute a \
+             WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0]) \
+             FROM pg_index i WHERE i.indrelid = $1::text::regclass AND i.indpred IS NOT NULL",
             &[&qualified],
         )
         .await
         .ok()?;
     let wanted = format!("{} IS NULL", quote_ident(&p.published_column));
     let plain = |s: &str| s.replace(['(', ')', '"'], "");
-    let found = rows.iter().any(|r| plain(&r.get::<_, String>(0)) == plain(&wanted));
-    Some(if found {
-        ok(subject, format!("a partial index covers the unpublished rows ({wanted})"))
+    let covering: Vec<Option<String>> =
+        rows.iter().filter(|r| plain(&r.get::<_, String>(0)) == plain(&wanted)).map(|r| r.get(1)).collect();
+    // quote_ident quotes only where needed; `order` is always quoted.
+    let leads = |c: &Option<String>| c.as_deref().is_some_and(|c| plain(c) == plain(order));
+    Some(if covering.iter().any(leads) {
+        ok(subject, format!("a partial index covers the unpublished rows ({wanted}) in the order column's order"))
+    } else if !covering.is_empty() {
+        warning(
+            subject,
+            format!(
+                "the partial index on the unpublished rows ({wanted}) does not lead with the order column {order}: every poll \
+                 sorts the unpublished rows; run CREATE INDEX CONCURRENTLY ON {qualified} ({order}) WHERE {wanted}"
+            ),
+        )
     } else {
         warning(
             subject,

@@ -43,8 +43,10 @@ pub struct PollingConfig {
     /// `pgoutbox.polling.published.column` (default `published_at`): set when the broker has
     /// acknowledged the row's record; rows where it is null are unpublished.
     pub published_column: String,
-    /// `pgoutbox.polling.order.column`: the column rows are published in (ascending). Unset: the
-    /// event id column when it is an integer, else the inserting transaction's order (`xmin`).
+    /// `pgoutbox.polling.order.column`: the column rows are published in (ascending), a sequence or
+    /// identity column. Unset: the event id column when it is an integer. `xmin` ([`XMIN_ORDER`])
+    /// names the inserting transactions' order, which `ordering=per_aggregate` takes only when named
+    /// (see `postgres::polling::order`); with `ordering=none` it is the default for other ids.
     pub order_column: Option<String>,
     pub ordering: Ordering,
     /// `pgoutbox.polling.partitions` (default 1): how many parts the aggregate ids are hashed into;
@@ -57,6 +59,11 @@ pub struct PollingConfig {
     /// wakes the poller at once instead of after `poll.interval.ms`.
     pub notify_channel: Option<String>,
 }
+
+/// `pgoutbox.polling.order.column=xmin`: the inserting transactions' order (a system column, so no
+/// table has a column of that name), for those who accept that it reverses rows written in
+/// savepoints and can reorder one transaction's rows after vacuum reused space.
+pub const XMIN_ORDER: &str = "xmin";
 
 /// The polling relay's own keys (it also reads Debezium's `poll.interval.ms` and `max.batch.size`).
 const POLLING_KEYS: [&str; 7] = [

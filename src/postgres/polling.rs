@@ -6,6 +6,8 @@
 //! same connection holds the advisory locks that say which aggregate partitions this instance owns:
 //! when it dies, its locks, its row locks and its open batch go together.
 
+pub mod order;
+
 use tokio_postgres::Client;
 
 use super::replication::quote_ident;
@@ -15,7 +17,7 @@ use crate::config::polling::PollingConfig;
 use crate::outbox::ColumnInfo;
 use crate::pgoutput::{TupleData, Value};
 
-/// Integer types, in which an id column grows with insertion (a sequence or identity).
+/// Integer types: a timestamp column of one of them holds epoch milliseconds.
 const INTEGER_TYPES: [u32; 3] = [20, 21, 23];
 
 /// The Event Router's columns the polling relay uses besides its own.
@@ -39,8 +41,10 @@ pub struct PolledTable {
     select: String,
     /// The published column, quoted.
     published: String,
-    /// The column a partial index on unpublished rows should cover (the order column, quoted).
+    /// The column a partial index on unpublished rows should lead with (the order column, quoted).
     pub index_column: String,
+    /// What the operator should know about the order although it is accepted (see `order`).
+    pub order_note: Option<String>,
     /// The unpublished rows' count, the oldest one's age in seconds when the rows are dated (else
     /// null), and which row is the oldest (to date the rows by sighting when they carry no date).
     backlog: String,
@@ -79,16 +83,24 @@ impl PolledTable {
         let columns = super::setup::table_columns(sql, schema, table).await?;
         let qualified = format!("{}.{}", quote_ident(schema), quote_ident(table));
         let find = |name: &str| columns.iter().find(|c| c.name == name);
+        // Before anything is published: an order that cannot keep an aggregate's events in commit
+        // order is refused here, naming the fix (see `order`).
+        let facts = order::facts(sql, &qualified).await?;
+        let chosen = order::choose(cfg, id_column, &cfg.published_column, &facts);
         let published = match find(&cfg.published_column) {
             None => {
+                let q = quote_ident(&cfg.published_column);
+                // One message for a table set up for the first time, the order's fix included.
+                let (index, order_fix) = match &chosen {
+                    Ok(o) => (format!("; CREATE INDEX ON {qualified} ({}) WHERE {q} IS NULL", o.index_column), String::new()),
+                    Err(e) => (String::new(), format!(". Then: {e}")),
+                };
                 return Err(unpollable(format!(
                     "outbox table {qualified} has no column `{col}`, where the polling relay records what it published; add it: \
-                     ALTER TABLE {qualified} ADD COLUMN {q} timestamptz; CREATE INDEX ON {qualified} ({order}) WHERE {q} IS NULL \
-                     (or name another column in pgoutbox.polling.published.column)",
+                     ALTER TABLE {qualified} ADD COLUMN {q} timestamptz{index} \
+                     (or name another column in pgoutbox.polling.published.column){order_fix}",
                     col = cfg.published_column,
-                    q = quote_ident(&cfg.published_column),
-                    order = quote_ident(cfg.order_column.as_deref().unwrap_or(id_column)),
-                )))
+                )));
             }
             Some(c) if c.not_null => {
                 return Err(unpollable(format!(
@@ -103,22 +115,7 @@ impl PolledTable {
                 quote_ident(&c.name)
             }
         };
-        let index_column = quote_ident(cfg.order_column.as_deref().unwrap_or(id_column));
-        let order = match &cfg.order_column {
-            Some(col) if find(col).is_none() => {
-                return Err(unpollable(format!(
-                    "pgoutbox.polling.order.column names `{col}`, which outbox table {qualified} does not have; name a column that grows with insertion (a bigserial or identity column)"
-                )))
-            }
-            Some(col) => format!("o.{}", quote_ident(col)),
-            None => match find(id_column) {
-                Some(c) if INTEGER_TYPES.contains(&c.type_oid) => format!("o.{}", quote_ident(id_column)),
-                // Transaction order: rows of an older inserting transaction first, then the order
-                // within it. No index serves it, so every poll sorts the backlog: fine for a small
-                // one; set pgoutbox.polling.order.column for a large one.
-                _ => "age(o.xmin) DESC, o.ctid".to_string(),
-            },
-        };
+        let order::Order { expr: order, index_column, note: order_note } = chosen.map_err(unpollable)?;
         if find(key_column).is_none() && cfg.ordering == crate::config::polling::Ordering::PerAggregate {
             return Err(unpollable(format!(
                 "outbox table {qualified} has no column `{key_column}` (table.field.event.key) to partition the aggregates by"
@@ -167,6 +164,7 @@ impl PolledTable {
             select,
             published,
             index_column,
+            order_note,
             backlog,
         })
     }

@@ -261,6 +261,9 @@ async fn describe(sql: &Client, cfg: &Config, polling: &PollingConfig) -> Result
     let mut tables = Vec::new();
     for (schema, table) in setup::captured_tables(sql, cfg).await? {
         let t = PolledTable::describe(sql, &schema, &table, polling, &event_columns(cfg)).await?;
+        if let Some(note) = &t.order_note {
+            tracing::warn!(table = %t.qualified(), "{note}");
+        }
         tables.push(t);
     }
     if tables.is_empty() {
