@@ -46,7 +46,7 @@ pub struct ColumnFacts {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sequence {
-    /// As the server renders the regclass (qualified and quoted where needed).
+    /// Schema-qualified, quoted where needed.
     pub name: String,
     /// `CACHE`: how many values each session takes at a time.
     pub cache: i64,
@@ -83,7 +83,8 @@ pub async fn facts(sql: &Client, qualified: &str) -> Result<TableFacts, PgError>
              (SELECT c.relkind = 'p' FROM pg_class c WHERE c.oid = a.attrelid) \
              FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
              LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
-             LEFT JOIN LATERAL (SELECT q.seqrelid::regclass::text AS seq, q.seqcache AS cache \
+             LEFT JOIN LATERAL (SELECT (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = q.seqrelid) AS seq, q.seqcache AS cache \
                FROM pg_depend dep JOIN pg_sequence q ON \
                  (dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid \
                   AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid = q.seqrelid) \
@@ -159,7 +160,8 @@ fn numbered(c: &ColumnFacts, facts: &TableFacts, published: &str, what: &str) ->
         Some(s) if s.cache > 1 => Err(format!(
             "{what} column `{}` of {q}, filled by sequence {} with CACHE {}: each session takes {} numbers at a time, so a \
              later transaction of an aggregate, from another session, can get a smaller number than an earlier one and be \
-             published first; make it hand out one at a time: ALTER SEQUENCE {} CACHE 1",
+             published first; make it hand out one at a time: ALTER SEQUENCE {} CACHE 1 (sessions that already took a \
+             block use it up first: reconnect the application's connections after it)",
             c.name, s.name, s.cache, s.cache, s.name
         )),
         Some(_) => Ok(by(c)),
