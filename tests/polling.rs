@@ -743,6 +743,123 @@ async fn a_batch_waiting_on_a_slow_broker_keeps_its_session() {
     assert_eq!(records.len(), ROWS as usize, "no batch was published twice");
 }
 
+/// A number from the environment, or `default`.
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// By hand, not in CI (minutes, and gigabytes of table, WAL and Kafka log): how fast a backlog of
+/// millions of uuid-keyed rows drains, ordered by a sequence column through the partial index
+/// docs/operations.md advises (`seq`), and by the inserting transactions (`xmin`, named; `default`
+/// leaves the order unset, which a uuid id is refused with under `ordering=per_aggregate`). Prints
+/// the figures (docs/operations.md, "A large backlog"); fails if a backlog does not drain within
+/// its bound.
+///
+/// `PGOUTBOX_BACKLOG_ROWS` (5,000,000), `PGOUTBOX_BACKLOG_ORDERS` (`seq,xmin`),
+/// `PGOUTBOX_BACKLOG_SECONDS` (the bound on each drain, 1800):
+/// `cargo test --test polling a_backlog_of_millions -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "by hand: minutes and gigabytes; prints the drain's figures"]
+async fn a_backlog_of_millions_of_uuid_keyed_rows_drains() {
+    let rows: i64 = env_or("PGOUTBOX_BACKLOG_ROWS", 5_000_000);
+    let bound = Duration::from_secs(env_or("PGOUTBOX_BACKLOG_SECONDS", 1800));
+    let orders = std::env::var("PGOUTBOX_BACKLOG_ORDERS").unwrap_or_else(|_| "seq,xmin".into());
+    for order in orders.split(',') {
+        let o = polled_outbox("poll_millions").await;
+        let sql = o.env.sql().await;
+        let started = std::time::Instant::now();
+        // Transactions of 500,000 rows, 10,000 aggregates, ~150-byte payloads.
+        for first in (0..rows).step_by(500_000) {
+            sql.batch_execute(&format!(
+                "INSERT INTO public.{t} (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), '{agg}', \
+                 'agg-' || (g % 10000), 'Created', jsonb_build_object('g', g, 'note', repeat('x', 120)) \
+                 FROM generate_series({}, {}) g",
+                first + 1,
+                (first + 500_000).min(rows),
+                t = o.table,
+                agg = o.agg("order"),
+            ))
+            .await
+            .unwrap();
+        }
+        let inserted = started.elapsed();
+        sql.batch_execute(&format!("VACUUM ANALYZE public.{}", o.table)).await.unwrap();
+        let size: String = sql
+            .query_one(&format!("SELECT pg_size_pretty(pg_total_relation_size('public.{}'))", o.table), &[])
+            .await
+            .unwrap()
+            .get(0);
+        // The first poll as the relay runs it: its planner settings, a batch of 2,048 rows.
+        let order_by = if order == "seq" { "o.seq" } else { "age(o.xmin) DESC, o.ctid" };
+        let poll = std::time::Instant::now();
+        let polled = sql
+            .simple_query(&format!(
+                "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
+                 SELECT o.ctid::text, o.id::text, o.payload::text FROM public.{} AS o WHERE o.published_at IS NULL \
+                 ORDER BY {order_by} LIMIT 2048 FOR UPDATE SKIP LOCKED; ROLLBACK",
+                o.table
+            ))
+            .await
+            .unwrap()
+            .iter()
+            .filter(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+            .count();
+        let first_poll = poll.elapsed();
+        o.create_topics(&["order"], 6).await;
+        let mut lines = vec!["pgoutbox.relay=polling", "poll.interval.ms=50"];
+        match order {
+            "seq" => lines.push("pgoutbox.polling.order.column=seq"),
+            "xmin" => lines.push("pgoutbox.polling.order.column=xmin"),
+            _ => {}
+        }
+        let mut relay = Relay::start(&o.config(&lines));
+        let t0 = std::time::Instant::now();
+        let mut samples: Vec<(Duration, i64)> = Vec::new();
+        let mut first_mark = None;
+        loop {
+            let left = unpublished(&o).await;
+            samples.push((t0.elapsed(), left));
+            if left < rows && first_mark.is_none() {
+                first_mark = Some(t0.elapsed());
+            }
+            if left == 0 || t0.elapsed() > bound {
+                break;
+            }
+            if let Some(status) = relay.wait(Duration::from_millis(30)) {
+                panic!("the relay stopped ({status}):\n{}", relay.log_text());
+            }
+            let every = if first_mark.is_none() { 250 } else { 5000 };
+            tokio::time::sleep(Duration::from_millis(every)).await;
+        }
+        let drained = t0.elapsed();
+        let left = samples.last().map_or(rows, |s| s.1);
+        relay.stop();
+        // The rate between the samples where `from` and `to` of the rows were published.
+        let at = |share: f64| samples.iter().find(|(_, l)| (rows - l) as f64 >= share * rows as f64).copied();
+        let rate = |from: f64, to: f64| match (at(from), at(to)) {
+            (Some((t1, l1)), Some((t2, l2))) if t2 > t1 => format!("{:.0}", (l1 - l2) as f64 / (t2 - t1).as_secs_f64()),
+            _ => "-".to_string(),
+        };
+        eprintln!(
+            "backlog order={order}: {rows} rows inserted in {:.1} s, table {size}; first poll {:.0} ms ({polled} rows); \
+             first batch marked after {:.1} s; {} rows published in {:.1} s ({:.0} rows/s overall; rows/s from 1% to 10% \
+             published: {}, from 45% to 55%: {}, from 90% to 100%: {}){}",
+            inserted.as_secs_f64(),
+            first_poll.as_secs_f64() * 1000.0,
+            first_mark.map_or(f64::NAN, |t| t.as_secs_f64()),
+            rows - left,
+            drained.as_secs_f64(),
+            (rows - left) as f64 / drained.as_secs_f64(),
+            rate(0.01, 0.1),
+            rate(0.45, 0.55),
+            rate(0.9, 1.0),
+            if left > 0 { format!("; NOT DRAINED: {left} left after {bound:?}") } else { String::new() },
+        );
+        sql.batch_execute(&format!("DROP TABLE public.{}", o.table)).await.unwrap();
+        assert_eq!(left, 0, "order={order}: the backlog did not drain within {bound:?}");
+    }
+}
+
 /// Seed step 4, aimed: SIGKILL while a batch is read and locked but not yet published, and while it is
 /// acknowledged but not yet marked. The first loses nothing and duplicates nothing; the second
 /// publishes the batch again after the restart (a duplicate, never a gap).
