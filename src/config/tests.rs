@@ -626,3 +626,20 @@ fn config_messages_only_connector_captures_no_table() {
     assert!(c.tables.none && !c.tables.matches("public", "outbox"));
     assert_eq!(c.messages.unwrap().non_transactional, messages::NonTransactional::Publish);
 }
+
+/// `pgoutbox.polling.ack.timeout.ms`: a minute unless set; below a second (which would abandon
+/// batches a broker only needs a moment for) it is refused, naming the key.
+#[test]
+fn polling_ack_timeout_defaults_to_a_minute_and_refuses_less_than_a_second() {
+    let timeout = |extra: &[&str]| {
+        let mut keys = vec!["pgoutbox.relay=polling"];
+        keys.extend_from_slice(extra);
+        with(&keys).unwrap().polling.unwrap().ack_timeout
+    };
+    assert_eq!(timeout(&[]), std::time::Duration::from_secs(60));
+    assert_eq!(timeout(&["pgoutbox.polling.ack.timeout.ms=3000"]), std::time::Duration::from_secs(3));
+    for bad in ["999", "0", "soon"] {
+        let key = format!("pgoutbox.polling.ack.timeout.ms={bad}");
+        assert_eq!(err_key(&["pgoutbox.relay=polling", &key]), "pgoutbox.polling.ack.timeout.ms");
+    }
+}
