@@ -1210,7 +1210,7 @@ fn test_kafka(key: &str) -> String {
 
 /// A broker certificate from a CA the client does not trust stops the polling relay at its first
 /// session's start, exit 7, naming the truststore, as it stops the log-tailing relay: before it
-/// joins the other instances or reads a row, without waiting for librdkafka's refusal to be confirmed.
+/// takes a partition or reads a row, without waiting for librdkafka's refusal to be confirmed.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_untrusted_broker_certificate_stops_the_polling_relay_at_once() {
     let o = polled_outbox("poll_untrusted").await;

@@ -19,7 +19,8 @@
 //! free, and the locks stay with a server connection other clients then use. It is found before
 //! anything is published: the backend answering changes between two transactions, or a second
 //! connection is answered by the same backend, or the backend answering does not hold the lock this
-//! session just took.
+//! session just took, or a statement this session prepared is gone when it runs (the server keeps
+//! them for the session; a pooler sends the execution to another server connection).
 
 use tokio_postgres::Client;
 
@@ -81,7 +82,7 @@ pub async fn join(
     cfg: &PollingConfig,
 ) -> Result<(), RelayError> {
     let mine = Settings::of(cfg);
-    let (first, _) = sql_locks::backend(sql).await?;
+    let (first, _) = sql_locks::backend(sql).await.map_err(lost_statement)?;
     let mut oids = Vec::with_capacity(tables.len());
     for t in tables {
         let qualified = format!(
@@ -89,13 +90,20 @@ pub async fn join(
             crate::postgres::replication::quote_ident(&t.schema),
             crate::postgres::replication::quote_ident(&t.table)
         );
-        oids.push((sql_locks::announce(sql, &qualified, mine.signature()).await?, t.qualified()));
+        oids.push((
+            sql_locks::announce(sql, &qualified, mine.signature()).await.map_err(lost_statement)?,
+            t.qualified(),
+        ));
     }
+    // Every message of this connection answered first (a dropped prepared statement is closed in
+    // the background): its server process must be idle when the probe asks, or a transaction pooler
+    // would answer the probe from another one, and the pooler would go unnoticed.
+    sql.batch_execute("SELECT 1").await.map_err(|e| lost_statement(crate::postgres::PgError::Sql(e)))?;
     let other = {
         let probe = setup::connect_sql(params).await?;
-        sql_locks::backend(&probe).await?.0
+        sql_locks::backend(&probe).await.map_err(lost_statement)?.0
     };
-    let (again, holds) = sql_locks::backend(sql).await?;
+    let (again, holds) = sql_locks::backend(sql).await.map_err(lost_statement)?;
     if let Some(why) = pooled(first, again, other, holds) {
         return Err(refuse(why));
     }
@@ -108,6 +116,17 @@ pub async fn join(
 
 fn refuse(message: String) -> RelayError {
     SetupFailure::Setup(SetupError::Server(message)).into()
+}
+
+/// An error of a statement on the polling connection; a prepared statement the server does not
+/// know (SQLSTATE 26000, which PostgreSQL never loses within a session) is a pooler's doing: refused.
+fn lost_statement(e: crate::postgres::PgError) -> RelayError {
+    if e.sqlstate() == Some("26000") {
+        return refuse(pooler(&format!(
+            "a statement prepared on this connection did not exist when it ran ({e}), so another server process ran it"
+        )));
+    }
+    e.into()
 }
 
 /// Whether the polling connection runs through a pooler in transaction (or statement) mode, from
@@ -124,12 +143,17 @@ fn pooled(first: i32, again: i32, other: i32, holds: bool) -> Option<String> {
     } else {
         return None;
     };
-    Some(format!(
+    Some(pooler(&evidence))
+}
+
+/// The refusal of a pooler in transaction mode, told by `evidence`.
+fn pooler(evidence: &str) -> String {
+    format!(
         "the polling relay's connection goes through a pooler that shares server connections between transactions \
          (pgbouncer's pool_mode=transaction or statement): {evidence}. The polling relay owns aggregate partitions with \
          session advisory locks, which such a pooler leaves on a server connection other clients then use; connect it to \
          PostgreSQL directly (database.hostname / database.port) or through a pool with pool_mode=session"
-    ))
+    )
 }
 
 /// The first disagreement between this instance (`mine`, polling the tables `oids`, with their

@@ -191,17 +191,18 @@ async fn session(
         }
     }
     let tables = describe(&sql, cfg, polling).await?;
+    // Before anything is published: an instance that would break the others' order never starts.
+    // Before any other connection too: a pooler is told by the server processes answering this one.
+    agreement::join(&sql, &params, &tables, polling).await?;
     if kept.backlog.is_none() {
         let stop = shutdown.child_token();
         tokio::spawn(watch_backlog(params.clone(), tables.clone(), cfg.stall_threshold, metrics.clone(), stop.clone()));
         kept.backlog = Some(BacklogWatch(stop));
     }
-    // Before it joins the other instances: a refused certificate or login stops the relay here,
-    // naming the setting; a cluster it cannot reach ends the session, so an instance that cannot
-    // publish takes no partition (the others keep them, see `batch` on a batch Kafka leaves waiting).
+    // Before it takes partitions: a refused certificate or login stops the relay here, naming the
+    // setting; a cluster it cannot reach ends the session, so an instance that cannot publish takes
+    // no partition (the others keep them; see `batch` on a batch Kafka leaves unacknowledged).
     super::session::kafka_preflight(cfg).await?;
-    // Before anything is published: an instance that would break the others' order never starts.
-    agreement::join(&sql, &params, &tables, polling).await?;
     // Before any task starts: an error here leaves nothing running behind.
     let notices = listen(&params, polling).await?;
     let producer = kept.producer.for_session(cfg)?;
