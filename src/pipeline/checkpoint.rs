@@ -67,24 +67,16 @@ pub struct Resume(pub Position);
 
 impl Resume {
     /// Whether it says more than a slot confirmed up to `slot`: whole transactions past it, or how
-    /// far into a transaction the slot has not passed.
+    /// far into the transaction after it.
     ///
-    /// A position inside a transaction says more even when its last commit is behind the slot.
-    /// While nothing is in flight, an idle keepalive confirms the server's WAL end X, past the last
-    /// commit C (the stream showed nothing after C: other tables' transactions are not sent). A
-    /// transaction T that was already writing then commits after X; a Kafka transaction that ends
-    /// inside T records `{C, T, changes up to L}`. After a restart the slot is at X > C and
-    /// PostgreSQL sends T again from its start: only the record says which of its changes Kafka
-    /// already holds. Had the slot passed T's commit instead (T's last changes made no events), T is
-    /// not sent again and the record's position inside it skips nothing.
+    /// The slot never passes the position's commit while the position is inside a transaction:
+    /// both move over whole transactions, and an idle confirmation of the server's WAL end moves
+    /// the position too ([`Checkpoint::idle_wal_end`]). A record whose commit is behind the slot
+    /// is therefore older than the slot and says nothing; trusting its position inside a
+    /// transaction would trust a transaction id on a WAL history that may since have changed (a
+    /// failover to a standby that never had it).
     pub fn beyond(&self, slot: Lsn) -> bool {
-        self.0.commit > slot || self.0.partial.is_some()
-    }
-
-    /// The same resume point for a stream that starts at the slot's position `slot`: every commit
-    /// before the slot is published too.
-    pub fn seen_from_slot(self, slot: Lsn) -> Resume {
-        Resume(Position { commit: self.0.commit.max(slot), partial: self.0.partial })
+        self.0.commit > slot || (self.0.commit == slot && self.0.partial.is_some())
     }
 
     /// A transaction whose commit record (Begin's final LSN) starts before `commit`, the end of
@@ -155,7 +147,7 @@ impl Checkpoint {
         let mut c = Self::new(start);
         c.committed_below = Some(0);
         if let Some(r) = resume.filter(|r| r.beyond(start)) {
-            c.position = r.seen_from_slot(start).0;
+            c.position = r.0;
         }
         c
     }
@@ -253,9 +245,16 @@ impl Checkpoint {
 
     /// The server's WAL end from a keepalive received outside any transaction. Confirmed only when
     /// nothing is in flight, so it can never pass an unacknowledged event.
+    ///
+    /// The position moves with it: a Kafka transaction that later ends inside a transaction records
+    /// that commit position, at or past the slot's, so after a restart its record still says more
+    /// than the slot (see [`Resume::beyond`]).
     pub fn idle_wal_end(&mut self, wal_end: Lsn) {
         if self.published_below() == self.next_seq && self.commits.is_empty() && wal_end > self.confirmed {
             self.confirmed = wal_end;
+            if self.position.partial.is_none() && wal_end > self.position.commit {
+                self.position.commit = wal_end;
+            }
         }
     }
 
@@ -589,8 +588,9 @@ mod tests {
 
     /// Idle, the slot was confirmed to the server's WAL end, past the last commit the stream
     /// showed; a Kafka transaction then ended inside a large transaction that was already being
-    /// written. Its record names a commit behind the slot, and it still says which of the large
-    /// transaction's changes are published: dropping it would publish them twice.
+    /// written. Its record must not name a commit behind the slot: it says which of the large
+    /// transaction's changes are published, and dropping it as older than the slot would publish
+    /// them twice.
     #[test]
     fn resume_inside_a_transaction_survives_an_idle_confirmation_past_its_last_commit() {
         // Events up to the commit at 100; idle keepalives confirmed the WAL end, 400.
@@ -606,16 +606,18 @@ mod tests {
         c.event_sent();
         c.progress(7, l(350), 1);
         let recorded = c.position();
-        assert_eq!(recorded, Position { commit: l(100), partial: partial(7, 350, 1) });
+        assert_eq!(recorded, Position { commit: l(400), partial: partial(7, 350, 1) });
         // Restarted: the slot is at 400, and PostgreSQL sends T again from 300.
         let resume = Resume(recorded);
         assert!(resume.beyond(l(400)), "the record says how far into T the published events go");
         let resumed = Checkpoint::transactional(l(400), Some(resume));
-        assert_eq!(resumed.position(), Position { commit: l(400), partial: partial(7, 350, 1) });
+        assert_eq!(resumed.position(), recorded);
         assert!(resume.skips_change(7, l(300), 1) && resume.skips_change(7, l(350), 1));
         assert!(!resume.skips_change(7, l(360), 1));
-        assert!(!resume.seen_from_slot(l(400)).skips_transaction(l(400)), "T's commit record is after the slot");
-        // A record with no position inside a transaction says nothing a slot past it does not.
+        assert!(!resume.skips_transaction(l(400)), "T's commit record is after the slot");
+        // A record behind the slot is older than the slot: it says nothing, inside a transaction
+        // or not.
         assert!(!Resume(Position { commit: l(100), partial: None }).beyond(l(400)));
+        assert!(!Resume(Position { commit: l(100), partial: partial(7, 350, 1) }).beyond(l(400)));
     }
 }

@@ -377,7 +377,7 @@ async fn start(
     let start = requested.max(now);
     let peer_timeout = wal_sender_timeout.map(|t| t + cfg.status_interval);
     // An offset the slot has passed since says nothing more.
-    let resume = resume.filter(|r| r.beyond(start)).map(|r| r.seen_from_slot(start));
+    let resume = resume.filter(|r| r.beyond(start));
     Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer, identity }))
 }
 
