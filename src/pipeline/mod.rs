@@ -126,8 +126,10 @@ async fn sessions(
             Ok(()) => return Ok(()),
             Err(e) if e.is_slot_in_use() => {
                 // Another process writes from the slot now: what this relay's producer still holds
-                // must not land after its records.
+                // must not land after its records, and how far this relay confirmed says nothing
+                // about the slot once another process moves it.
                 state.producer.close().await;
+                state.reached = None;
                 if !standing_by {
                     tracing::info!(slot = %config.slot_name, reason = %e, "replication slot is in use by another process; standing by to take over when it is released");
                     standing_by = true;

@@ -54,6 +54,8 @@ pub struct SessionState {
 /// WAL history of `system_id` at `timeline`, through slot `slot`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reached {
+    /// When the session that reached it ended: a memory older than [`REMEMBERED_FOR`] is not used.
+    pub at: std::time::Instant,
     pub slot: String,
     pub system_id: String,
     pub timeline: u32,
@@ -270,6 +272,7 @@ pub async fn run(
     };
     state.producer.session_ended();
     state.reached = Some(Reached {
+        at: std::time::Instant::now(),
         slot: cfg.slot_name.clone(),
         system_id: identity.system_id,
         timeline: identity.timeline,
@@ -381,6 +384,10 @@ async fn start(
     Ok(Some(Started { conn, sql, start, peer_timeout, resume, producer, identity }))
 }
 
+/// How long after its session ended a confirmed position is used to start from (see
+/// [`remembered_start`]): a server restart, not an outage or a restore.
+const REMEMBERED_FOR: Duration = Duration::from_secs(600);
+
 /// Where to ask the server to start: the slot's confirmed position, or further where this process
 /// confirmed further on the same WAL history.
 ///
@@ -392,10 +399,16 @@ async fn start(
 /// system and timeline, WAL up to that point is the same history it read, and the server decodes
 /// from the later of the slot's position and the one asked for; a position past the server's WAL
 /// (a standby behind, a restore) is not used.
+///
+/// The same system and timeline do not prove the same history: a server restored from a volume
+/// snapshot keeps both. So the memory serves only a restart of the server (a session that ended
+/// less than [`REMEMBERED_FOR`] ago, the slot's only writer since: standing by forgets it); past
+/// that, the slot's position rules and the replay is duplicates only.
 fn remembered_start(cfg: &Config, state: &SessionState, id: &SystemIdentity, slot: Lsn) -> Lsn {
     match &state.reached {
         Some(r)
-            if r.slot == cfg.slot_name
+            if r.at.elapsed() < REMEMBERED_FOR
+                && r.slot == cfg.slot_name
                 && r.system_id == id.system_id
                 && r.timeline == id.timeline
                 && r.lsn > slot
