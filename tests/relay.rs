@@ -865,7 +865,8 @@ async fn exactly_once_offsets_topic_deleted_stops_naming_it() {
         &format!("offset.storage.topic={offsets}"),
         "offset.storage.replication.factor=1",
     ];
-    let mut relay = Relay::start_streaming(&o.config(&eos));
+    // "Missing" is believed after 2 s of sessions finding it so (30 s by default).
+    let mut relay = Relay::start_streaming_with_env(&o.config(&eos), &[], &[("PGOUTBOX_OFFSETS_MISSING_MS", "2000")]);
     let sql = o.env.sql().await;
     sql.batch_execute(&o.insert_sql("Order", "a", Some("{}"))).await.unwrap();
     let topics = vec![o.topic("Order")];
@@ -876,6 +877,7 @@ async fn exactly_once_offsets_topic_deleted_stops_naming_it() {
     let status = relay.wait(Duration::from_secs(60));
     let log = relay.log_text();
     assert_eq!(status.and_then(|s| s.code()), Some(8), "stops, exit 8; log:\n{log}");
+    assert!(log.contains("asking again before concluding"), "asked again first; log:\n{log}");
     assert!(
         log.contains(&format!("offsets topic `{offsets}` does not exist, but replication slot `{}` does", o.slot))
             && log.contains("exactly.once.source.support=disabled"),

@@ -48,6 +48,8 @@ pub struct SessionState {
     /// How far this process's sessions confirmed, and on which server: the next session starts
     /// there when the server forgot it (see [`remembered_start`]).
     pub reached: Option<Reached>,
+    /// Exactly once: since when sessions have found the offsets topic missing (see [`offsets_kept`]).
+    pub offsets_missing_since: Option<std::time::Instant>,
 }
 
 /// A position every event before which Kafka acknowledged (committed, under exactly once), on the
@@ -351,7 +353,7 @@ async fn start(
         check_not_lost(cfg, state, &offsets).await?;
     }
     if cfg.exactly_once.is_some() {
-        offsets_kept(cfg, &offsets, existing.is_some()).await?;
+        offsets_kept(cfg, &mut state.offsets_missing_since, &offsets, existing.is_some()).await?;
     }
     let snapshot_wanted = match cfg.snapshot_mode {
         SnapshotMode::NoData => false,
@@ -626,14 +628,47 @@ fn slot_lost(cfg: &Config, offsets: &OffsetStore, recorded: &SourceOffset) -> Re
 /// `offset.storage.topic` changed): resuming from the slot would publish again what it holds.
 /// For a slot still to be created, the topic is created first, so that a slot never exists
 /// without it (a crash between the two would otherwise look like that loss).
-async fn offsets_kept(cfg: &Config, offsets: &OffsetStore, slot_exists: bool) -> Result<(), RelayError> {
+///
+/// "Missing" is believed only once sessions have found it so for [`OFFSETS_MISSING_FOR`]: a broker
+/// that just restarted answers from a stale metadata cache, and reconnecting sessions ask it first.
+/// Until then the session ends as a retryable Kafka failure.
+async fn offsets_kept(
+    cfg: &Config,
+    missing_since: &mut Option<std::time::Instant>,
+    offsets: &OffsetStore,
+    slot_exists: bool,
+) -> Result<(), RelayError> {
     if !slot_exists {
         return offsets.ensure_topic().await.map_err(|e| offset_error(e, offsets));
     }
     if offsets.exists().await.map_err(|e| offset_error(e, offsets))? {
+        *missing_since = None;
         return Ok(());
     }
+    let since = *missing_since.get_or_insert_with(std::time::Instant::now);
+    if since.elapsed() < offsets_missing_for() {
+        return Err(crate::kafka::Error::transient(
+            "finding the offsets topic",
+            format!(
+                "Kafka says `{}` does not exist (missing for {} s): asking again before concluding that the committed offsets are gone",
+                offsets.topic(),
+                since.elapsed().as_secs()
+            ),
+        )
+        .into());
+    }
     Err(RelayError::OffsetsLost { slot: cfg.slot_name.clone(), topic: offsets.topic().to_string() })
+}
+
+/// How long sessions must find the offsets topic missing before the relay stops on it.
+const OFFSETS_MISSING_FOR: Duration = Duration::from_secs(30);
+
+/// [`OFFSETS_MISSING_FOR`], or `PGOUTBOX_OFFSETS_MISSING_MS` (tests).
+fn offsets_missing_for() -> Duration {
+    std::env::var("PGOUTBOX_OFFSETS_MISSING_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(OFFSETS_MISSING_FOR, Duration::from_millis)
 }
 
 /// Remembers, before streaming, that this connector streams from the slot (see `kafka::offsets`).
