@@ -296,10 +296,7 @@ pub async fn run(
 
 /// `PGOUTBOX_PARTITION_WATCH_MS` shortens the watch's interval (tests).
 fn partition_watch_interval() -> Duration {
-    std::env::var("PGOUTBOX_PARTITION_WATCH_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(super::partitions::EVERY, Duration::from_millis)
+    super::millis_from_env("PGOUTBOX_PARTITION_WATCH_MS", super::partitions::EVERY)
 }
 
 /// What every step of starting a session shares.
@@ -665,10 +662,7 @@ const OFFSETS_MISSING_FOR: Duration = Duration::from_secs(30);
 
 /// [`OFFSETS_MISSING_FOR`], or `PGOUTBOX_OFFSETS_MISSING_MS` (tests).
 fn offsets_missing_for() -> Duration {
-    std::env::var("PGOUTBOX_OFFSETS_MISSING_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(OFFSETS_MISSING_FOR, Duration::from_millis)
+    super::millis_from_env("PGOUTBOX_OFFSETS_MISSING_MS", OFFSETS_MISSING_FOR)
 }
 
 /// Remembers, before streaming, that this connector streams from the slot (see `kafka::offsets`).

@@ -42,10 +42,7 @@ use crate::postgres::ConnectParams;
 /// `idle_in_transaction_session_timeout` and `idle_session_timeout`, see `session_settings`);
 /// `PGOUTBOX_POLLING_SESSION_TIMEOUT_MS` shortens it (tests).
 pub(super) fn session_timeout() -> Duration {
-    std::env::var("PGOUTBOX_POLLING_SESSION_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(20), Duration::from_millis)
+    super::millis_from_env("PGOUTBOX_POLLING_SESSION_TIMEOUT_MS", Duration::from_secs(20))
 }
 
 /// The longest the polling connection goes without a statement: a quarter of `session_timeout`
@@ -283,10 +280,7 @@ fn hold(var: &str) -> Duration {
 
 /// How often the unpublished rows are counted and dated (`PGOUTBOX_BACKLOG_MS` shortens it, tests).
 fn backlog_every() -> Duration {
-    std::env::var("PGOUTBOX_BACKLOG_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(5), Duration::from_millis)
+    super::millis_from_env("PGOUTBOX_BACKLOG_MS", Duration::from_secs(5))
 }
 
 /// The age of the oldest unpublished row, where rows carry no date: how long the same row has been
