@@ -58,11 +58,16 @@ install_roots() {
 
 postgres_can_enter() { runuser -u postgres -- test -x "$1" 2>/dev/null; }
 
-# installed_bindir VERSION: the bin directory of a complete install, if there is one.
+# installed_bindir VERSION: the bin directory of a complete install that `postgres` can run, if there
+# is one. An install it cannot run is passed over: a cache kept from a machine where the cache folder
+# was reachable (a CI machine keeping root's cache while /root became 0700) fails only at initdb,
+# "Permission denied", otherwise; the install then goes to the next root (/var/cache/pgoutbox).
 installed_bindir() {
     local root
     for root in $(install_roots); do
-        if [ -f "$root/postgres-$1/.complete" ]; then echo "$root/postgres-$1/bin"; return 0; fi
+        [ -f "$root/postgres-$1/.complete" ] || continue
+        if postgres_can_enter "$root/postgres-$1/bin/initdb"; then echo "$root/postgres-$1/bin"; return 0; fi
+        log "user postgres cannot run $root/postgres-$1/bin/initdb; passing that install over"
     done
     return 1
 }
