@@ -10,6 +10,9 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
+mod lag;
+pub use lag::{LagFigures, LagStatistics};
+
 /// What the relay is doing, for the health endpoints: liveness (`/health`) holds in every state, as
 /// a standby or a long snapshot is not a dead process; readiness (`/ready`) only while streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +75,9 @@ pub struct Metrics {
     /// How far behind its commit the last transaction with events was read, in milliseconds
     /// (Debezium's MilliSecondsBehindSource).
     pub behind_source_ms: AtomicU64,
+    /// Its minimum, maximum, average and percentiles over every event since the task started
+    /// (Debezium 3.6's MilliSecondsBehindSource{Min,Max,Average}Value and P50/P95/P99).
+    pub behind_source_stats: Mutex<LagStatistics>,
     /// Rows the Event Router could not turn into a record, skipped under errors.tolerance=all.
     pub route_errors: AtomicU64,
     /// Records the broker refused for good, skipped under errors.tolerance=all.
@@ -145,6 +151,18 @@ impl Metrics {
     }
 
     /// Commit to receipt by the relay, for a transaction with events.
+    /// `events` events of one transaction read `ms` milliseconds after its commit.
+    pub fn record_behind_source(&self, ms: u64, events: u64) {
+        self.behind_source_ms.store(ms, Ordering::Relaxed);
+        if let Ok(mut s) = self.behind_source_stats.lock() {
+            s.record(ms, events);
+        }
+    }
+
+    pub fn behind_source_figures(&self) -> Option<LagFigures> {
+        self.behind_source_stats.lock().ok().and_then(|s| s.figures())
+    }
+
     pub fn record_received_us(&self, us: u64) {
         if let Ok(mut l) = self.latency.lock() {
             l.received_window.record(us);

@@ -416,7 +416,42 @@ mod tests {
         assert_eq!(sample(&text, &dbz("MilliSecondsBehindSource")), "7");
         assert_eq!(sample(&text, &dbz("MilliSecondsSinceLastEvent")), "2500");
         assert_eq!(sample(&text, &dbz("Connected")), "1");
+        assert!(
+            !text.contains("MilliSecondsBehindSourceP50"),
+            "no lag statistics before the first event (Debezium's are null):\n{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// Debezium 3.6's lag statistics, under the names its exporter rules give them.
+    #[test]
+    fn lag_statistics_as_debezium_names_them() {
+        let m = Metrics::default();
+        m.record_behind_source(10, 3);
+        m.record_behind_source(40, 1);
+        m.record_behind_source(200, 1);
+        m.last_event_ms.store(1_000, Ordering::Relaxed);
+        m.set_state(RelayState::Streaming);
+        let text = render(
+            &[Source { connector: "orders", server: "dbserver1", metrics: &m, state: "RUNNING" }],
+            None,
+            3_500,
+            Format::Text,
+        );
+        let dbz = |attr: &str| {
+            let name =
+                format!("debezium_metrics_{attr}{{context=\"streaming\",name=\"dbserver1\",plugin=\"postgres\"}}");
+            sample(&text, &name).parse::<f64>().unwrap()
+        };
+        assert_eq!(dbz("MilliSecondsBehindSource"), 200.0, "the last transaction's");
+        assert_eq!(dbz("MilliSecondsBehindSourceMinValue"), 10.0);
+        assert_eq!(dbz("MilliSecondsBehindSourceMaxValue"), 200.0);
+        assert_eq!(dbz("MilliSecondsBehindSourceAverageValue"), (3.0 * 10.0 + 40.0 + 200.0) / 5.0);
+        let near = |got: f64, want: f64| (got - want).abs() <= want * 0.01;
+        assert!(near(dbz("MilliSecondsBehindSourceP50"), 10.0), "{text}");
+        // DDSketch's rank, q * (count - 1), falls on the fourth of the five events for both.
+        assert!(near(dbz("MilliSecondsBehindSourceP95"), 40.0), "{text}");
+        assert!(near(dbz("MilliSecondsBehindSourceP99"), 40.0), "{text}");
     }
 
     /// The process metrics every exporter has, with the values `/proc` gives this test's process.

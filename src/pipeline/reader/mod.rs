@@ -68,7 +68,8 @@ pub struct Reader<'a> {
     relations: HashMap<Oid, Option<(RoutePlan, String, Vec<String>)>>,
     in_transaction: bool,
     /// Whether the transaction being read has produced a record (for the latency breakdown).
-    transaction_has_events: bool,
+    /// Events routed from the current transaction.
+    transaction_events: u64,
     /// The commit LSN of the transaction being read (Begin's final LSN), for the optional header.
     commit_lsn: Option<std::sync::Arc<str>>,
     /// Highest WAL position received, reported as the write position.
@@ -170,7 +171,7 @@ impl<'a> Reader<'a> {
             router,
             relations: HashMap::new(),
             in_transaction: false,
-            transaction_has_events: false,
+            transaction_events: 0,
             commit_lsn: None,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
@@ -433,11 +434,12 @@ impl<'a> Reader<'a> {
             LogicalMessage::Commit(c) => {
                 self.in_transaction = false;
                 self.metrics.transactions_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if std::mem::take(&mut self.transaction_has_events) {
+                let events = std::mem::take(&mut self.transaction_events);
+                if events > 0 {
                     let now = crate::postgres::wire::pg_epoch_micros(SystemTime::now());
                     let behind_us = now.saturating_sub(c.commit_time).max(0) as u64;
                     self.metrics.record_received_us(behind_us);
-                    self.metrics.behind_source_ms.store(behind_us / 1000, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.record_behind_source(behind_us / 1000, events);
                 }
                 self.received = self.received.max(c.end_lsn);
                 self.batch.push(Item::Commit { end_lsn: c.end_lsn, commit_time: c.commit_time });
@@ -546,7 +548,7 @@ impl Reader<'_> {
                 value: Some(bytes::Bytes::copy_from_slice(lsn.as_bytes())),
             });
         }
-        self.transaction_has_events = true;
+        self.transaction_events += 1;
         self.metrics.events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.metrics.last_event_ms.store(now as u64, std::sync::atomic::Ordering::Relaxed);
         self.push_event(record)
