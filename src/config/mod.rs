@@ -508,16 +508,61 @@ fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
             "is not supported; pgoutbox decodes only `pgoutput` (set plugin.name=pgoutput and use a pgoutput slot)",
         ));
     }
-    match r.str("lsn.flush.mode") {
-        None | Some("connector") | Some("connector_and_driver") => {}
-        Some(_) => return Err(invalid("lsn.flush.mode", "is not supported: pgoutbox always confirms the acknowledged position (connector); it never leaves the slot to be advanced by hand")),
+    // lsn.flush.mode (Debezium 3.4) as Debezium reads it: case-insensitive; the deprecated
+    // flush.lsn.source only when lsn.flush.mode is not given (given both, lsn.flush.mode wins,
+    // silently, as in Debezium).
+    let flush_mode = match r.str("lsn.flush.mode") {
+        Some(v) => {
+            r.consume("flush.lsn.source");
+            v.to_ascii_lowercase()
+        }
+        None => match r.str("flush.lsn.source") {
+            None => "connector".to_string(),
+            Some(v) => {
+                r.warn("Property 'flush.lsn.source' is deprecated and replaced by 'lsn.flush.mode' and will be removed in a future build.");
+                match v.to_ascii_lowercase().as_str() {
+                    "true" => "connector".to_string(),
+                    "false" => "manual".to_string(),
+                    _ => {
+                        return Err(invalid(
+                            "flush.lsn.source",
+                            "is not a boolean; use true or false (or lsn.flush.mode)",
+                        ))
+                    }
+                }
+            }
+        },
+    };
+    match flush_mode.as_str() {
+        "connector" | "connector_and_driver" => {}
+        "manual" => {
+            let key = if r.has("lsn.flush.mode") { "lsn.flush.mode" } else { "flush.lsn.source" };
+            return Err(invalid(
+                key,
+                "asks for manual flushing, which pgoutbox does not support: Debezium then leaves the slot to be advanced by hand and resumes from its Kafka offsets, while pgoutbox's position is the slot it confirms; use lsn.flush.mode=connector (or connector_and_driver)",
+            ));
+        }
+        _ => return Err(invalid("lsn.flush.mode", "is not one of connector, manual, connector_and_driver")),
     }
-    if r.str("flush.lsn.source").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
-        return Err(invalid(
-            "flush.lsn.source",
-            "false (manual flushing) is not supported: pgoutbox always confirms the acknowledged position",
-        ));
+    // Keys pgoutbox accepts without acting on them (config::keys says why) are still checked as
+    // Debezium checks them, so a typo fails here as it would in Connect.
+    if let Some(v) = r.peek("lsn.flush.timeout.ms") {
+        if !v.parse::<i64>().is_ok_and(|n| n > 0) {
+            return Err(invalid("lsn.flush.timeout.ms", "is not a positive number of milliseconds"));
+        }
     }
+    let one_of = |key: &str, value: Option<&str>, options: &[&str]| match value {
+        Some(v) if !options.iter().any(|o| o.eq_ignore_ascii_case(v)) => {
+            Err(invalid(key, format!("is not one of {}", options.join(", "))))
+        }
+        _ => Ok(()),
+    };
+    one_of("lsn.flush.timeout.action", r.peek("lsn.flush.timeout.action"), &["fail", "warn", "ignore"])?;
+    one_of(
+        "offset.mismatch.strategy",
+        r.peek("offset.mismatch.strategy"),
+        &["no_validation", "trust_offset", "trust_slot", "trust_greater_lsn"],
+    )?;
     Ok(())
 }
 
@@ -740,7 +785,15 @@ fn parse_kafka(r: &mut Reader<'_>, raw: &RawConfig) -> Result<(KafkaConfig, Vec<
 }
 
 fn parse_heartbeat(r: &mut Reader<'_>, topic_prefix: &str) -> Result<Option<Heartbeat>, ConfigError> {
-    let interval = r.millis_or("heartbeat.interval.ms", 0)?;
+    let mut interval = r.millis_or("heartbeat.interval.ms", 0)?;
+    // Debezium 3.6: lsn.flush.mode=connector_and_driver with heartbeats and transaction metadata
+    // both off turns heartbeats on, every 10 minutes, with this warning.
+    let driver_flush = r.peek("lsn.flush.mode").is_some_and(|m| m.eq_ignore_ascii_case("connector_and_driver"));
+    let metadata = r.peek("provide.transaction.metadata").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if interval.is_zero() && driver_flush && !metadata {
+        interval = Duration::from_millis(600_000);
+        r.warn("heartbeat.interval.ms was internally set to 600000 ms since lsn.flush.mode=CONNECTOR_AND_DRIVER requires periodic opportunities to propagate LSNs to Kafka. If this behavior is not desired, explicitly set heartbeat.interval.ms to more than 0 or enable provide.transaction.metadata.");
+    }
     let prefix = match r.str("topic.heartbeat.prefix") {
         Some(p) => p.to_string(),
         None => r.string_or("heartbeat.topics.prefix", "__debezium-heartbeat"),

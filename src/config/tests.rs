@@ -27,6 +27,13 @@ fn err_key(extra: &[&str]) -> String {
     }
 }
 
+fn key_of(result: Result<Config, ConfigError>) -> String {
+    match result {
+        Err(ConfigError::Invalid { key, .. } | ConfigError::Missing { key, .. }) => key,
+        other => panic!("expected a key error, got {other:?}"),
+    }
+}
+
 #[test]
 fn config_supported_keys_are_parsed() {
     let c = with(&[
@@ -359,6 +366,94 @@ fn config_topic_creation_needs_both_defaults() {
 fn config_include_lists_are_case_insensitive_like_debezium() {
     let c = with(&["table.include.list=Public.OUTBOX"]).unwrap();
     assert!(c.tables.matches("public", "outbox"));
+}
+
+#[test]
+fn lsn_flush_mode_is_read_as_debezium_reads_it() {
+    assert!(with(&["lsn.flush.mode=CONNECTOR"]).is_ok(), "case-insensitive, as Debezium's enum");
+    assert_eq!(err_key(&["lsn.flush.mode=sometimes"]), "lsn.flush.mode");
+    assert_eq!(err_key(&["lsn.flush.mode=Manual"]), "lsn.flush.mode");
+    // Given both, lsn.flush.mode wins without a word; the deprecated key alone is read with a warning.
+    let c = with(&["lsn.flush.mode=connector", "flush.lsn.source=false"]).unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert!(c.ignored.iter().all(|k| k.key != "flush.lsn.source"), "{:?}", c.ignored);
+    let c = with(&["flush.lsn.source=true"]).unwrap();
+    assert!(c.warnings.iter().any(|w| w.contains("'flush.lsn.source' is deprecated")), "{:?}", c.warnings);
+    assert_eq!(err_key(&["flush.lsn.source=maybe"]), "flush.lsn.source");
+}
+
+#[test]
+fn connector_and_driver_turns_heartbeats_on_as_debezium_does() {
+    let c = with(&["lsn.flush.mode=connector_and_driver"]).unwrap();
+    assert_eq!(c.heartbeat.as_ref().map(|h| h.interval), Some(Duration::from_millis(600_000)));
+    assert!(
+        c.warnings.iter().any(|w| w.starts_with("heartbeat.interval.ms was internally set to 600000 ms")),
+        "{:?}",
+        c.warnings
+    );
+    let c = with(&["lsn.flush.mode=connector_and_driver", "heartbeat.interval.ms=5000"]).unwrap();
+    assert_eq!(c.heartbeat.as_ref().map(|h| h.interval), Some(Duration::from_millis(5_000)));
+    let c = with(&["lsn.flush.mode=connector_and_driver", "provide.transaction.metadata=true"]).unwrap();
+    assert!(c.heartbeat.is_none());
+    assert!(with(&["lsn.flush.mode=connector"]).unwrap().heartbeat.is_none());
+}
+
+#[test]
+fn enforce_record_size_is_checked_and_passes_the_routers_records_through() {
+    let after = |opts: &[&str]| {
+        let mut keys = vec!["transforms=outbox,size", "transforms.size.type=io.debezium.transforms.EnforceRecordSize"];
+        keys.extend_from_slice(opts);
+        with(&keys)
+    };
+    let c = after(&["transforms.size.max.bytes=1000000"]).unwrap();
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("transforms.size: io.debezium.transforms.EnforceRecordSize changes nothing")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.ignored.iter().all(|k| !k.key.starts_with("transforms.size.")), "{:?}", c.ignored);
+    assert_eq!(
+        err_key(&["transforms=outbox,size", "transforms.size.type=io.debezium.transforms.EnforceRecordSize"]),
+        "transforms.size.max.bytes"
+    );
+    for bad in ["transforms.size.max.bytes=0", "transforms.size.max.bytes=x"] {
+        assert_eq!(key_of(after(&[bad])), "transforms.size.max.bytes", "{bad}");
+    }
+    assert_eq!(
+        key_of(after(&["transforms.size.max.bytes=10", "transforms.size.compression.ratio=0"])),
+        "transforms.size.compression.ratio"
+    );
+    assert_eq!(
+        key_of(after(&["transforms.size.max.bytes=10", "transforms.size.min.field.size=-1"])),
+        "transforms.size.min.field.size"
+    );
+    // Before the router it would cut the outbox row's payload short: refused, saying so.
+    let err = with(&[
+        "transforms=size,outbox",
+        "transforms.size.type=io.debezium.transforms.EnforceRecordSize",
+        "transforms.size.max.bytes=1000",
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("payload"), "{err}");
+    assert_eq!(key_of(Err(err)), "transforms.size.type");
+}
+
+#[test]
+fn keys_accepted_without_effect_are_still_checked() {
+    assert_eq!(err_key(&["lsn.flush.timeout.action=retry"]), "lsn.flush.timeout.action");
+    assert_eq!(err_key(&["lsn.flush.timeout.ms=0"]), "lsn.flush.timeout.ms");
+    assert_eq!(err_key(&["offset.mismatch.strategy=trust_me"]), "offset.mismatch.strategy");
+    let c = with(&[
+        "lsn.flush.timeout.action=WARN",
+        "lsn.flush.timeout.ms=5000",
+        "offset.mismatch.strategy=trust_greater_lsn",
+    ])
+    .unwrap();
+    for key in ["lsn.flush.timeout.action", "lsn.flush.timeout.ms", "offset.mismatch.strategy"] {
+        assert!(c.ignored.iter().any(|k| k.key == key), "{key} is listed as ignored: {:?}", c.ignored);
+    }
 }
 
 #[test]

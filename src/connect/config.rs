@@ -93,6 +93,12 @@ impl<'a> Reader<'a> {
         self.used.insert(key.to_string());
     }
 
+    /// The trimmed value without consuming the key: a key checked here but acted on nowhere stays
+    /// in the list of keys pgoutbox ignores.
+    pub fn peek(&self, key: &str) -> Option<&'a str> {
+        self.entries.get(key).map(|s| s.trim()).filter(|s| !s.is_empty())
+    }
+
     /// The trimmed value; an empty value counts as unset.
     pub fn str(&mut self, key: &str) -> Option<&'a str> {
         self.used.insert(key.to_string());

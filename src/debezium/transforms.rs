@@ -13,6 +13,44 @@ use crate::connect::{ConfigError, Reader, Schema, Value};
 pub const HEADER_TO_VALUE: &str = "io.debezium.transforms.HeaderToValue";
 pub const PARTITION_ROUTING: &str = "io.debezium.transforms.partitions.PartitionRouting";
 pub const TIMEZONE_CONVERTER: &str = "io.debezium.transforms.TimezoneConverter";
+/// Debezium 3.6's `EnforceRecordSize`: shortens the longest string and bytes columns of a change
+/// event's `before` and `after` until its estimated size fits `max.bytes`. It acts on change-event
+/// envelopes only; a record without them (the Event Router's) passes through unchanged.
+pub const ENFORCE_RECORD_SIZE: &str = "io.debezium.transforms.EnforceRecordSize";
+
+/// `EnforceRecordSize`'s options, checked as Debezium checks them: `max.bytes` required and
+/// positive, `compression.ratio` (1.0) positive, `min.field.size` (25000) not negative.
+pub fn check_enforce_record_size(r: &mut Reader<'_>, prefix: &str) -> Result<(), ConfigError> {
+    let max_key = format!("{prefix}max.bytes");
+    let max: i64 = match r.str(&max_key) {
+        None => {
+            return Err(ConfigError::invalid(
+                &max_key,
+                "Missing required configuration \"max.bytes\" which has no default value.",
+            ))
+        }
+        Some(v) => v.parse().map_err(|_| ConfigError::invalid(&max_key, "Expected value to be a 32-bit integer"))?,
+    };
+    if max <= 0 {
+        return Err(ConfigError::invalid(&max_key, "Must be a positive integer"));
+    }
+    let ratio_key = format!("{prefix}compression.ratio");
+    if let Some(v) = r.str(&ratio_key) {
+        let ratio: f64 = v.parse().map_err(|_| ConfigError::invalid(&ratio_key, "Expected value to be a double"))?;
+        if ratio.is_nan() || ratio <= 0.0 {
+            return Err(ConfigError::invalid(&ratio_key, "Must be a positive number"));
+        }
+    }
+    let min_key = format!("{prefix}min.field.size");
+    if let Some(v) = r.str(&min_key) {
+        let min: i32 =
+            v.parse().map_err(|_| ConfigError::invalid(&min_key, "Expected value to be a 32-bit integer"))?;
+        if min < 0 {
+            return Err(ConfigError::invalid(&min_key, "Must be non-negative"));
+        }
+    }
+    Ok(())
+}
 
 /// `headers`, `fields` (as many) and `operation` (`move` or `copy`): header values become value
 /// fields, appended in the record's header order with the header's schema.

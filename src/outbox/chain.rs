@@ -265,6 +265,9 @@ impl Chain {
                     Kind::Kafka(t) => t.only_headers(),
                     Kind::HeaderToValue(_) => false,
                 };
+                if step.class == dbz::ENFORCE_RECORD_SIZE {
+                    return Err(ConfigError::invalid(&type_key, format!("{} before the Event Router would shorten the outbox row's columns (its payload among them) to fit max.bytes, in Debezium; pgoutbox does not build that change event and will not cut an event's payload short: remove `{alias}` (a record over the producer's max.request.size stops the relay, naming it)", dbz::ENFORCE_RECORD_SIZE)));
+                }
                 if !headers_only {
                     return Err(ConfigError::invalid(&type_key, format!("this transform runs before the Event Router, on Debezium's change event of the outbox table, which pgoutbox does not build: only header transforms (InsertHeader, DropHeaders), Filter and the tracing transform can run there; move `{alias}` after the router in `transforms`")));
                 }
@@ -314,6 +317,10 @@ fn parse_step(
         Kind::Pass
     } else if class == dbz::HEADER_TO_VALUE {
         Kind::HeaderToValue(HeaderToValue::parse(r, &prefix)?)
+    } else if class == dbz::ENFORCE_RECORD_SIZE {
+        dbz::check_enforce_record_size(r, &prefix)?;
+        warnings.push(format!("transforms.{alias}: {class} changes nothing after the Event Router (it shortens the columns of change-event envelopes only, in Debezium as well); remove it, or bound record sizes with the producer's max.request.size"));
+        Kind::Pass
     } else if class == dbz::PARTITION_ROUTING || class == dbz::TIMEZONE_CONVERTER {
         // They act on change-event envelopes only; Debezium passes the router's records through.
         warnings.push(format!("transforms.{alias}: {class} changes nothing after the Event Router (it acts on change-event envelopes only, in Debezium as well); remove it"));

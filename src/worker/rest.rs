@@ -598,6 +598,7 @@ fn other_plugins() -> Vec<(String, &'static str, &'static str)> {
         crate::debezium::transforms::HEADER_TO_VALUE,
         crate::debezium::transforms::PARTITION_ROUTING,
         crate::debezium::transforms::TIMEZONE_CONVERTER,
+        crate::debezium::transforms::ENFORCE_RECORD_SIZE,
         crate::debezium::message::DECODE_CONTENT_CLASS,
     ] {
         out.push((t.to_string(), "transformation", DEBEZIUM_VERSION));
