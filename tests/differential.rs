@@ -124,6 +124,7 @@ differential_cases! {
     chain_debezium_transforms;
     chain_flatten_cast_mask_timestamp;
     chain_binary_data_converter_with_delegate;
+    chain_enforce_record_size_after_router;
 
     message_outbox_with_the_table;
     message_outbox_string_converters;

@@ -1160,6 +1160,25 @@ pub fn chain_router_header_predicates() -> Case {
     .records(STANDARD_RECORDS)
 }
 
+/// Debezium 3.6's EnforceRecordSize after the router, with a limit every record passes: it truncates
+/// only the `before`/`after` strings of a change event's envelope, and the router's records have
+/// none, so both relays publish every record unchanged (none dropped, none truncated).
+pub fn chain_enforce_record_size_after_router() -> Case {
+    with_props(
+        Case::new("chain_enforce_record_size_after_router"),
+        props(&[
+            "transforms=outbox,size",
+            "transforms.size.type=io.debezium.transforms.EnforceRecordSize",
+            "transforms.size.max.bytes=64",
+            "transforms.size.compression.ratio=2.5",
+            "transforms.size.min.field.size=1",
+        ]),
+    )
+    .sql(standard_events())
+    .topics(&[ORDER, CUSTOMER])
+    .records(STANDARD_RECORDS)
+}
+
 /// Before the router: DropHeaders on Debezium's context headers; after it: Filter with a predicate
 /// drops the customers (their rows still move the position), under StringConverter.
 pub fn chain_filter_and_headers_before_router() -> Case {

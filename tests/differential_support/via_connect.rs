@@ -35,6 +35,7 @@ pub const SUITE: &[fn() -> Case] = &[
     super::cases::chain_router_header_predicates,
     super::cases::bytea_binary_data_converter,
     super::cases::message_outbox_placements_and_expansion,
+    super::cases::chain_enforce_record_size_after_router,
     // Debezium 3.7 only (3.6.3, the other run's reference, has no such option).
     super::cases::expand_json_payload_empty_arrays_optional_string,
 ];
