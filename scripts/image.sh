@@ -292,7 +292,7 @@ print(json.dumps(c))' "$root/docker/outbox-connector.json" "$pg_port")
     ok "1000 orders written, 1000 events in order.events"
 
     # SIGTERM from the engine while events are being written.
-    write_orders 30000 100 &
+    write_orders 100000 10 &
     local writer=$!
     sleep 1
     local t_stop exit_code
@@ -302,24 +302,24 @@ print(json.dumps(c))' "$root/docker/outbox-connector.json" "$pg_port")
     exit_code=$(podman inspect -f '{{.State.ExitCode}}' "$c")
     wait "$writer"
     [ "$exit_code" = 0 ] || fail "the worker exited $exit_code after SIGTERM (podman stop)"
-    ok "SIGTERM during writes: the worker drained and exited 0 in ${t_stop} ms, with $(events order.events) of 31000 events published"
+    ok "SIGTERM during writes: the worker drained and exited 0 in ${t_stop} ms, with $(events order.events) of 101000 events published"
     local end_lsn
     end_lsn=$(psql_pg -d orderdb -tA -c "SELECT pg_current_wal_lsn()")
     podman start "$c" >/dev/null
-    for i in $(seq 1 120); do n=$(events order.events); [ "$n" -ge 31000 ] && break; sleep 1; done
-    [ "$n" -ge 31000 ] || fail "after the restart order.events holds $n records for 31000 events"
+    for i in $(seq 1 120); do n=$(events order.events); [ "$n" -ge 101000 ] && break; sleep 1; done
+    [ "$n" -ge 101000 ] || fail "after the restart order.events holds $n records for 101000 events"
     local distinct confirmed
     distinct=$(kafka_java org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$broker" \
         --topic order.events --from-beginning --timeout-ms 15000 --property print.value=false \
         --property print.headers=true 2>/dev/null | grep -o 'id:[0-9a-f-]*' | sort -u | wc -l)
-    [ "$distinct" = 31000 ] || fail "$distinct distinct event ids in order.events for 31000 events"
+    [ "$distinct" = 101000 ] || fail "$distinct distinct event ids in order.events for 101000 events"
     for i in $(seq 1 60); do
         confirmed=$(psql_pg -d orderdb -tA -c "SELECT confirmed_flush_lsn >= '$end_lsn' FROM pg_replication_slots WHERE slot_name = 'outbox_connect_slot'")
         [ "$confirmed" = t ] && break
         sleep 1
     done
     [ "$confirmed" = t ] || fail "the slot is not confirmed past the last commit ($end_lsn) after the restart"
-    ok "after the restart: all 31000 events in order.events ($n records: $(( n - 31000 )) published twice), the slot confirmed past the last commit"
+    ok "after the restart: all 101000 events in order.events ($n records: $(( n - 101000 )) published twice), the slot confirmed past the last commit"
     podman logs "$c" 2>&1 | grep -q postgrespw && fail "the database password appears in the worker's log"
     curl -s -u admin:admin-secret "http://127.0.0.1:$rest_port/connectors/outbox-connector" | grep -q postgrespw \
         && fail "the database password appears in a REST response"
@@ -342,6 +342,8 @@ print(json.dumps(c))' "$root/docker/outbox-connector.json" "$pg_port")
     wait_http "http://127.0.0.1:$metrics_port/ready" 60 >/dev/null || fail "run: /ready did not answer 200"
     t_ready=$(( $(now_ms) - t0 ))
     log "run: /ready answered 200 ${t_ready} ms after podman run"
+    podman healthcheck run "$r" >/dev/null || fail "the image's HEALTHCHECK failed on a running relay (run)"
+    ok "HEALTHCHECK passes for run"
     t0=$(now_ms)
     podman stop -t 30 "$r" >/dev/null
     [ "$(podman inspect -f '{{.State.ExitCode}}' "$r")" = 0 ] || fail "run exited $(podman inspect -f '{{.State.ExitCode}}' "$r") after SIGTERM"
