@@ -9,7 +9,8 @@
 #   scripts/image.sh bases    pull or make the two base images only
 # PGOUTBOX_IMAGE names the image (default localhost/pgoutbox:dev).
 #
-# Base images. The Dockerfile builds FROM rust:1.95-bookworm and runs FROM debian:bookworm-slim. Where
+# Base images. The Dockerfile builds FROM rust:1.95-bookworm and takes the runtime's few files (glibc,
+# bash, the CA bundle) from debian:bookworm-slim into an image FROM scratch. Where
 # a container registry is reachable, podman pulls them. Where none is (these machines resolve no
 # registry host), the two are made here from Debian's packages, as their publishers make them, and
 # tagged with the names the Dockerfile asks for: debian:bookworm-slim is mmdebstrap's minbase of
@@ -222,7 +223,7 @@ check() {
     local user size gz health
     user=$(podman image inspect -f '{{.Config.User}}' "$IMAGE")
     [ "$user" = 10001:10001 ] || fail "the image's user is '$user', not 10001:10001"
-    [ "$(podman run --rm "${engine_opts[@]}" --network host --entrypoint id "$IMAGE" -u)" = 10001 ] \
+    [ "$(podman run --rm "${engine_opts[@]}" --network host --entrypoint bash "$IMAGE" -c 'echo $EUID')" = 10001 ] \
         || fail "a container of the image does not run as uid 10001"
     ok "runs as uid 10001"
     health=$(podman image inspect -f '{{json .Config.Healthcheck}}' "$IMAGE")
@@ -248,7 +249,8 @@ check() {
     # The Connect worker, the image's default command, configured as Debezium's image is.
     local rest_port t_rest c=pgoutbox-image-worker
     rest_port=$(free_port)
-    local worker_env=(-e "BOOTSTRAP_SERVERS=$broker" -e GROUP_ID=image-check -e CONFIG_STORAGE_TOPIC=image_configs
+    # The brokers by name: the image resolves names without a distribution's NSS files.
+    local worker_env=(-e "BOOTSTRAP_SERVERS=${broker/127.0.0.1/localhost}" -e GROUP_ID=image-check -e CONFIG_STORAGE_TOPIC=image_configs
         -e OFFSET_STORAGE_TOPIC=image_offsets -e STATUS_STORAGE_TOPIC=image_statuses
         -e CONNECT_CONFIG_STORAGE_REPLICATION_FACTOR=1 -e CONNECT_OFFSET_STORAGE_REPLICATION_FACTOR=1
         -e CONNECT_STATUS_STORAGE_REPLICATION_FACTOR=1 -e "REST_PORT=$rest_port"
