@@ -210,6 +210,21 @@ write_orders() {
     END LOOP; END \$\$;"
 }
 
+# start_checked NAME URL [PODMAN RUN ARGS...]: runs a container of the image, waits until URL answers
+# 200 and runs the image's HEALTHCHECK in it; started_ms is the time from `podman run` to that 200.
+started_ms=0
+start_checked() {
+    local name=$1 url=$2 t0
+    shift 2
+    containers+=("$name")
+    podman rm -f -t 0 "$name" >/dev/null 2>&1 || true
+    t0=$(now_ms)
+    podman run -d --name "$name" "${engine_opts[@]}" --network host "$@" >/dev/null || fail "the container $name did not start"
+    wait_http "$url" 60 >/dev/null || fail "$name: $url did not answer 200"
+    started_ms=$(( $(now_ms) - t0 ))
+    podman healthcheck run "$name" >/dev/null || fail "the image's HEALTHCHECK failed in $name"
+}
+
 check() {
     podman image exists "$IMAGE" || die "$IMAGE is not built: run scripts/image.sh build"
     # PostgreSQL 15 and Apache Kafka, as the test suite installs them.
@@ -256,17 +271,11 @@ check() {
         -e CONNECT_STATUS_STORAGE_REPLICATION_FACTOR=1 -e "REST_PORT=$rest_port"
         -v "$root/docker/db.properties:/run/secrets/db.properties:ro,z"
         -v "$root/docker/connect-users.properties:/run/secrets/connect-users.properties:ro,z")
-    containers+=("$c")
-    podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
-    local t0
-    t0=$(now_ms)
-    podman run -d --name "$c" "${engine_opts[@]}" --network host "${worker_env[@]}" "$IMAGE" >/dev/null \
-        || fail "the worker container did not start"
-    wait_http "http://127.0.0.1:$rest_port/health" 60 >/dev/null || fail "the worker's REST API did not answer on $rest_port"
-    t_rest=$(( $(now_ms) - t0 ))
+    start_checked "$c" "http://127.0.0.1:$rest_port/health" "${worker_env[@]}" "$IMAGE"
+    t_rest=$started_ms
     log "worker: GET /health answered 200 ${t_rest} ms after podman run"
-    podman healthcheck run "$c" >/dev/null || fail "the image's HEALTHCHECK failed on a running worker"
     ok "HEALTHCHECK passes"
+    local t0
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$rest_port/connectors")" = 401 ] \
         || fail "GET /connectors without credentials was not refused with 401"
     ok "the REST API refuses a caller without credentials"
@@ -332,19 +341,13 @@ print(json.dumps(c))' "$root/docker/outbox-connector.json" "$pg_port")
     # the addresses set through the environment (PGOUTBOX_<KEY>).
     local metrics_port t_ready r=pgoutbox-image-run
     metrics_port=$(free_port)
-    containers+=("$r")
-    podman rm -f -t 0 "$r" >/dev/null 2>&1 || true
-    t0=$(now_ms)
-    podman run -d --name "$r" "${engine_opts[@]}" --network host -e "PGOUTBOX_BOOTSTRAP_SERVERS=$broker" \
+    start_checked "$r" "http://127.0.0.1:$metrics_port/ready" -e "PGOUTBOX_BOOTSTRAP_SERVERS=$broker" \
         -e PGOUTBOX_DATABASE_HOSTNAME=127.0.0.1 -e "PGOUTBOX_DATABASE_PORT=$pg_port" \
         -e "PGOUTBOX_METRICS_ADDRESS=127.0.0.1:$metrics_port" \
         -v "$root/docker/connector.properties:/etc/pgoutbox/connector.properties:ro,z" \
-        -v "$root/docker/db.properties:/run/secrets/db.properties:ro,z" "$IMAGE" run >/dev/null \
-        || fail "the run container did not start"
-    wait_http "http://127.0.0.1:$metrics_port/ready" 60 >/dev/null || fail "run: /ready did not answer 200"
-    t_ready=$(( $(now_ms) - t0 ))
+        -v "$root/docker/db.properties:/run/secrets/db.properties:ro,z" "$IMAGE" run
+    t_ready=$started_ms
     log "run: /ready answered 200 ${t_ready} ms after podman run"
-    podman healthcheck run "$r" >/dev/null || fail "the image's HEALTHCHECK failed on a running relay (run)"
     ok "HEALTHCHECK passes for run"
     t0=$(now_ms)
     podman stop -t 30 "$r" >/dev/null
