@@ -224,6 +224,45 @@ async fn relay_graceful_restart_publishes_nothing_again() {
     o.drop_slot().await;
 }
 
+/// A stop (SIGTERM) that arrives while the relay is inside a large transaction: the part of it
+/// already published used to be published again after the restart, since the position stays before
+/// the transaction until its commit. The relay now reads on to the commit (its rows are committed and
+/// arriving) and stops there, so the restart publishes nothing again.
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_stopped_inside_a_transaction_reads_on_to_its_commit() {
+    let o = Outbox::new("stopmidtx").await;
+    o.create_topics(&["Order"], 1).await;
+    let mut relay = Relay::start_streaming(&o.config(&[]));
+    let topic = o.topic("Order");
+    const ROWS: i64 = 50_000;
+    insert_many(&o, "Order", ROWS as usize).await;
+    // Stop as soon as the first of the transaction's records is in Kafka.
+    let watch: rdkafka::consumer::BaseConsumer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", &o.env.broker).create().unwrap();
+    let published = || {
+        use rdkafka::consumer::Consumer as _;
+        watch.fetch_watermarks(&topic, 0, Duration::from_secs(5)).map_or(0, |(_, high)| high)
+    };
+    tokio::task::block_in_place(|| {
+        wait_for("the transaction's first records in Kafka", Duration::from_secs(60), || published() > 0)
+    });
+    let at_stop = tokio::task::block_in_place(published);
+    assert_eq!(relay.stop().code(), Some(0), "log:\n{}", relay.log_text());
+    if at_stop >= ROWS {
+        println!("the relay published the whole transaction before the stop arrived: nothing to check");
+    } else {
+        relay.wait_for_log("stop requested inside a transaction: reading on to its commit", Duration::ZERO);
+    }
+    relay.restart();
+    relay.wait_for_log("streaming", Duration::from_secs(20));
+    let records = consume_until_idle(&o.env.broker, std::slice::from_ref(&topic), Duration::from_secs(3));
+    println!("stopped with {at_stop} of {ROWS} records in Kafka; {} records after the restart", records.len());
+    assert_eq!(by_id(&records).len(), ROWS as usize, "every event");
+    assert_eq!(records.len(), ROWS as usize, "none published twice (log:\n{})", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
 async fn current_wal(o: &Outbox) -> Lsn {
     let s: String = o.env.sql().await.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0);
     s.parse().unwrap()
@@ -801,7 +840,10 @@ async fn exactly_once_stopped_inside_a_large_transaction_after_idling_duplicates
         "offset.storage.replication.factor=1",
     ]);
     let max = PER_KAFKA_TRANSACTION.to_string();
-    let mut relay = Relay::start_streaming_with_env(&cfg, &[], &[("PGOUTBOX_TXN_MAX_EVENTS", max.as_str())]);
+    // A SIGTERM stops inside the transaction as it does when the transaction is too large to be
+    // read to its commit in time (the stop reads on otherwise).
+    let env = [("PGOUTBOX_TXN_MAX_EVENTS", max.as_str()), ("PGOUTBOX_STOP_READ_ON_MS", "0")];
+    let mut relay = Relay::start_streaming_with_env(&cfg, &[], &env);
     let topics = vec![o.topic("Order")];
     let mut expected = 0;
     for (round, signal) in ["KILL", "TERM"].into_iter().enumerate() {

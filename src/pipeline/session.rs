@@ -256,7 +256,10 @@ pub async fn run(
             resume: started.resume,
         });
     }
-    let sink = tokio::spawn(sink.run(rx, shutdown.clone(), cfg.shutdown_timeout));
+    // The sink stops taking work when the reader says so (a stop inside a transaction reads on to
+    // its commit first), or with the process when the reader is not streaming yet.
+    let sink_stop = CancellationToken::new();
+    let sink = tokio::spawn(sink.run(rx, sink_stop.clone(), cfg.shutdown_timeout));
     let watch_stop = CancellationToken::new();
     let partition_watch = tokio::spawn(super::partitions::watch(
         cfg.kafka.clone(),
@@ -266,8 +269,11 @@ pub async fn run(
     ));
     let source = Source { conn: started.conn, sql: started.sql, peer_timeout: started.peer_timeout };
     let handoff = Handoff { tx, confirmed: confirmed_rx };
-    let reader = Reader::new(source, cfg, router(cfg, context), handoff, metrics.clone()).resuming(started.resume);
+    let reader = Reader::new(source, cfg, router(cfg, context), handoff, metrics.clone())
+        .resuming(started.resume)
+        .stopping_sink(sink_stop.clone());
     let reader_result = reader.run(shutdown).await;
+    sink_stop.cancel();
     let sink_result = match sink.await {
         Ok(r) => r,
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),

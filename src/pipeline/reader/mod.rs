@@ -58,6 +58,13 @@ fn prompt_confirm() -> Duration {
 /// How long `finish` waits beyond the sink's drain timeout before giving up on it.
 const FINISH_MARGIN: Duration = Duration::from_secs(5);
 
+/// How long a stop that arrives inside a transaction reads on to its commit: half the drain timeout
+/// (the other half is for the drain), at most 10 s. `PGOUTBOX_STOP_READ_ON_MS` sets it (tests: 0
+/// stops inside the transaction, as a transaction too large to finish in time does).
+fn read_on_limit(shutdown_timeout: Duration) -> Duration {
+    crate::pipeline::millis_from_env("PGOUTBOX_STOP_READ_ON_MS", (shutdown_timeout / 2).min(Duration::from_secs(10)))
+}
+
 pub struct Reader<'a> {
     conn: ReplicationConnection,
     sql: Client,
@@ -97,6 +104,10 @@ pub struct Reader<'a> {
     change: (Lsn, u64),
     /// What a committed Kafka transaction (or Debezium's offset) already published.
     resume: Option<Resume>,
+    /// Stops the sink taking work. Cancelled when the reader stops reading, except after a stop
+    /// that read on to a transaction's commit: the sink then takes the rest of the transaction
+    /// from the channel and stops when the channel closes.
+    sink_stop: CancellationToken,
     /// Exactly once: each event is followed by its position, so the sink can end a Kafka transaction
     /// inside a large PostgreSQL transaction.
     positions: bool,
@@ -185,12 +196,19 @@ impl<'a> Reader<'a> {
             skip_transaction: false,
             change: (Lsn::ZERO, 0),
             resume: None,
+            sink_stop: CancellationToken::new(),
             positions: cfg.exactly_once.is_some(),
             tx: Some(tx),
             confirmed,
             peer_timeout,
             metrics,
         }
+    }
+
+    /// The token the sink stops on (the session's, for this reader to cancel).
+    pub fn stopping_sink(mut self, sink_stop: CancellationToken) -> Self {
+        self.sink_stop = sink_stop;
+        self
     }
 
     /// Skips what `resume` says is published already.
@@ -231,16 +249,44 @@ impl<'a> Reader<'a> {
             std::sync::Arc::from(heartbeat.as_ref().map_or("", |h| h.topic.as_str()));
         // A handle of our own, so a reserved permit does not borrow `self` across the select.
         let Some(tx) = self.tx.clone() else { return Ok(()) };
+        // Set once a stop arrived inside a transaction: reading goes on to its commit until then.
+        let mut read_on: Option<tokio::time::Instant> = None;
         loop {
             self.handle_buffered().await?;
             let pending = !self.batch.is_empty();
+            if read_on.is_some() && !self.in_transaction {
+                // The transaction the stop fell into is read whole: hand it over and stop.
+                if pending {
+                    let batch = std::mem::take(&mut self.batch);
+                    self.metrics.record_batch(std::mem::take(&mut self.batch_events), Duration::ZERO);
+                    let _ = tx.send(batch).await;
+                }
+                tracing::info!("stop: the transaction in progress was read to its commit");
+                return Ok(());
+            }
             if pending && self.batch_began.is_none() {
                 self.batch_began = Some(Instant::now());
             }
             tokio::select! {
                 biased;
-                // 1. Stop requested: stop reading; what is not handed over is simply not confirmed.
-                _ = shutdown.cancelled() => return Ok(()),
+                // 1. Stop requested. Between transactions: stop reading; what is not handed over is
+                //    simply not confirmed. Inside one (its rows are committed and arriving), read on
+                //    to its commit for a bounded time, so that the part of it already published is
+                //    not published again after the restart.
+                _ = shutdown.cancelled(), if read_on.is_none() => {
+                    if !self.in_transaction {
+                        self.sink_stop.cancel();
+                        return Ok(());
+                    }
+                    let limit = read_on_limit(self.cfg.shutdown_timeout);
+                    tracing::info!(?limit, "stop requested inside a transaction: reading on to its commit");
+                    read_on = Some(tokio::time::Instant::now() + limit);
+                }
+                _ = tokio::time::sleep_until(read_on.unwrap_or_else(tokio::time::Instant::now)), if read_on.is_some() => {
+                    tracing::warn!("stop: the transaction in progress did not reach its commit in time; it will be read again from its start after the restart");
+                    self.sink_stop.cancel();
+                    return Ok(());
+                }
                 // 2. The sink stopped (it failed): nothing more can be published.
                 _ = tx.closed() => return Ok(()),
                 // 3. Status timer, even while backpressured, so the server never times us out. Each
@@ -348,6 +394,7 @@ impl<'a> Reader<'a> {
                 _ = status.tick() => { let _ = self.send_status(false).await; }
                 _ = &mut deadline => {
                     tracing::warn!("the sink did not finish in time; confirming what it acknowledged so far");
+                    self.sink_stop.cancel();
                     break;
                 }
             }
