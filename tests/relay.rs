@@ -263,6 +263,52 @@ async fn relay_stopped_inside_a_transaction_reads_on_to_its_commit() {
     o.drop_slot().await;
 }
 
+/// A topic whose max.message.bytes is below the producer's batch.size: librdkafka sends records in
+/// batches the broker refuses whole ("message size too large" for each record, though each fits
+/// alone) and does not split them as Kafka's Java producer does. Under errors.tolerance=all those
+/// records used to be skipped: events lost that Connect delivers. The relay now stops, naming
+/// batch.size; with batch.size below the topic's limit everything is delivered, and a record too
+/// large by itself is still skipped as Connect skips it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_too_large_for_the_topic_stops_the_relay_instead_of_skipping_its_records() {
+    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+    let o = Outbox::new("batchlimit").await;
+    o.create_topics(&["Order"], 1).await;
+    let topic = o.topic("Order");
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", &o.env.broker).create().unwrap();
+    let limit = AlterConfig::new(ResourceSpecifier::Topic(&topic)).set("max.message.bytes", "4096");
+    let altered = admin.alter_configs([&limit], &AdminOptions::new()).await.unwrap();
+    assert!(altered.iter().all(Result::is_ok), "{altered:?}");
+    let insert = |rows: usize, pad: usize| {
+        format!(
+            "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) \
+             SELECT gen_random_uuid(), '{}', 'agg-' || (g % 5), 'Created', jsonb_build_object('g', g, 'pad', repeat('x', {pad})) \
+             FROM generate_series(1, {rows}) g",
+            o.table,
+            o.agg("Order")
+        )
+    };
+    let sql = o.env.sql().await;
+    let mut relay = Relay::start_streaming(&o.config(&["errors.tolerance=all"]));
+    sql.batch_execute(&insert(200, 300)).await.unwrap();
+    let status = relay.wait(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(status.is_some_and(|s| !s.success()), "the relay stops (status {status:?}); log:\n{log}");
+    assert!(log.contains("producer.override.batch.size") && !log.contains("skipping an event"), "{log}");
+    // With batches the topic takes, every event arrives; a record too large alone is skipped.
+    let mut relay = Relay::start_streaming(&o.config(&["errors.tolerance=all", "producer.override.batch.size=3000"]));
+    let records = consume(&o.env.broker, std::slice::from_ref(&topic), 200, Duration::from_secs(60));
+    assert_eq!(by_id(&records).len(), 200, "every event; log:\n{}", relay.log_text());
+    sql.batch_execute(&insert(1, 6000)).await.unwrap();
+    sql.batch_execute(&insert(1, 10)).await.unwrap();
+    relay.wait_for_log("skipping an event the broker refused", Duration::from_secs(30));
+    let records = consume_until_idle(&o.env.broker, std::slice::from_ref(&topic), Duration::from_secs(2));
+    assert_eq!(by_id(&records).len(), 201, "the small event after the large one; log:\n{}", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+}
+
 async fn current_wal(o: &Outbox) -> Lsn {
     let s: String = o.env.sql().await.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0);
     s.parse().unwrap()

@@ -40,8 +40,9 @@ use crate::config::KafkaConfig;
 pub enum Ack {
     /// The broker acknowledged the record with this sequence number.
     Delivered(u64),
-    /// The record failed for good: the error, its topic and event id.
-    Failed { seq: u64, error: KafkaError, topic: String, event_id: String },
+    /// The record failed for good: the error, its topic and event id, and its size as a record of a
+    /// batch (at most; see [`record_size`]).
+    Failed { seq: u64, error: KafkaError, topic: String, event_id: String, size: usize },
     /// The producer itself failed fatally (e.g. the idempotent producer lost its state, or the client
     /// may not write idempotently); nothing queued in it will be delivered. `code` is the
     /// underlying error librdkafka records for it, filled in by [`Producer::serve`].
@@ -171,11 +172,21 @@ impl ProducerContext for ReportingContext {
                     .and_then(|h| h.iter().filter(|h| h.key == "id").last().and_then(|h| h.value))
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .unwrap_or_else(|| "<no id>".to_string());
-                Ack::Failed { seq: seq as u64, error: e.clone(), topic: msg.topic().to_string(), event_id }
+                let size = record_size(msg);
+                Ack::Failed { seq: seq as u64, error: e.clone(), topic: msg.topic().to_string(), event_id, size }
             }
         };
         self.report(report);
     }
+}
+
+/// The most bytes `msg` takes in a v2 record batch: its key, value and headers with their lengths,
+/// and the record's own fields at their longest (librdkafka's `RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`).
+fn record_size(msg: &impl Message) -> usize {
+    const V2_MAX_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+    let headers: usize =
+        msg.headers().map_or(0, |h| h.iter().map(|h| 10 + h.key.len() + h.value.map_or(0, <[u8]>::len)).sum());
+    V2_MAX_OVERHEAD + msg.key().map_or(0, <[u8]>::len) + msg.payload().map_or(0, <[u8]>::len) + headers
 }
 
 /// A reference to librdkafka's main event queue (where delivery reports and errors go), to read its

@@ -170,6 +170,18 @@ async fn check_policy(admin: &AdminClient<DefaultClientContext>, t: &Compacted<'
     Ok(())
 }
 
+/// A topic's `max.message.bytes` (its own setting or the broker's default): the largest record
+/// batch the broker takes for it. `None` when it cannot be read (no DESCRIBE_CONFIGS, a broker that
+/// does not answer, a topic that does not exist yet).
+pub async fn max_message_bytes(cfg: &KafkaConfig, topic: &str) -> Option<usize> {
+    let admin: AdminClient<DefaultClientContext> = client_config(cfg).create().ok()?;
+    let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let described = admin.describe_configs([&ResourceSpecifier::Topic(topic)], &opts).await;
+    super::producer::drop_in_background(admin);
+    let resource = described.ok()?.into_iter().next()?.ok()?;
+    resource.get("max.message.bytes")?.value.as_deref()?.trim().parse().ok()
+}
+
 fn unreadable(code: RDKafkaErrorCode) -> bool {
     matches!(
         code,

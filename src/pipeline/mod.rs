@@ -15,6 +15,7 @@
 //! acknowledgements and drops its watch; the reader sends the final confirmed position and closes.
 
 mod backlog;
+mod batch_limit;
 mod checkpoint;
 mod partitions;
 mod polling;

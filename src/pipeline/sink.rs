@@ -29,6 +29,8 @@ pub struct Sink {
     kafka: KafkaConfig,
     /// Topics known to exist (only tracked when pgoutbox creates topics).
     created: HashSet<Arc<str>>,
+    /// Each topic's largest batch, to tell a record too large from a batch too large.
+    limits: super::batch_limit::TopicLimits,
     metrics: Arc<Metrics>,
     /// Barriers waiting for everything before them to be acknowledged.
     barriers: Vec<tokio::sync::oneshot::Sender<()>>,
@@ -94,6 +96,7 @@ impl Sink {
             producer,
             checkpoint: Checkpoint::new(start),
             confirmed,
+            limits: super::batch_limit::TopicLimits::new(&kafka.producer_overrides),
             kafka,
             created: HashSet::new(),
             metrics,
@@ -462,10 +465,18 @@ impl Sink {
             Ack::Failed { error, topic, event_id, .. } if self.txn.is_some() => {
                 Err(delivery_error(error, topic, event_id))
             }
-            Ack::Failed { seq, error, topic, event_id } if self.dead_letters.contains_key(&seq) => {
+            Ack::Failed { seq, error, topic, event_id, .. } if self.dead_letters.contains_key(&seq) => {
                 Err(dead_letter_error(error, topic, event_id))
             }
-            Ack::Failed { seq, error, topic, event_id } => match delivery_error(error, topic, event_id) {
+            // The broker refused the batch, not this record: never skipped (see `batch_limit`).
+            Ack::Failed { error, topic, event_id, size, .. }
+                if error.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge)
+                    && !self.limits.too_large_alone(&topic, size) =>
+            {
+                let fix = self.limits.fix(&topic);
+                Err(RelayError::Delivery(Box::new(DeliveryFailure { event_id, topic, error, fix })))
+            }
+            Ack::Failed { seq, error, topic, event_id, .. } => match delivery_error(error, topic, event_id) {
                 RelayError::Delivery(f) if self.tolerance.tolerate => self.tolerate(seq, *f),
                 e => Err(e),
             },
@@ -647,6 +658,7 @@ impl Sink {
             let refused = self.checkpoint.event_sent();
             return self.tolerate(refused, f).map(|()| true);
         }
+        self.limits.learn(&self.kafka, &record.topic).await;
         match self.enqueue(&record, stop).await? {
             Queued::Yes => {
                 let bytes = (record.size() - record.topic.len()) as u64;
