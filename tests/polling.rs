@@ -1013,8 +1013,27 @@ async fn polling_relay_refuses_a_published_column_that_is_not_a_timestamp() {
 /// each restart (a supervisor's) stops at it again without publishing those rows a second time.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_record_too_large_stops_the_polling_relay_after_marking_the_rows_before_it() {
-    let o = polled_outbox("poll_toolarge").await;
+    record_too_large_stops_after_the_rows_before_it("poll_toolarge", "producer.override.max.request.size=4096", None)
+        .await;
+}
+
+/// The same for a record within the producer's limit but over its topic's `max.message.bytes`:
+/// the broker refused its batch, the batch rolled back and every restart published the rows before
+/// it again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_too_large_for_its_topic_stops_the_polling_relay_after_marking_the_rows_before_it() {
+    record_too_large_stops_after_the_rows_before_it("poll_toolargetopic", "max.message.bytes", Some("4096")).await;
+}
+
+/// `limit`: a producer setting, or (with `topic_limit`) the topic config to set.
+async fn record_too_large_stops_after_the_rows_before_it(name: &str, limit: &str, topic_limit: Option<&str>) {
+    let o = polled_outbox(name).await;
     o.create_topics(&["order"], 1).await;
+    let mut settings = vec!["pgoutbox.polling.order.column=seq", "task.shutdown.graceful.timeout.ms=2000"];
+    match topic_limit {
+        Some(value) => set_topic_config(&o.env.broker, &o.topic("order"), limit, value).await,
+        None => settings.push(limit),
+    }
     let sql = o.env.sql().await;
     for i in 0..5 {
         sql.batch_execute(&o.insert_sql("order", &format!("before-{i}"), None)).await.unwrap();
@@ -1025,14 +1044,7 @@ async fn a_record_too_large_stops_the_polling_relay_after_marking_the_rows_befor
         sql.batch_execute(&o.insert_sql("order", &format!("after-{i}"), None)).await.unwrap();
     }
     let big_id = o.rows().await.into_iter().find(|r| r.aggregateid == "big").unwrap().id;
-    let config = polling_config(
-        &o,
-        &[
-            "pgoutbox.polling.order.column=seq",
-            "producer.override.max.request.size=4096",
-            "task.shutdown.graceful.timeout.ms=2000",
-        ],
-    );
+    let config = polling_config(&o, &settings);
     let mut relay = Relay::start_with_env(&config, &[], &[]);
     for run in 0..3 {
         if run > 0 {
@@ -1044,7 +1056,8 @@ async fn a_record_too_large_stops_the_polling_relay_after_marking_the_rows_befor
         assert!(!status.success(), "run {run}");
     }
     let log = relay.log_text();
-    assert!(log.contains(&big_id) && log.contains("max.request.size") && log.contains("bytes"), "{log}");
+    let named = topic_limit.map_or("max.request.size", |_| limit);
+    assert!(log.contains(&big_id) && log.contains(named) && log.contains("bytes"), "{log}");
     let records = consume_until_idle(&o.env.broker, &[o.topic("order")], Duration::from_secs(3));
     let rows = o.rows().await;
     let by = by_id(&records);

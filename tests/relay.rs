@@ -271,15 +271,10 @@ async fn relay_stopped_inside_a_transaction_reads_on_to_its_commit() {
 /// large by itself is still skipped as Connect skips it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_too_large_for_the_topic_stops_the_relay_instead_of_skipping_its_records() {
-    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
     let o = Outbox::new("batchlimit").await;
     o.create_topics(&["Order"], 1).await;
     let topic = o.topic("Order");
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
-        rdkafka::ClientConfig::new().set("bootstrap.servers", &o.env.broker).create().unwrap();
-    let limit = AlterConfig::new(ResourceSpecifier::Topic(&topic)).set("max.message.bytes", "4096");
-    let altered = admin.alter_configs([&limit], &AdminOptions::new()).await.unwrap();
-    assert!(altered.iter().all(Result::is_ok), "{altered:?}");
+    set_topic_config(&o.env.broker, &topic, "max.message.bytes", "4096").await;
     let insert = |rows: usize, pad: usize| {
         format!(
             "INSERT INTO public.{} (id, aggregatetype, aggregateid, type, payload) \

@@ -197,6 +197,16 @@ pub struct Row {
     pub seq: i64,
 }
 
+/// Sets one of `topic`'s configs (e.g. `max.message.bytes`).
+pub async fn set_topic_config(broker: &str, topic: &str, key: &str, value: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().unwrap();
+    let change = AlterConfig::new(ResourceSpecifier::Topic(topic)).set(key, value);
+    let altered = admin.alter_configs([&change], &AdminOptions::new()).await.expect("alter topic config");
+    assert!(altered.iter().all(Result::is_ok), "{topic} {key}={value}: {altered:?}");
+}
+
 pub async fn create_topics(broker: &str, topics: &[String], partitions: i32) {
     let cfg = pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),

@@ -62,8 +62,8 @@ pub struct Batch<'a> {
     /// `PGOUTBOX_POLLING_HOLD_MARK_MS` (tests only): how long to wait between the acknowledgement of
     /// a batch and its marking, to crash the relay there.
     pub hold_mark: Duration,
-    /// The producer's record size limit, when a record above it stops the relay.
-    pub limit: Option<super::limits::RecordLimit>,
+    /// The producer's and the topics' record size limits, when a record above one stops the relay.
+    pub limit: Option<&'a mut super::limits::RecordLimit>,
     /// `pgoutbox.polling.ack.timeout.ms`: how long the batch waits for Kafka without an acknowledgement.
     pub ack_timeout: Duration,
 }
@@ -185,10 +185,16 @@ impl Batch<'_> {
                     tracing::info!(hold = ?self.hold, "polling: holding a batch before publishing it (PGOUTBOX_POLLING_HOLD_MS)");
                     tokio::time::sleep(self.hold).await;
                 }
-                let record = match self.route(table, plan, &row.tuple, read.len()) {
+                let record = match self.route(table, plan, &row.tuple) {
                     Ok(record) => record,
                     Err(e) => break (Some(e), None),
                 };
+                if let (Some(limit), Some(r)) = (self.limit.as_deref_mut(), &record) {
+                    limit.learn(&self.cfg.kafka, &r.topic).await;
+                    if let Err(size) = limit.check(r) {
+                        break (Some(limit.refused(&table.qualified(), r, size, read.len())), None);
+                    }
+                }
                 read.push((row.relation, row.ctid));
                 bytes += record.as_ref().map_or(0, |r| r.size());
                 items.extend(record.map(Item::Event));
@@ -243,13 +249,12 @@ impl Batch<'_> {
     }
 
     /// The record of one row (`None`: skipped under `errors.tolerance=all`), or the error that
-    /// stops the relay at this row, after the `before` rows read before it in the batch.
+    /// stops the relay at this row.
     fn route(
         &mut self,
         table: &PolledTable,
         plan: &RoutePlan,
         tuple: &crate::pgoutput::TupleData,
-        before: usize,
     ) -> Result<Option<crate::outbox::OutboxRecord>, RelayError> {
         let record = match self.router.route(plan, tuple, crate::pipeline::now_ms()) {
             Ok(record) => record,
@@ -263,11 +268,6 @@ impl Batch<'_> {
                 letter
             }
         };
-        if let (Some(limit), Some(r)) = (&self.limit, &record) {
-            if let Err(size) = limit.check(r) {
-                return Err(limit.refused(&table.qualified(), r, size, before));
-            }
-        }
         Ok(record)
     }
 

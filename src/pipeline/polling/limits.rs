@@ -6,7 +6,13 @@
 //! librdkafka refuses a record at once when its largest possible encoding (`rd_kafka_msg_max_wire_size`:
 //! a v2 record's maximal overhead, the key, the value and the serialized headers) exceeds
 //! `message.max.bytes`, which `max.request.size` maps onto. `wire_size` is that formula, so the
-//! check here refuses exactly what librdkafka would.
+//! check here refuses exactly what librdkafka would. The broker refuses a record whose batch of its
+//! own (61 bytes more) exceeds the topic's `max.message.bytes`, read once per topic: such a record
+//! ends its batch too, instead of failing the batch at the broker, which rolled every row back and
+//! published them again at each restart.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::RelayError;
@@ -16,10 +22,16 @@ use crate::outbox::OutboxRecord;
 /// offset delta, key length, value length and header count (5 each).
 const V2_MAX_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
 
-/// The producer's largest record, when refusing one stops the relay (`errors.tolerance=none`).
-#[derive(Debug, Clone, Copy)]
+/// The bytes a v2 record batch adds to its records (its header).
+const BATCH_OVERHEAD: usize = 61;
+
+/// The producer's largest record, and each topic's, when refusing one stops the relay
+/// (`errors.tolerance=none`).
+#[derive(Debug, Clone)]
 pub struct RecordLimit {
     max: usize,
+    /// Each topic's `max.message.bytes` (`None`: not readable), read on its first record.
+    topics: HashMap<Arc<str>, Option<usize>>,
 }
 
 impl RecordLimit {
@@ -30,13 +42,29 @@ impl RecordLimit {
         }
         let configured = cfg.kafka.producer_overrides.get("message.max.bytes");
         let max = configured.unwrap_or(crate::config::producer::JAVA_MAX_REQUEST_SIZE).trim().parse().ok()?;
-        Some(RecordLimit { max })
+        Some(RecordLimit { max, topics: HashMap::new() })
+    }
+
+    /// Reads the limit of `topic` the first time one of its records is checked.
+    pub async fn learn(&mut self, kafka: &crate::config::KafkaConfig, topic: &Arc<str>) {
+        if !self.topics.contains_key(topic) {
+            let limit = crate::kafka::topics::max_message_bytes(kafka, topic).await;
+            self.topics.insert(topic.clone(), limit);
+        }
+    }
+
+    /// The largest record `topic` takes: the producer's limit, or the topic's if smaller.
+    fn max_for(&self, topic: &str) -> usize {
+        match self.topics.get(topic) {
+            Some(Some(limit)) => self.max.min(limit.saturating_sub(BATCH_OVERHEAD)),
+            _ => self.max,
+        }
     }
 
     /// `Err(size)` when the producer would refuse `record`.
     pub fn check(&self, record: &OutboxRecord) -> Result<(), usize> {
         let size = wire_size(record);
-        if size > self.max {
+        if size > self.max_for(&record.topic) {
             Err(size)
         } else {
             Ok(())
@@ -45,15 +73,20 @@ impl RecordLimit {
 
     /// The error that stops the relay at `record`, after the `published` rows before it.
     pub fn refused(&self, table: &str, record: &OutboxRecord, size: usize, published: usize) -> RelayError {
+        let over = match self.topics.get(&*record.topic) {
+            Some(Some(limit)) if self.max_for(&record.topic) < self.max => {
+                format!("the topic's max.message.bytes of {limit} bytes (with a batch's {BATCH_OVERHEAD}-byte header)")
+            }
+            _ => format!("the producer's max.request.size of {} bytes", self.max),
+        };
         RelayError::InvalidOperation(format!(
-            "event `{id}` of {table} (topic `{topic}`) is {size} bytes, larger than the producer's max.request.size of {max} bytes, \
+            "event `{id}` of {table} (topic `{topic}`) is {size} bytes, larger than {over}, \
              and errors.tolerance=none: stopping before it ({published} rows before it in its batch were published and marked; \
              it and the rows after it stay unpublished). Raise producer.override.max.request.size above {size} (and the topic's \
              max.message.bytes or the broker's message.max.bytes with it), or make the payload smaller, or set errors.tolerance=all \
              with errors.deadletterqueue.topic.name to send it to a dead-letter topic",
             id = record.event_id(),
             topic = record.topic,
-            max = self.max,
         ))
     }
 }
@@ -141,7 +174,7 @@ mod tests {
                 "message.max.bytes={max}, wire size {size}: {:?}",
                 sent.err().map(|e| e.0)
             );
-            assert_eq!(RecordLimit { max }.check(&record).is_ok(), accepted);
+            assert_eq!(RecordLimit { max, topics: HashMap::new() }.check(&record).is_ok(), accepted);
             producer.purge(rdkafka::producer::PurgeConfig::default().queue());
         }
     }

@@ -422,6 +422,7 @@ impl Poller<'_> {
         shutdown: &CancellationToken,
     ) -> Result<(), RelayError> {
         let mut ownership = ownership::Ownership::join(self.sql, lock_key(self.tables), self.polling).await?;
+        let mut limit = limits::RecordLimit::of(self.cfg);
         while !shutdown.is_cancelled() {
             let mut full = false;
             let owned = batch::step(ownership.refresh(self.sql, self.metrics)).await?.map(<[i32]>::to_vec);
@@ -435,7 +436,7 @@ impl Poller<'_> {
                         metrics: self.metrics,
                         hold: hold("PGOUTBOX_POLLING_HOLD_MS"),
                         hold_mark: hold("PGOUTBOX_POLLING_HOLD_MARK_MS"),
-                        limit: limits::RecordLimit::of(self.cfg),
+                        limit: limit.as_mut(),
                         ack_timeout: self.polling.ack_timeout,
                     };
                     let n = batch.run(table, plan, &partitions, self.polling.batch_size).await?;
