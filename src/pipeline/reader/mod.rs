@@ -254,12 +254,17 @@ impl<'a> Reader<'a> {
         loop {
             self.handle_buffered().await?;
             let pending = !self.batch.is_empty();
-            if read_on.is_some() && !self.in_transaction {
-                // The transaction the stop fell into is read whole: hand it over and stop.
+            if let (Some(deadline), false) = (read_on, self.in_transaction) {
+                // The transaction the stop fell into is read whole: hand it over (while the sink
+                // takes it in time) and stop.
                 if pending {
                     let batch = std::mem::take(&mut self.batch);
                     self.metrics.record_batch(std::mem::take(&mut self.batch_events), Duration::ZERO);
-                    let _ = tx.send(batch).await;
+                    if tokio::time::timeout_at(deadline, tx.send(batch)).await.is_err() {
+                        tracing::warn!("stop: the sink took no more work in time; the transaction in progress will be read again from its start after the restart");
+                        self.sink_stop.cancel();
+                        return Ok(());
+                    }
                 }
                 tracing::info!("stop: the transaction in progress was read to its commit");
                 return Ok(());
