@@ -420,9 +420,14 @@ async fn polling_relay_reports_its_backlog_and_a_stall() {
     relay.stop();
 
     let mut relay = Relay::start_with_env(&polling_config(&o, &extra), &args, &envs);
-    wait_for("the backlog drained", Duration::from_secs(30), || {
-        sample("pgoutbox_outbox_unpublished_events") == Some(0.0) && sample("pgoutbox_outbox_stalled") == Some(0.0)
-    });
+    // The rows marked first: a new relay's metrics read 0 until its first measurement, which may
+    // still find the backlog (and the stall) after the zeros were sampled.
+    wait_for_async("the backlog drained", Duration::from_secs(30), || async {
+        unpublished(&o).await == 0
+            && sample("pgoutbox_outbox_unpublished_events") == Some(0.0)
+            && sample("pgoutbox_outbox_stalled") == Some(0.0)
+    })
+    .await;
     assert_eq!(http_get(&metrics, "/health").unwrap().0, 200);
     relay.stop();
 }
