@@ -238,7 +238,7 @@ check() {
     local user size gz health
     user=$(podman image inspect -f '{{.Config.User}}' "$IMAGE")
     [ "$user" = 10001:10001 ] || fail "the image's user is '$user', not 10001:10001"
-    [ "$(podman run --rm "${engine_opts[@]}" --network host --entrypoint bash "$IMAGE" -c 'echo $EUID')" = 10001 ] \
+    [ "$(podman run --rm "${engine_opts[@]}" --network host --entrypoint /bin/sh "$IMAGE" -c 'echo $EUID')" = 10001 ] \
         || fail "a container of the image does not run as uid 10001"
     ok "runs as uid 10001"
     health=$(podman image inspect -f '{{json .Config.Healthcheck}}' "$IMAGE")
