@@ -304,6 +304,9 @@ pub struct ClientStats {
     pub incoming_byte_rate: f64,
     pub record_send_rate: f64,
     pub request_rate: f64,
+    /// A transactional producer's state as librdkafka last reported it (`txn_state`, `idemp_state`,
+    /// producer id and epoch), for the stall warning; empty otherwise.
+    pub transaction_state: String,
     /// When the last report arrived, for the rates.
     pub at: Option<std::time::Instant>,
 }

@@ -313,6 +313,17 @@ pub fn client_stats(stats: &mut crate::metrics::ClientStats, s: &rdkafka::Statis
         record_queue_time_avg_ms: queued.value() / 1e3,
         batch_size_avg: batch_bytes.value(),
         records_per_request_avg: batch_records.value(),
+        transaction_state: s
+            .eos
+            .as_ref()
+            .filter(|e| !e.txn_state.is_empty() && e.txn_state != "Init")
+            .map(|e| {
+                format!(
+                    "transaction {} for {} ms (may send: {}), producer id {} epoch {} ({})",
+                    e.txn_state, e.txn_stateage, e.txn_may_enq, e.producer_id, e.producer_epoch, e.idemp_state
+                )
+            })
+            .unwrap_or_default(),
         at: Some(now),
         ..std::mem::take(stats)
     };

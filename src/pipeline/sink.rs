@@ -422,11 +422,17 @@ impl Sink {
     fn watch_progress(&mut self, progressed: bool) {
         let now = Instant::now();
         match self.stall.observe(now, progressed, !self.checkpoint.drained()) {
-            Some(Stall::Stalled(waited)) => tracing::warn!(
-                unacknowledged = self.checkpoint.in_flight(),
-                "the oldest event sent to Kafka has waited {}s for an acknowledgement; it is retried until the broker takes it, and the confirmed position stays before it. Check the broker (and the leader of its partition); RUST_LOG=info,librdkafka=debug with producer.override.debug=broker,msg,eos shows the producer's side",
-                waited.as_secs()
-            ),
+            Some(Stall::Stalled(waited)) => {
+                // librdkafka's own view of an exactly-once producer (the transaction's state, how long
+                // it has been in it) tells a coordinator that does not answer from a partition leader.
+                let state = self.producer.stats().lock().map(|s| s.transaction_state.clone()).unwrap_or_default();
+                tracing::warn!(
+                    unacknowledged = self.checkpoint.in_flight(),
+                    producer = %state,
+                    "the oldest event sent to Kafka has waited {}s for an acknowledgement; it is retried until the broker takes it, and the confirmed position stays before it. Check the broker (and the leader of its partition); RUST_LOG=info,librdkafka=debug with producer.override.debug=broker,msg,eos shows the producer's side",
+                    waited.as_secs()
+                )
+            }
             Some(Stall::Resumed(after)) => {
                 tracing::info!("acknowledgements from Kafka resumed; the oldest event waited {}s", after.as_secs())
             }
