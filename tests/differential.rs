@@ -147,6 +147,13 @@ async fn migration_to_and_from_kafka_connect_under_exactly_once_duplicates_nothi
     dsupport::migration_connect::run().await;
 }
 
+/// Rollback from pgoutbox (at least once) to Kafka Connect + Debezium on the same slot and offsets
+/// topic, after the slot moved past where pgoutbox started: Debezium starts, nothing lost or twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn rollback_from_pgoutbox_to_kafka_connect_resumes_where_pgoutbox_stopped() {
+    dsupport::rollback_connect::run().await;
+}
+
 /// The newest Debezium (3.7.1, from Maven Central) in Apache Kafka Connect itself against pgoutbox, record
 /// by record: a representative case per family in the suite, every case with
 /// `PGOUTBOX_CONNECT_DIFFERENTIAL=all`, or the cases named there, separated by commas

@@ -15,7 +15,6 @@ pub struct IgnoredKey {
 const KNOWN: &[(&str, &str)] = &[
     ("tasks.max", "PostgreSQL connectors always run a single task"),
     ("offset.storage.file.filename", "pgoutbox keeps its position in the replication slot, confirmed continuously"),
-    ("offset.flush.interval.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
     ("offset.flush.timeout.ms", "pgoutbox confirms acknowledged positions at every status update instead"),
     ("tombstones.on.delete", "the Event Router drops DELETEs and their tombstones"),
     ("max.batch.size", "read by the polling relay only (pgoutbox.relay=polling); the log-tailing relay sizes its pipeline itself"),

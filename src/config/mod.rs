@@ -267,6 +267,10 @@ pub struct Config {
     pub tables: TableFilter,
     pub skipped: SkippedOps,
     pub status_interval: Duration,
+    /// `offset.flush.interval.ms`: at least once, how often the slot's confirmed position is
+    /// recorded in `offset.storage.topic` (besides at session start and end), so that Debezium,
+    /// rolled back to, finds an offset as recent as the slot.
+    pub offset_flush_interval: Duration,
     pub router: RouterConfig,
     pub key_converter: Converter,
     pub value_converter: Converter,
@@ -395,6 +399,7 @@ impl Config {
             tables: stream.tables,
             skipped: stream.skipped,
             status_interval: stream.status_interval,
+            offset_flush_interval: stream.offset_flush_interval,
             router,
             key_converter,
             value_converter,
@@ -637,6 +642,7 @@ struct Stream {
     tables: TableFilter,
     skipped: SkippedOps,
     status_interval: Duration,
+    offset_flush_interval: Duration,
     slot_drop_on_stop: bool,
     publish_via_partition_root: bool,
     slot_failover: bool,
@@ -682,8 +688,12 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
     if status_interval.is_zero() {
         return Err(invalid("status.update.interval.ms", "must be greater than 0"));
     }
+    // 0 (Connect flushes at every commit of offsets then) is taken as "as often as it moves": the
+    // recorder writes at most once a second.
+    let offset_flush_interval = r.millis_or("offset.flush.interval.ms", 60_000)?;
     Ok(Stream {
         snapshot_mode,
+        offset_flush_interval,
         slot_name,
         publication_name,
         publication_autocreate,

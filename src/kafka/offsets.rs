@@ -56,6 +56,10 @@ pub struct SourceOffset {
     /// Set when the offset stops inside a transaction (a Kafka transaction held part of a large
     /// one, or Debezium's offset after an event).
     pub partial: Option<Partial>,
+    /// A copy of the slot's confirmed position that pgoutbox recorded at least once
+    /// (`"pgoutbox.mode":"at_least_once"`), for Debezium after a rollback: pgoutbox itself trusts
+    /// the slot, not this, for where to resume.
+    pub slot_copy: bool,
 }
 
 /// How far into the transaction after `lsn_commit` the published events go.
@@ -73,7 +77,20 @@ pub struct Partial {
 impl SourceOffset {
     /// A position between transactions.
     pub fn at_commit(slot: &str, lsn: Lsn) -> Self {
-        SourceOffset { slot: Some(slot.to_string()), lsn, ts_usec: now_usec(), xid: None, partial: None }
+        SourceOffset {
+            slot: Some(slot.to_string()),
+            lsn,
+            ts_usec: now_usec(),
+            xid: None,
+            partial: None,
+            slot_copy: false,
+        }
+    }
+
+    /// The slot's confirmed position, recorded at least once as Connect records Debezium's offsets:
+    /// what Debezium resumes from after a rollback (see [`SourceOffset::slot_copy`]).
+    pub fn slot_copy(slot: &str, lsn: Lsn) -> Self {
+        SourceOffset { slot_copy: true, ..Self::at_commit(slot, lsn) }
     }
 
     /// The record's value, as Debezium's PostgreSQL connector writes it, plus the slot's name.
@@ -101,6 +118,9 @@ impl SourceOffset {
         }
         v.insert("ts_usec".into(), json!(self.ts_usec));
         v.insert("pgoutbox.slot".into(), json!(self.slot.as_deref()));
+        if self.slot_copy {
+            v.insert("pgoutbox.mode".into(), json!("at_least_once"));
+        }
         serde_json::Value::Object(v).to_string().into_bytes()
     }
 }
@@ -438,6 +458,7 @@ fn parse_value(bytes: &[u8]) -> Option<SourceOffset> {
         ts_usec: v.get("ts_usec").and_then(|t| t.as_i64()).unwrap_or(0),
         xid,
         partial,
+        slot_copy: v.get("pgoutbox.mode").and_then(|m| m.as_str()) == Some("at_least_once"),
     })
 }
 
@@ -466,6 +487,7 @@ mod tests {
             ts_usec,
             xid: None,
             partial: None,
+            slot_copy: false,
         };
         assert_eq!(parse_value(v), Some(at(Some("debezium"), 100, 7)));
         // Debezium's own offset (no slot name) says the same: this connector streamed up to there.
@@ -485,9 +507,20 @@ mod tests {
             Some(Partial { xid: 9, lsn: Lsn(500), events: 3 }),
             Some(Partial { xid: 9, lsn: Lsn(300), events: 1 }),
         ] {
-            let o = SourceOffset { slot: Some("s".into()), lsn: Lsn(400), ts_usec: 1, xid: Some(9), partial };
+            let o = SourceOffset {
+                slot: Some("s".into()),
+                lsn: Lsn(400),
+                ts_usec: 1,
+                xid: Some(9),
+                partial,
+                slot_copy: false,
+            };
             assert_eq!(parse_value(&o.value()), Some(o));
         }
+        // At least once: a copy of the slot's position, marked as such.
+        let copy = SourceOffset::slot_copy("s", Lsn(700));
+        assert!(String::from_utf8(copy.value()).unwrap().contains(r#""pgoutbox.mode":"at_least_once""#));
+        assert_eq!(parse_value(&copy.value()), Some(copy));
         assert_eq!(parse_value(b"not json"), None);
     }
 }

@@ -248,6 +248,14 @@ pub async fn run(
         .with_tolerance(cfg.errors.clone(), &cfg.connector_name)
         .with_backlog(cfg.stall_threshold);
     let offsets = OffsetStore::for_connector(cfg);
+    // At least once the offsets topic holds the slot's confirmed position, recorded as it moves;
+    // under exactly once every Kafka transaction carries it instead.
+    let recorder_stop = CancellationToken::new();
+    let recorder = cfg.exactly_once.is_none().then(|| {
+        let recorded = started.resume.map_or(started.start, |Resume(p)| p.commit.max(started.start));
+        let recorder = OffsetRecorder { offsets: offsets.clone(), slot: cfg.slot_name.clone(), recorded };
+        tokio::spawn(recorder.run(confirmed_seen.clone(), cfg.offset_flush_interval, recorder_stop.clone()))
+    });
     if let Some(eos) = &cfg.exactly_once {
         sink = sink.transactional(super::sink::ExactlyOnce {
             config: eos,
@@ -278,6 +286,17 @@ pub async fn run(
         Ok(r) => r,
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
+    recorder_stop.cancel();
+    if let Some(Ok(mut recorder)) = match recorder {
+        Some(task) => Some(task.await),
+        None => None,
+    } {
+        // The session's last confirmed position, for whoever starts next (Debezium after a
+        // rollback checks its offset against the slot). Bounded: a broker that is away costs a
+        // stop this much at most, and the next session writes it anyway.
+        let last = *confirmed_seen.borrow();
+        let _ = tokio::time::timeout(FINAL_OFFSET_WITHIN, recorder.record(last)).await;
+    }
     state.producer.session_ended();
     state.reached = Some(Reached {
         at: std::time::Instant::now(),
@@ -298,6 +317,61 @@ pub async fn run(
         drop_slot(cfg).await;
     }
     result
+}
+
+/// How long the end of a session waits to record its last confirmed position.
+const FINAL_OFFSET_WITHIN: Duration = Duration::from_secs(2);
+
+/// At least once: records the slot's confirmed position in the offsets topic every
+/// `offset.flush.interval.ms` while it moves, and at the end of the session.
+///
+/// Without it the topic held only the position the session started from. Debezium, rolled back to
+/// on the same slot, resumes from its offset (and pgoutbox's record is its offset) and first checks
+/// that the slot's `restart_lsn` is not past it: once the slot had moved on, it refused to start
+/// ("... this is no longer available on the server"). A position recorded here is always one the
+/// slot was confirmed to (every event before it acknowledged), never past the broker.
+struct OffsetRecorder {
+    offsets: OffsetStore,
+    slot: String,
+    /// The position the topic holds for this slot: the session's start, or a committed offset
+    /// beyond it (Debezium's, on a migration), which must not be taken back.
+    recorded: Lsn,
+}
+
+impl OffsetRecorder {
+    async fn run(mut self, confirmed: watch::Receiver<Lsn>, every: Duration, stop: CancellationToken) -> Self {
+        let mut tick = tokio::time::interval(every.max(Duration::from_secs(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return self,
+                _ = tick.tick() => {}
+            }
+            let at = *confirmed.borrow();
+            // A write the stop overtakes is dropped: the end of the session writes again.
+            tokio::select! {
+                _ = stop.cancelled() => return self,
+                _ = self.record(at) => {}
+            }
+        }
+    }
+
+    /// Records `at` when it is past what the topic holds; a failure is logged and left to the
+    /// next write (the slot, not this record, is the position).
+    async fn record(&mut self, at: Lsn) {
+        if at <= self.recorded {
+            return;
+        }
+        match self.offsets.store(&SourceOffset::slot_copy(&self.slot, at)).await {
+            Ok(()) => self.recorded = at,
+            Err(e) => tracing::warn!(
+                topic = %self.offsets.topic(),
+                position = %at,
+                "could not record the confirmed position in the offsets topic; the next attempt records it: {e}"
+            ),
+        }
+    }
 }
 
 /// `PGOUTBOX_PARTITION_WATCH_MS` shortens the watch's interval (tests).
@@ -463,7 +537,11 @@ async fn committed_offset(
         return Ok(None);
     };
     let resume = Resume(Position { commit: o.lsn, partial: o.partial.map(Into::into) });
-    if !resume.beyond(slot_position) {
+    // A copy of the slot's position says nothing beyond the slot: where it is ahead (a server
+    // restart took the slot back, a failover to a standby that was behind), the slot's own
+    // position rules at least once, and what lies between is published again rather than trusted
+    // across a WAL history that may have changed.
+    if o.slot_copy || !resume.beyond(slot_position) {
         return Ok(None);
     }
     let wal = setup::current_wal_lsn(sql).await?;

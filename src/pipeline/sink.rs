@@ -237,6 +237,7 @@ impl Sink {
             ts_usec: kafka::offsets::now_usec(),
             xid: position.partial.map(|p| p.xid),
             partial: position.partial.map(Into::into),
+            slot_copy: false,
         };
         let value = offset.value();
         let (offsets, id) = (t.offsets.clone(), t.transactional_id.clone());

@@ -33,10 +33,10 @@ use super::migration::{start_writer, wait_until};
 use crate::support::{create_topics, java_partition, unique, Env, Relay};
 
 /// Each relay publishes at least this many events before it is killed or the writer stops.
-const EVENTS_PER_PHASE: usize = 300;
-const PARTITIONS: i32 = 3;
+pub(super) const EVENTS_PER_PHASE: usize = 300;
+pub(super) const PARTITIONS: i32 = 3;
 /// Connect's JVM start plus the connector's (slot, publication, schema) on 2 busy cores.
-const CONNECT_DEADLINE: Duration = Duration::from_secs(240);
+pub(super) const CONNECT_DEADLINE: Duration = Duration::from_secs(240);
 
 pub async fn run() {
     let _turn = super::turn().await;
@@ -76,7 +76,7 @@ pub async fn run() {
 
 /// The last lines of the suite's Kafka broker's log (warnings, and the transaction coordinator's
 /// decisions: who was fenced, which transaction was rolled back).
-fn broker_log() -> String {
+pub(super) fn broker_log() -> String {
     let Ok(dir) = std::env::var("PGOUTBOX_TEST_KAFKA") else { return "(PGOUTBOX_TEST_KAFKA is not set)".into() };
     let path = std::path::Path::new(&dir).join("node1").join("server.log");
     match std::fs::read_to_string(&path) {
@@ -87,7 +87,7 @@ fn broker_log() -> String {
 
 /// The connector's properties, the harness's with this test's name, topics and exactly once; the same
 /// for Connect and pgoutbox.
-fn connector(names: &Names, name: &str, prefix: &str) -> String {
+pub(super) fn connector(names: &Names, name: &str, prefix: &str) -> String {
     let extra = [
         format!("name={name}"),
         "tasks.max=1".to_string(),
@@ -98,7 +98,7 @@ fn connector(names: &Names, name: &str, prefix: &str) -> String {
 }
 
 /// Every record of `topics`, read from the beginning at `isolation`.
-fn read(broker: &str, topics: &[String], isolation: &str) -> Vec<ConsumedRecord> {
+pub(super) fn read(broker: &str, topics: &[String], isolation: &str) -> Vec<ConsumedRecord> {
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     consume_all_with(
         broker,
@@ -112,7 +112,7 @@ fn read(broker: &str, topics: &[String], isolation: &str) -> Vec<ConsumedRecord>
 }
 
 /// Committed records so far, per run id (one run id per relay process).
-fn committed_per_run(broker: &str, topics: &[String]) -> HashMap<Vec<u8>, usize> {
+pub(super) fn committed_per_run(broker: &str, topics: &[String]) -> HashMap<Vec<u8>, usize> {
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     let records = consume_all_with(
         broker,
@@ -133,7 +133,7 @@ fn committed_per_run(broker: &str, topics: &[String]) -> HashMap<Vec<u8>, usize>
 
 /// The newest committed offset record of connector `name` in `topic` (Connect's key
 /// `["<name>",{"server":"dbserver1"}]`), as JSON.
-fn last_offset(broker: &str, topic: &str, name: &str) -> Option<serde_json::Value> {
+pub(super) fn last_offset(broker: &str, topic: &str, name: &str) -> Option<serde_json::Value> {
     let records = consume_all_with(
         broker,
         &[("isolation.level", "read_committed")],
@@ -155,12 +155,12 @@ fn last_offset(broker: &str, topic: &str, name: &str) -> Option<serde_json::Valu
 }
 
 /// `X/Y` as PostgreSQL prints an LSN.
-fn lsn(text: &str) -> u64 {
+pub(super) fn lsn(text: &str) -> u64 {
     let (hi, lo) = text.split_once('/').unwrap_or(("0", "0"));
     (u64::from_str_radix(hi, 16).unwrap_or(0) << 32) | u64::from_str_radix(lo, 16).unwrap_or(0)
 }
 
-async fn confirmed_flush(slot: &str) -> Result<String, String> {
+pub(super) async fn confirmed_flush(slot: &str) -> Result<String, String> {
     let row = Env::get()
         .sql()
         .await
@@ -170,7 +170,7 @@ async fn confirmed_flush(slot: &str) -> Result<String, String> {
     Ok(row.get::<_, Option<String>>(0).unwrap_or_default())
 }
 
-async fn wait_for_new_run(
+pub(super) async fn wait_for_new_run(
     what: &str,
     broker: &str,
     topics: &[String],

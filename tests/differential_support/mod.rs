@@ -14,6 +14,7 @@ pub mod debezium;
 pub mod harness;
 pub mod migration;
 pub mod migration_connect;
+pub mod rollback_connect;
 pub mod via_connect;
 
 pub use case::{insert, lit, tx, Case};
