@@ -1228,3 +1228,78 @@ async fn message_outbox_under_exactly_once_publishes_each_message_once() {
     assert_eq!(relay.stop().code(), Some(0));
     o.drop_slot().await;
 }
+
+/// `offset.mismatch.strategy` (Debezium 3.4+) with a committed offset ahead of the slot, as Debezium
+/// leaves one when it committed offsets it had not yet flushed to the slot: `trust_offset` and
+/// `trust_greater_lsn` move the slot up to the offset before streaming (pg_replication_slot_advance),
+/// `no_validation` (the default) and `trust_slot` leave it where it is, and the server decodes
+/// from the slot while the reader skips what the offset holds. Either way the events the offset
+/// holds are not published again, and the next one is.
+#[tokio::test(flavor = "multi_thread")]
+async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up_to_it() {
+    use pgoutbox::kafka::offsets::{OffsetStore, SourceOffset};
+    for (strategy, advances) in [("trust_offset", true), ("no_validation", false)] {
+        let o = Outbox::new("mismatch").await;
+        let topic = o.topic("Order");
+        create_topics(&o.env.broker, std::slice::from_ref(&topic), 1).await;
+        // Its own offsets topic: a Debezium record (no slot name) speaks for every slot under its key.
+        let offsets_topic = format!("offsets-{}", o.slot);
+        let base = [format!("offset.storage.topic={offsets_topic}"), format!("offset.mismatch.strategy={strategy}")];
+        let first: Vec<&str> = base.iter().map(String::as_str).collect();
+        let mut relay = Relay::start_streaming(&o.config(&first));
+        assert!(relay.stop().success(), "{}", relay.log_text());
+        let slot_before: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+        // Three events Debezium published and committed the offset of, the slot left behind them.
+        let sql = o.env.sql().await;
+        for i in 0..3 {
+            sql.batch_execute(&o.insert_sql("Order", &format!("published-{i}"), Some("{}"))).await.unwrap();
+        }
+        let offset_at: String = sql.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).await.unwrap().get(0);
+        let offset_at: Lsn = offset_at.parse().unwrap();
+        let kafka = pgoutbox::config::KafkaConfig {
+            bootstrap_servers: o.env.broker.clone(),
+            producer_overrides: Default::default(),
+            client_security: Default::default(),
+            topic_creation: None,
+        };
+        let store = OffsetStore::new(&kafka, &offsets_topic, "test-connector", "testserver");
+        let debezium = SourceOffset { slot: None, ..SourceOffset::at_commit("", offset_at) };
+        store.store(&debezium).await.unwrap();
+
+        // Prompt confirmation off and a long status interval: the slot moves only by the strategy
+        // (and the first status update, which confirms the position streaming starts from).
+        let mut lines = first.clone();
+        lines.push("status.update.interval.ms=25000");
+        let mut relay = Relay::start_streaming_with_env(&o.config(&lines), &[], &[("PGOUTBOX_PROMPT_CONFIRM_MS", "0")]);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let slot_after: Lsn = o.confirmed_flush().await.unwrap().parse().unwrap();
+        let log = relay.log_text();
+        if advances {
+            assert!(
+                slot_after >= offset_at,
+                "{strategy}: slot {slot_after} not moved up to the offset {offset_at}\n{log}"
+            );
+            assert!(log.contains("seeking the replication slot to the committed offset"), "{log}");
+            assert!(log.contains(&format!("from={offset_at} ")), "{strategy}: streams from the offset\n{log}");
+        } else {
+            // The slot is not moved first: the server decodes from the slot's position and the
+            // reader skips what the offset holds (then confirms past it, as it reads).
+            assert!(!log.contains("seeking the replication slot"), "{log}");
+            assert!(log.contains(&format!("from={slot_before} ")), "{strategy}: streams from the slot\n{log}");
+            assert!(log.contains("resuming after the committed offset"), "{log}");
+        }
+        sql.batch_execute(&o.insert_sql("Order", "next", Some("{}"))).await.unwrap();
+        let records = consume(&o.env.broker, std::slice::from_ref(&topic), 1, Duration::from_secs(30));
+        // Nothing more comes: the offset's three events are not published again.
+        let more = consume(&o.env.broker, std::slice::from_ref(&topic), 2, Duration::from_secs(3));
+        let keys: Vec<String> =
+            more.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect();
+        assert_eq!(records.len(), 1, "{strategy}\n{}", relay.log_text());
+        assert!(
+            keys.len() == 1 && keys[0].contains(r#""payload":"next""#),
+            "{strategy}: only the event after the offset, got {keys:?}\n{}",
+            relay.log_text()
+        );
+        assert!(relay.stop().success(), "{}", relay.log_text());
+    }
+}

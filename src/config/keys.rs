@@ -37,7 +37,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("flush.lsn.source", "pgoutbox always confirms the acknowledged position"),
     ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),
     ("lsn.flush.timeout.action", "pgoutbox confirms positions asynchronously at every status update"),
-    ("offset.mismatch.strategy", "pgoutbox resumes from the slot's confirmed position (no_validation)"),
     ("schema.refresh.mode", "pgoutbox follows the Relation messages of pgoutput"),
     ("snapshot.isolation.mode", "the snapshot always reads the slot's exported snapshot (repeatable read)"),
     ("snapshot.locking.mode", "no locks are needed: the snapshot reads the slot's exported snapshot"),

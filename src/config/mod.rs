@@ -286,6 +286,8 @@ pub struct Config {
     /// `slot.failover` (Debezium 3.0.5+, PostgreSQL 17+): the slot is a failover slot, synchronised
     /// to standbys, so it survives a failover.
     pub slot_failover: bool,
+    /// `offset.mismatch.strategy`.
+    pub offset_mismatch: OffsetMismatch,
     /// `offset.storage.topic`: where the relay records the slot it streams from (see
     /// `kafka::offsets`), so that a slot lost while the relay was stopped is noticed.
     pub offset_topic: String,
@@ -409,6 +411,7 @@ impl Config {
             slot_drop_on_stop: stream.slot_drop_on_stop,
             publish_via_partition_root: stream.publish_via_partition_root,
             slot_failover: stream.slot_failover,
+            offset_mismatch: stream.offset_mismatch,
             offset_topic: stream.offset_topic,
             offset_partitions: stream.offset_partitions,
             offset_replication: stream.offset_replication,
@@ -563,12 +566,42 @@ fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
         _ => Ok(()),
     };
     one_of("lsn.flush.timeout.action", r.peek("lsn.flush.timeout.action"), &["fail", "warn", "ignore"])?;
-    one_of(
-        "offset.mismatch.strategy",
-        r.peek("offset.mismatch.strategy"),
-        &["no_validation", "trust_offset", "trust_slot", "trust_greater_lsn"],
-    )?;
     Ok(())
+}
+
+/// `offset.mismatch.strategy` (Debezium 3.4+): what to do when the connector's committed offset
+/// and its slot disagree at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetMismatch {
+    NoValidation,
+    TrustOffset,
+    TrustSlot,
+    TrustGreaterLsn,
+}
+
+impl OffsetMismatch {
+    /// `trust_offset` and `trust_greater_lsn` move a slot that is behind the committed offset up
+    /// to it (`pg_replication_slot_advance`) before streaming.
+    pub fn advances_slot(self) -> bool {
+        matches!(self, OffsetMismatch::TrustOffset | OffsetMismatch::TrustGreaterLsn)
+    }
+}
+
+fn parse_offset_mismatch(r: &mut Reader<'_>) -> Result<OffsetMismatch, ConfigError> {
+    // Debezium parses it case-insensitively, trimmed.
+    let value = r.string_or("offset.mismatch.strategy", "no_validation");
+    Ok(match value.trim().to_ascii_lowercase().as_str() {
+        "no_validation" => OffsetMismatch::NoValidation,
+        "trust_offset" => OffsetMismatch::TrustOffset,
+        "trust_slot" => OffsetMismatch::TrustSlot,
+        "trust_greater_lsn" => OffsetMismatch::TrustGreaterLsn,
+        _ => {
+            return Err(invalid(
+                "offset.mismatch.strategy",
+                "is not one of no_validation, trust_offset, trust_slot, trust_greater_lsn",
+            ))
+        }
+    })
 }
 
 fn parse_database(r: &mut Reader<'_>) -> Result<DatabaseConfig, ConfigError> {
@@ -646,6 +679,7 @@ struct Stream {
     slot_drop_on_stop: bool,
     publish_via_partition_root: bool,
     slot_failover: bool,
+    offset_mismatch: OffsetMismatch,
     offset_topic: String,
     offset_partitions: i32,
     offset_replication: Option<i32>,
@@ -703,6 +737,7 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         slot_drop_on_stop: r.bool_or("slot.drop.on.stop", false)?,
         publish_via_partition_root: r.bool_or("publish.via.partition.root", false)?,
         slot_failover: r.bool_or("slot.failover", false)?,
+        offset_mismatch: parse_offset_mismatch(r)?,
         // Connect's connector-level `offsets.storage.topic` (KIP-618) wins over the worker's.
         offset_topic: match r.str("offsets.storage.topic") {
             Some(t) => t.to_string(),

@@ -451,9 +451,19 @@ fn keys_accepted_without_effect_are_still_checked() {
         "offset.mismatch.strategy=trust_greater_lsn",
     ])
     .unwrap();
-    for key in ["lsn.flush.timeout.action", "lsn.flush.timeout.ms", "offset.mismatch.strategy"] {
+    for key in ["lsn.flush.timeout.action", "lsn.flush.timeout.ms"] {
         assert!(c.ignored.iter().any(|k| k.key == key), "{key} is listed as ignored: {:?}", c.ignored);
     }
+    assert!(!c.ignored.iter().any(|k| k.key == "offset.mismatch.strategy"), "{:?}", c.ignored);
+    assert_eq!(c.offset_mismatch, crate::config::OffsetMismatch::TrustGreaterLsn);
+    // As Debezium parses it: case-insensitive, trimmed; no_validation by default.
+    assert_eq!(
+        with(&["offset.mismatch.strategy= Trust_Offset "]).unwrap().offset_mismatch,
+        crate::config::OffsetMismatch::TrustOffset
+    );
+    assert_eq!(with(&[]).unwrap().offset_mismatch, crate::config::OffsetMismatch::NoValidation);
+    assert!(!crate::config::OffsetMismatch::TrustSlot.advances_slot());
+    assert!(crate::config::OffsetMismatch::TrustGreaterLsn.advances_slot());
 }
 
 #[test]

@@ -448,6 +448,10 @@ async fn start(
         None => None,
     };
     let resume = committed_offset(cfg, &sql, &offsets, requested).await?;
+    let requested = match resume {
+        Some(Resume(p)) if cfg.offset_mismatch.advances_slot() => advance_slot(cfg, &sql, requested, p.commit).await?,
+        _ => requested,
+    };
     record_offset(cfg, &offsets, requested, resume, producer.as_ref()).await?;
     if cfg.snapshot_mode == SnapshotMode::InitialOnly {
         return Ok(None);
@@ -502,6 +506,33 @@ fn remembered_start(cfg: &Config, state: &SessionState, id: &SystemIdentity, slo
             r.lsn
         }
         _ => slot,
+    }
+}
+
+/// `offset.mismatch.strategy=trust_offset` or `trust_greater_lsn`: a slot behind the committed
+/// offset is moved up to the offset's last commit before streaming, as Debezium does
+/// (`pg_replication_slot_advance`), so the WAL between is released at once. What the offset holds
+/// inside the next transaction is still skipped by the reader. A server that cannot (no privilege,
+/// a slot it will not move) leaves the slot where it is, with a warning, as Debezium's `warn` does:
+/// the events between are skipped by the reader either way. The position to stream from.
+async fn advance_slot(cfg: &Config, sql: &Client, slot_at: Lsn, to: Lsn) -> Result<Lsn, RelayError> {
+    if to <= slot_at {
+        return Ok(slot_at);
+    }
+    tracing::info!(slot = %cfg.slot_name, from = %slot_at, to = %to, "offset.mismatch.strategy: seeking the replication slot to the committed offset");
+    match sql
+        .query_one("SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)::text", &[&cfg.slot_name, &to.to_string()])
+        .await
+    {
+        Ok(_) => Ok(to),
+        Err(e) => {
+            tracing::warn!(
+                slot = %cfg.slot_name,
+                to = %to,
+                "could not seek the replication slot to the committed offset ({e}); it stays where it is, and what the offset holds is skipped while reading instead"
+            );
+            Ok(slot_at)
+        }
     }
 }
 
