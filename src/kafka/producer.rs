@@ -318,9 +318,10 @@ pub fn client_stats(stats: &mut crate::metrics::ClientStats, s: &rdkafka::Statis
             .as_ref()
             .filter(|e| !e.txn_state.is_empty() && e.txn_state != "Init")
             .map(|e| {
+                // (Not txn_stateage: librdkafka 2.12 reported the time since boot there, 14 hours.)
                 format!(
-                    "transaction {} for {} ms (may send: {}), producer id {} epoch {} ({})",
-                    e.txn_state, e.txn_stateage, e.txn_may_enq, e.producer_id, e.producer_epoch, e.idemp_state
+                    "transaction {} (may send: {}), producer id {} epoch {} ({})",
+                    e.txn_state, e.txn_may_enq, e.producer_id, e.producer_epoch, e.idemp_state
                 )
             })
             .unwrap_or_default(),
