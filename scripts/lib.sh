@@ -535,16 +535,26 @@ PROPS
             "$dir/worker.properties" >>"$dir/stdout.log" 2>&1
     ) &
     echo $! >"$dir/pid"
-    for t in $(seq 1 1200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /connectors HTTP/1.0\r\n\r\n' >&3 && head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null; then
-            echo "REST=127.0.0.1:$port" >"$dir/env"
-            return 0
-        fi
-        kill -0 "$(cat "$dir/pid")" 2>/dev/null || break
-        sleep 0.1
-    done
+    if http_wait "$port" /connectors "$dir/pid"; then
+        echo "REST=127.0.0.1:$port" >"$dir/env"
+        return 0
+    fi
     tail -40 "$dir/server.log" "$dir/stdout.log" >&2 2>/dev/null
     die "Kafka Connect did not start (logs in $dir)"
+}
+
+# Waits (up to 2 minutes) until `GET PATH` on 127.0.0.1:PORT answers 200, while the process whose
+# pid is in PIDFILE lives; fails when it exits or the time is up.
+http_wait() {
+    local port=$1 path=$2 pidfile=$3 t
+    for t in $(seq 1 1200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET %s HTTP/1.0\r\n\r\n' "$path" >&3 && head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null; then
+            return 0
+        fi
+        kill -0 "$(cat "$pidfile")" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
 }
 
 connect_stop() {

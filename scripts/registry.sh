@@ -36,7 +36,7 @@ registry_build() {
 }
 
 registry_start() {
-    local dir=$1 port t
+    local dir=$1 port
     [ -f "$REGISTRY_JAR" ] || die "the registry is not built; run scripts/registry.sh build"
     mkdir -p "$dir"
     port=$(free_port)
@@ -45,14 +45,10 @@ registry_start() {
             -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port" -jar "$REGISTRY_JAR" >>"$dir/registry.log" 2>&1
     ) &
     echo $! >"$dir/pid"
-    for t in $(seq 1 1200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /apis/ccompat/v7/subjects HTTP/1.0\r\n\r\n' >&3 && head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null; then
-            echo "URL=http://127.0.0.1:$port" >"$dir/env"
-            return 0
-        fi
-        kill -0 "$(cat "$dir/pid")" 2>/dev/null || break
-        sleep 0.1
-    done
+    if http_wait "$port" /apis/ccompat/v7/subjects "$dir/pid"; then
+        echo "URL=http://127.0.0.1:$port" >"$dir/env"
+        return 0
+    fi
     tail -40 "$dir/registry.log" >&2
     die "the registry did not start (log in $dir/registry.log)"
 }

@@ -325,3 +325,41 @@ pub async fn cleanup(names: &Names) {
         ))
         .await;
 }
+
+/// Runs a long scenario (a migration, a rollback) on a table of its own (with a `seq` column), its
+/// publication and one slot (`names.debezium_slot`), created first, and reports it: PASS with the
+/// summary `execute` returns, or FAIL with its report, the logs' folder and `after_failure()`.
+pub async fn scenario<F, Fut>(label: &str, case: &'static str, execute: F, after_failure: fn() -> String)
+where
+    F: FnOnce(Names) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
+{
+    let _turn = super::turn().await;
+    let names = Names::new();
+    std::fs::create_dir_all(&names.dir).expect("create case dir");
+    let case = Case::new(case).columns(&["seq bigserial"]);
+    let sql = Env::get().sql().await;
+    sql.batch_execute(&case.create_table_sql(&names.table)).await.expect("create table");
+    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table))
+        .await
+        .expect("publication");
+    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&names.debezium_slot])
+        .await
+        .expect("slot");
+    let started = Instant::now();
+    let outcome = tokio::spawn(execute(names.clone())).await;
+    cleanup(&names).await;
+    match outcome {
+        Ok(Ok(summary)) => {
+            eprintln!("[differential] {label}: PASS, {summary}, {:.1}s", started.elapsed().as_secs_f64());
+            let _ = std::fs::remove_dir_all(&names.dir);
+        }
+        Ok(Err(report)) => {
+            panic!("[differential] {label}: FAIL (logs in {})\n{report}{}", names.dir.display(), after_failure())
+        }
+        Err(e) => match e.try_into_panic() {
+            Ok(p) => std::panic::resume_unwind(p),
+            Err(e) => panic!("{label}: the scenario's task failed: {e}"),
+        },
+    }
+}

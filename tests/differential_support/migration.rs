@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use pgoutbox::kafka::consume::ConsumedRecord;
 
 use super::broker::Broker;
-use super::case::{insert, tx, Case};
+use super::case::{insert, tx};
 use super::compare::{describe, diff_records, event_id, is_uuid_v7, Checks, RUN_ID_HEADER};
 use super::debezium::{tail, Debezium};
-use super::harness::{cleanup, properties, read_all, Names, DEBEZIUM_DEADLINE, PGOUTBOX_DEADLINE};
+use super::harness::{properties, read_all, scenario, Names, DEBEZIUM_DEADLINE, PGOUTBOX_DEADLINE};
 use crate::support::{create_topics, java_partition, Env, Relay};
 
 /// Debezium is stopped once it has produced this many records.
@@ -29,33 +29,7 @@ const AGGREGATES: usize = 40;
 const PARTITIONS: i32 = 3;
 
 pub async fn run() {
-    let _turn = super::turn().await;
-    let names = Names::new();
-    std::fs::create_dir_all(&names.dir).expect("create case dir");
-    let case = Case::new("migration").columns(&["seq bigserial"]);
-    let sql = Env::get().sql().await;
-    sql.batch_execute(&case.create_table_sql(&names.table)).await.expect("create table");
-    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table))
-        .await
-        .expect("publication");
-    // One slot: the one Debezium used is the one pgoutbox takes over.
-    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&names.debezium_slot])
-        .await
-        .expect("slot");
-    let started = Instant::now();
-    let outcome = tokio::spawn(execute(names.clone())).await;
-    cleanup(&names).await;
-    match outcome {
-        Ok(Ok(summary)) => {
-            eprintln!("[differential] migration: PASS, {summary}, {:.1}s", started.elapsed().as_secs_f64());
-            let _ = std::fs::remove_dir_all(&names.dir);
-        }
-        Ok(Err(report)) => panic!("[differential] migration: FAIL (logs in {})\n{report}", names.dir.display()),
-        Err(e) => match e.try_into_panic() {
-            Ok(p) => std::panic::resume_unwind(p),
-            Err(e) => panic!("migration task failed: {e}"),
-        },
-    }
+    scenario("migration", "migration", execute, String::new).await;
 }
 
 pub(super) struct Writer {

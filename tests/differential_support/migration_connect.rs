@@ -28,7 +28,7 @@ use pgoutbox::kafka::consume::{consume_all_with, ConsumedRecord};
 use super::compare::{event_id, RUN_ID_HEADER};
 use super::connect::Connect;
 use super::debezium::tail;
-use super::harness::{cleanup, properties, Names};
+use super::harness::{properties, scenario, Names};
 use super::migration::{start_writer, wait_until};
 use crate::support::{create_topics, java_partition, unique, Env, Relay};
 
@@ -39,44 +39,17 @@ pub(super) const PARTITIONS: i32 = 3;
 pub(super) const CONNECT_DEADLINE: Duration = Duration::from_secs(240);
 
 pub async fn run() {
-    let _turn = super::turn().await;
-    let names = Names::new();
-    std::fs::create_dir_all(&names.dir).expect("create case dir");
-    let case = super::case::Case::new("migration-connect").columns(&["seq bigserial"]);
-    let sql = Env::get().sql().await;
-    sql.batch_execute(&case.create_table_sql(&names.table)).await.expect("create table");
-    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table))
-        .await
-        .expect("publication");
-    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&names.debezium_slot])
-        .await
-        .expect("slot");
-    let started = Instant::now();
-    let outcome = tokio::spawn(execute(names.clone())).await;
-    cleanup(&names).await;
-    match outcome {
-        Ok(Ok(summary)) => {
-            eprintln!(
-                "[differential] migration through Connect: PASS, {summary}, {:.1}s",
-                started.elapsed().as_secs_f64()
-            );
-            let _ = std::fs::remove_dir_all(&names.dir);
-        }
-        Ok(Err(report)) => panic!(
-            "[differential] migration through Connect: FAIL (logs in {})\n{report}\n--- the broker's log:\n{}",
-            names.dir.display(),
-            broker_log()
-        ),
-        Err(e) => match e.try_into_panic() {
-            Ok(p) => std::panic::resume_unwind(p),
-            Err(e) => panic!("migration task failed: {e}"),
-        },
-    }
+    scenario("migration through Connect", "migration-connect", execute, broker_log_section).await;
+}
+
+/// The broker's log, as a failure report's last section.
+pub(super) fn broker_log_section() -> String {
+    format!("\n--- the broker's log:\n{}", broker_log())
 }
 
 /// The last lines of the suite's Kafka broker's log (warnings, and the transaction coordinator's
 /// decisions: who was fenced, which transaction was rolled back).
-pub(super) fn broker_log() -> String {
+fn broker_log() -> String {
     let Ok(dir) = std::env::var("PGOUTBOX_TEST_KAFKA") else { return "(PGOUTBOX_TEST_KAFKA is not set)".into() };
     let path = std::path::Path::new(&dir).join("node1").join("server.log");
     match std::fs::read_to_string(&path) {

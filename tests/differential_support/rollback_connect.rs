@@ -18,45 +18,16 @@ use pgoutbox::config::parse_properties;
 use super::compare::event_id;
 use super::connect::Connect;
 use super::debezium::tail;
-use super::harness::{cleanup, properties, Names};
+use super::harness::{properties, scenario, Names};
 use super::migration::{start_writer, wait_until};
 use super::migration_connect::{
-    broker_log, committed_per_run, last_offset, lsn, read, wait_for_new_run, CONNECT_DEADLINE, EVENTS_PER_PHASE,
-    PARTITIONS,
+    broker_log_section, committed_per_run, last_offset, lsn, read, wait_for_new_run, CONNECT_DEADLINE,
+    EVENTS_PER_PHASE, PARTITIONS,
 };
 use crate::support::{create_topics, unique, Env, Relay};
 
 pub async fn run() {
-    let _turn = super::turn().await;
-    let names = Names::new();
-    std::fs::create_dir_all(&names.dir).expect("create case dir");
-    let case = super::case::Case::new("rollback-connect").columns(&["seq bigserial"]);
-    let sql = Env::get().sql().await;
-    sql.batch_execute(&case.create_table_sql(&names.table)).await.expect("create table");
-    sql.batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {}", names.publication, names.table))
-        .await
-        .expect("publication");
-    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&names.debezium_slot])
-        .await
-        .expect("slot");
-    let started = Instant::now();
-    let outcome = tokio::spawn(execute(names.clone())).await;
-    cleanup(&names).await;
-    match outcome {
-        Ok(Ok(summary)) => {
-            eprintln!("[differential] rollback to Connect: PASS, {summary}, {:.1}s", started.elapsed().as_secs_f64());
-            let _ = std::fs::remove_dir_all(&names.dir);
-        }
-        Ok(Err(report)) => panic!(
-            "[differential] rollback to Connect: FAIL (logs in {})\n{report}\n--- the broker's log:\n{}",
-            names.dir.display(),
-            broker_log()
-        ),
-        Err(e) => match e.try_into_panic() {
-            Ok(p) => std::panic::resume_unwind(p),
-            Err(e) => panic!("rollback task failed: {e}"),
-        },
-    }
+    scenario("rollback to Connect", "rollback-connect", execute, broker_log_section).await;
 }
 
 /// The slot's `restart_lsn` and `confirmed_flush_lsn`.
