@@ -287,15 +287,14 @@ pub async fn run(
         Err(e) => Err(RelayError::TaskStopped(format!("the sink task failed: {e}"))),
     };
     recorder_stop.cancel();
-    if let Some(Ok(mut recorder)) = match recorder {
-        Some(task) => Some(task.await),
-        None => None,
-    } {
-        // The session's last confirmed position, for whoever starts next (Debezium after a
-        // rollback checks its offset against the slot). Bounded: a broker that is away costs a
-        // stop this much at most, and the next session writes it anyway.
-        let last = *confirmed_seen.borrow();
-        let _ = tokio::time::timeout(FINAL_OFFSET_WITHIN, recorder.record(last)).await;
+    if let Some(task) = recorder {
+        if let Ok(mut recorder) = task.await {
+            // The session's last confirmed position, for whoever starts next (Debezium after a
+            // rollback checks its offset against the slot). Bounded: a broker that is away costs a
+            // stop this much at most, and the next session writes it anyway.
+            let last = *confirmed_seen.borrow();
+            let _ = tokio::time::timeout(FINAL_OFFSET_WITHIN, recorder.record(last)).await;
+        }
     }
     state.producer.session_ended();
     state.reached = Some(Reached {
@@ -520,10 +519,7 @@ async fn advance_slot(cfg: &Config, sql: &Client, slot_at: Lsn, to: Lsn) -> Resu
         return Ok(slot_at);
     }
     tracing::info!(slot = %cfg.slot_name, from = %slot_at, to = %to, "offset.mismatch.strategy: seeking the replication slot to the committed offset");
-    match sql
-        .query_one("SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)::text", &[&cfg.slot_name, &to.to_string()])
-        .await
-    {
+    match slot::advance(sql, &cfg.slot_name, to).await {
         Ok(_) => Ok(to),
         Err(e) => {
             tracing::warn!(

@@ -424,8 +424,9 @@ impl Sink {
         let now = Instant::now();
         match self.stall.observe(now, progressed, !self.checkpoint.drained()) {
             Some(Stall::Stalled(waited)) => {
-                // librdkafka's own view of an exactly-once producer (the transaction's state, how long
-                // it has been in it) tells a coordinator that does not answer from a partition leader.
+                // librdkafka's own view of an exactly-once producer (the transaction's state, its
+                // producer id and epoch) tells a coordinator that does not answer from a partition
+                // leader.
                 let state = self.producer.stats().lock().map(|s| s.transaction_state.clone()).unwrap_or_default();
                 tracing::warn!(
                     unacknowledged = self.checkpoint.in_flight(),

@@ -40,6 +40,14 @@ pub async fn copy(sql: &Client, from: &str, to: &str) -> Result<(), PgError> {
     Ok(())
 }
 
+/// Moves slot `slot` forward to `to` (`pg_replication_slot_advance`); the slot must not be in use.
+pub async fn advance(sql: &Client, slot: &str, to: Lsn) -> Result<(), PgError> {
+    sql.execute("SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)", &[&slot, &to.to_string()])
+        .await
+        .map_err(PgError::Sql)?;
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct SlotState {
     pub plugin: Option<String>,

@@ -180,7 +180,7 @@ pub async fn alter(cfg: &Config, body: &Value) -> Result<Value, Refused> {
         )));
     }
     let skipped = pending_events(&sql, cfg, Some(target)).await?;
-    sql.execute("SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)", &[&cfg.slot_name, &target.to_string()])
+    crate::postgres::slot::advance(&sql, &cfg.slot_name, target)
         .await
         .map_err(|e| failed(format!("cannot move slot {} to {target}: {e}", cfg.slot_name)))?;
     tracing::warn!(connector = %cfg.connector_name, slot = %cfg.slot_name, from = %confirmed, to = %target, skipped_events = skipped, "offsets altered through the REST API: the slot moved forward; the outbox events in between are not published");

@@ -58,15 +58,17 @@ fn broker_log() -> String {
     }
 }
 
-/// The connector's properties, the harness's with this test's name, topics and exactly once; the same
-/// for Connect and pgoutbox.
-pub(super) fn connector(names: &Names, name: &str, prefix: &str) -> String {
-    let extra = [
+/// The connector's properties, the harness's with this test's name and topics, and exactly once
+/// when asked; the same for Connect and pgoutbox.
+pub(super) fn connector(names: &Names, name: &str, prefix: &str, exactly_once: bool) -> String {
+    let mut extra = vec![
         format!("name={name}"),
         "tasks.max=1".to_string(),
         format!("transforms.outbox.route.topic.replacement={prefix}.${{routedByValue}}"),
-        "exactly.once.support=required".to_string(),
     ];
+    if exactly_once {
+        extra.push("exactly.once.support=required".to_string());
+    }
     properties(names, &names.debezium_slot, &Env::get().broker, &extra)
 }
 
@@ -102,6 +104,23 @@ pub(super) fn committed_per_run(broker: &str, topics: &[String]) -> HashMap<Vec<
         *runs.entry(r.header(RUN_ID_HEADER).unwrap_or_default().to_vec()).or_insert(0) += 1;
     }
     runs
+}
+
+/// Waits (up to [`CONNECT_DEADLINE`]) until `total` distinct events can be read from `topics` at
+/// `isolation`.
+pub(super) async fn wait_all_read(
+    broker: &str,
+    topics: &[String],
+    isolation: &'static str,
+    total: usize,
+) -> Result<(), String> {
+    let (b, t) = (broker.to_string(), topics.to_vec());
+    wait_until(&format!("every committed event to be read at {isolation}"), CONNECT_DEADLINE, move || {
+        let records = tokio::task::block_in_place(|| read(&b, &t, isolation));
+        let seen: std::collections::HashSet<String> = records.iter().map(event_id).collect();
+        seen.len() >= total
+    })
+    .await
 }
 
 /// The newest committed offset record of connector `name` in `topic` (Connect's key
@@ -176,7 +195,7 @@ async fn execute(names: Names) -> Result<String, String> {
     let topics = vec![format!("{prefix}.Order"), format!("{prefix}.Customer")];
     create_topics(&env.broker, &topics, PARTITIONS).await;
     let name = format!("outbox-{prefix}");
-    let text = connector(&names, &name, &prefix);
+    let text = connector(&names, &name, &prefix, true);
 
     // 1. Connect + Debezium, exactly once, until SIGKILL.
     let mut connect = tokio::task::block_in_place(|| {
@@ -269,14 +288,9 @@ async fn execute(names: Names) -> Result<String, String> {
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     let total = rows.len();
-    let (b, t) = (env.broker.clone(), topics.clone());
-    wait_until("every committed event to be read at read_committed", CONNECT_DEADLINE, move || {
-        let records = tokio::task::block_in_place(|| read(&b, &t, "read_committed"));
-        let seen: std::collections::HashSet<String> = records.iter().map(event_id).collect();
-        seen.len() >= total
-    })
-    .await
-    .map_err(|e| format!("{e}\n--- Connect:\n{}\n{}", connect.log_tail(60), relay_log(&relay)))?;
+    wait_all_read(&env.broker, &topics, "read_committed", total)
+        .await
+        .map_err(|e| format!("{e}\n--- Connect:\n{}\n{}", connect.log_tail(60), relay_log(&relay)))?;
     tokio::task::block_in_place(|| connect.stop());
 
     let committed = tokio::task::block_in_place(|| read(&env.broker, &topics, "read_committed"));

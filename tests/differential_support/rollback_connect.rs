@@ -18,11 +18,11 @@ use pgoutbox::config::parse_properties;
 use super::compare::event_id;
 use super::connect::Connect;
 use super::debezium::tail;
-use super::harness::{properties, scenario, Names};
-use super::migration::{start_writer, wait_until};
+use super::harness::{scenario, Names};
+use super::migration::start_writer;
 use super::migration_connect::{
-    broker_log_section, committed_per_run, last_offset, lsn, read, wait_for_new_run, CONNECT_DEADLINE,
-    EVENTS_PER_PHASE, PARTITIONS,
+    broker_log_section, committed_per_run, connector, last_offset, lsn, read, wait_all_read, wait_for_new_run,
+    CONNECT_DEADLINE, EVENTS_PER_PHASE, PARTITIONS,
 };
 use crate::support::{create_topics, unique, Env, Relay};
 
@@ -67,12 +67,7 @@ async fn execute(names: Names) -> Result<String, String> {
     let topics = vec![format!("{prefix}.Order"), format!("{prefix}.Customer")];
     create_topics(&env.broker, &topics, PARTITIONS).await;
     let name = format!("outbox-{prefix}");
-    let extra = [
-        format!("name={name}"),
-        "tasks.max=1".to_string(),
-        format!("transforms.outbox.route.topic.replacement={prefix}.${{routedByValue}}"),
-    ];
-    let text = properties(&names, &names.debezium_slot, &env.broker, &extra);
+    let text = connector(&names, &name, &prefix, false);
     // Connect's worker first: its offsets topic is the one pgoutbox records in.
     let connect = tokio::task::block_in_place(|| {
         Connect::start(names.dir.join(unique("connect")), &env.broker, "scheduled.rebalance.max.delay.ms=0")
@@ -147,14 +142,9 @@ async fn execute(names: Names) -> Result<String, String> {
         .map(|r| r.get(0))
         .collect();
     let total = ids.len();
-    let (b, t) = (env.broker.clone(), topics.clone());
-    wait_until("every committed event to be read", CONNECT_DEADLINE, move || {
-        let records = tokio::task::block_in_place(|| read(&b, &t, "read_uncommitted"));
-        let seen: std::collections::HashSet<String> = records.iter().map(event_id).collect();
-        seen.len() >= total
-    })
-    .await
-    .map_err(|e| format!("{e}\n--- Connect:\n{}", connect.log_tail(40)))?;
+    wait_all_read(&env.broker, &topics, "read_uncommitted", total)
+        .await
+        .map_err(|e| format!("{e}\n--- Connect:\n{}", connect.log_tail(40)))?;
     tokio::task::block_in_place(|| connect.stop());
     let records = tokio::task::block_in_place(|| read(&env.broker, &topics, "read_uncommitted"));
     let mut copies: HashMap<String, usize> = HashMap::new();
