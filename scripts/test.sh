@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs pgoutbox's whole test suite on this machine: installs what is missing (PostgreSQL 15, Apache
-# Kafka, the tansu broker), starts a throwaway PostgreSQL, a one-node Apache Kafka cluster (KRaft; every
-# listener scripts/lib.sh kafka_start describes) and a tansu broker (the smoke test of a Kafka-protocol
-# broker that is not Kafka) on free ports, runs every test against them over real sockets, and stops
-# what it started. Tests that stop brokers or need three of them start clusters of their own.
+# Kafka, the tansu broker, Apicurio Registry), starts a throwaway PostgreSQL, a one-node Apache Kafka
+# cluster (KRaft; every listener scripts/lib.sh kafka_start describes), a tansu broker (the smoke test
+# of a Kafka-protocol broker that is not Kafka) and a schema registry (scripts/registry.sh) on free
+# ports, runs every test against them over real sockets, and stops what it started. Tests that stop
+# brokers or need three of them start clusters of their own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -29,6 +30,7 @@ cleanup() {
     local d
     for d in "${matrix_dirs[@]}"; do PG_BINDIR=${d#*:} pg_stop "${d%%:*}" immediate; done
     kafka_stop "$work/kafka" kill
+    bash "$here/registry.sh" stop "$work/registry" || true
     services_down "$work" immediate
 }
 trap cleanup EXIT
@@ -36,11 +38,17 @@ services_up "$work"
 kstart=$(date +%s)
 kafka_start "$work/kafka" 1
 log "Apache Kafka $KAFKA_VERSION (one node) started in $(( $(date +%s) - kstart ))s"
+rstart=$(date +%s)
+bash "$here/registry.sh" start "$work/registry"
+log "Apicurio Registry started in $(( $(date +%s) - rstart ))s"
 export PGOUTBOX_TEST_PG_PORT=$pg_port
 export PGOUTBOX_TEST_TLS_DIR=$work/pg/tls
 export PGOUTBOX_TEST_BROKER=$(sed -n 's/^PLAINTEXT=//p' "$work/kafka/env")
 export PGOUTBOX_TEST_KAFKA=$work/kafka
 export PGOUTBOX_TEST_TANSU=127.0.0.1:$broker_port
+# The schema registry (scripts/registry.sh), http://127.0.0.1:PORT; its REST APIs are under /apis.
+# A Connect worker from scripts/lib.sh connect_start has Apicurio's converters on its plugin path.
+export PGOUTBOX_TEST_REGISTRY=$(sed -n 's/^URL=//p' "$work/registry/env")
 export PGOUTBOX_TEST_SCRIPTS=$here
 
 cd "$root"

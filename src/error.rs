@@ -21,6 +21,9 @@ pub enum RelayError {
     Decode { lsn: crate::lsn::Lsn, source: DecodeError },
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// The schema registry did not answer (retried) or refused a schema (stops).
+    #[error(transparent)]
+    Registry(crate::connect::registry::RegistryError),
     #[error("{0}")]
     InvalidOperation(String),
     #[error(transparent)]
@@ -56,6 +59,7 @@ impl RelayError {
             RelayError::Postgres(e) => e.is_retryable(),
             RelayError::Kafka(e) => e.is_retryable(),
             RelayError::TaskStopped(_) => true,
+            RelayError::Registry(e) => e.is_retryable(),
             _ => false,
         }
     }
@@ -65,14 +69,14 @@ impl RelayError {
     }
 
     /// Process exit code: 2 config, 3 PostgreSQL connection/auth, 4 database setup, 5 bad data in the
-    /// stream, 6 broker refused a record, 7 Kafka client, 8 slot lost.
+    /// stream, 6 broker (or schema registry) refused a record, 7 Kafka client, 8 slot lost.
     pub fn exit_code(&self) -> i32 {
         match self {
             RelayError::Config(_) => 2,
             RelayError::Postgres(_) => 3,
             RelayError::Setup(_) => 4,
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
-            RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) => 6,
+            RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) | RelayError::Registry(_) => 6,
             RelayError::Kafka(_) | RelayError::TaskStopped(_) => 7,
             RelayError::SlotDropped(_) | RelayError::SlotLost { .. } | RelayError::OffsetsLost { .. } => 8,
         }

@@ -163,15 +163,17 @@ async fn records_match_debezium_in_kafka_connect() {
     // `all`, or case names separated by commas.
     let chosen = std::env::var("PGOUTBOX_CONNECT_DIFFERENTIAL").unwrap_or_default();
     let cases: Vec<dsupport::Case> = match chosen.as_str() {
-        "" => dsupport::via_connect::SUITE.iter().map(|c| c()).collect(),
+        "" => dsupport::via_connect::SUITE.iter().chain(dsupport::via_connect::REGISTRY).map(|c| c()).collect(),
         "all" => ALL_CASES
             .iter()
             .map(|c| c())
             .chain(std::iter::once(dsupport::cases::expand_json_payload_empty_arrays_optional_string()))
+            .chain(dsupport::via_connect::REGISTRY.iter().map(|c| c()))
             .collect(),
         names => ALL_CASES
             .iter()
             .chain(dsupport::via_connect::SUITE)
+            .chain(dsupport::via_connect::REGISTRY)
             .map(|c| c())
             .filter(|c| names.split(',').any(|n| n.trim() == c.name))
             .fold(Vec::new(), |mut out, c| {

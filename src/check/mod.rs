@@ -169,7 +169,7 @@ async fn check_tables(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding
     }
     let router = Router::new(
         cfg.router.clone(),
-        crate::outbox::Converters { key: cfg.key_converter, value: cfg.value_converter },
+        crate::outbox::Converters { key: cfg.key_converter.clone(), value: cfg.value_converter.clone() },
         None,
     );
     for (schema, table) in &tables {

@@ -63,6 +63,8 @@ pub fn is_secret(key: &str) -> bool {
         || k.ends_with("sasl.oauthbearer.config")
         || last == "token"
         || k.ends_with("access.token")
+        // A schema registry's `user:password` (basic.auth.user.info, schema.registry.basic.auth.user.info).
+        || k.ends_with("user.info")
 }
 
 /// Whether a Java client key is a security setting (one that every client of the cluster needs).

@@ -160,8 +160,13 @@ fn config_malformed_values_name_the_key() {
         ]),
         "transforms.f.predicate"
     );
-    assert_eq!(err_key(&["value.converter=io.apicurio.registry.utils.converter.AvroConverter"]), "value.converter");
-    assert_eq!(err_key(&["key.converter=io.confluent.connect.avro.AvroConverter"]), "key.converter");
+    // A registry converter without its registry names the key that is missing.
+    assert_eq!(
+        err_key(&["value.converter=io.apicurio.registry.utils.converter.AvroConverter"]),
+        "value.converter.apicurio.registry.url"
+    );
+    assert_eq!(err_key(&["key.converter=io.confluent.connect.avro.AvroConverter"]), "key.converter.schema.registry.url");
+    assert_eq!(err_key(&["key.converter=io.confluent.connect.protobuf.ProtobufConverter"]), "key.converter");
     assert_eq!(err_key(&["value.converter.schemas.enable=maybe"]), "value.converter.schemas.enable");
     assert_eq!(err_key(&["header.converter=x.Y"]), "header.converter");
     assert_eq!(err_key(&["connector.class=io.debezium.connector.mysql.MySqlConnector"]), "connector.class");

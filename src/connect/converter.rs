@@ -1,9 +1,12 @@
 //! The converters a connector config names (`key.converter`, `value.converter`, `header.converter`),
 //! and the one `encode` that turns a (schema, value) pair into record bytes as that converter would.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use super::config::{ConfigError, Reader};
+use super::registry::{is_registry_class, RegistryConverter};
 use super::{header, json, string, ConvertError, Schema, Value};
 
 pub const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
@@ -14,7 +17,7 @@ pub const BINARY_DATA_CONVERTER: &str = "io.debezium.converters.BinaryDataConver
 pub const BYTE_BUFFER_CONVERTER: &str = "io.debezium.converters.ByteBufferConverter";
 
 /// Kafka Connect converters pgoutbox reproduces byte for byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Converter {
     /// `org.apache.kafka.connect.storage.StringConverter`
     String,
@@ -26,6 +29,9 @@ pub enum Converter {
     /// BinaryDataConverter with `delegate.converter.type`: BYTES as they are, anything else
     /// through the delegate (JsonConverter or StringConverter).
     BinaryOr(Delegate),
+    /// A schema-registry converter (Confluent's or Apicurio's Avro), with its registry and its
+    /// cache of schema ids, shared by the records it writes.
+    Registry(Arc<RegistryConverter>),
 }
 
 /// The delegate of a BinaryDataConverter.
@@ -34,9 +40,6 @@ pub enum Delegate {
     String,
     Json { schemas: bool },
 }
-
-/// Schema-registry converters: their bytes depend on a registry's schema ids.
-const REGISTRY_CONVERTERS: &[&str] = &["io.confluent.connect.", "io.apicurio.registry."];
 
 impl Converter {
     /// `<which>.converter` and its `schemas.enable`; without one, JsonConverter with schemas, as
@@ -58,13 +61,13 @@ impl Converter {
             "io.debezium.converters.ByteArrayConverter" | "org.apache.kafka.connect.converters.ByteArrayConverter" => {
                 Ok(Converter::Binary)
             }
-            other if REGISTRY_CONVERTERS.iter().any(|p| other.starts_with(p)) => Err(ConfigError::invalid(&key, format!("names a schema-registry converter, which pgoutbox does not implement: its bytes carry a registry's schema ids. For payloads the application already serialised (Avro or Protobuf in the registry's wire format, in a bytea column) use {BINARY_DATA_CONVERTER} (or org.apache.kafka.connect.converters.ByteArrayConverter), which publishes the bytes as they are"))),
+            other if is_registry_class(other) => Ok(Converter::Registry(Arc::new(RegistryConverter::parse(r, which, other)?))),
             _ => Err(ConfigError::invalid(&key, format!("is not a supported converter; use {STRING_CONVERTER}, {JSON_CONVERTER}, {BINARY_DATA_CONVERTER} or org.apache.kafka.connect.converters.ByteArrayConverter"))),
         }
     }
 
     /// Whether the converter publishes BYTES values as they are (and refuses or delegates others).
-    pub fn is_binary(self) -> bool {
+    pub fn is_binary(&self) -> bool {
         matches!(self, Converter::Binary | Converter::BinaryOr(_))
     }
 
@@ -80,9 +83,12 @@ impl Converter {
 
     /// `fromConnectData`: the record bytes, `None` for a Kafka null. `schema` is `None` only for
     /// schemaless data (an expanded top-level `[]`).
-    pub fn encode(self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, ConvertError> {
+    ///
+    /// A registry converter needs the record's topic: [`Converter::encode_to`].
+    pub fn encode(&self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, ConvertError> {
         match self {
-            Converter::Json { schemas } => json::json_converter(schemas, schema, value),
+            Converter::Registry(r) => r.encode("", schema, value, &mut Vec::new()),
+            Converter::Json { schemas } => json::json_converter(*schemas, schema, value),
             Converter::String => Ok(string::encode(schema, value)),
             Converter::Binary => match value {
                 Value::Null => Ok(None),
@@ -96,16 +102,31 @@ impl Converter {
                 (None | Some(Schema::Primitive { ty: super::Type::Bytes, .. }), Value::Null) => Ok(None),
                 _ => match delegate {
                     Delegate::String => Converter::String.encode(schema, value),
-                    Delegate::Json { schemas } => Converter::Json { schemas }.encode(schema, value),
+                    Delegate::Json { schemas } => Converter::Json { schemas: *schemas }.encode(schema, value),
                 },
             },
+        }
+    }
+
+    /// `fromConnectData(topic, headers, schema, value)`: [`Converter::encode`], with the topic a
+    /// registry converter names its subject after and the headers it writes ids to.
+    pub fn encode_to(
+        &self,
+        topic: &str,
+        schema: Option<&Schema>,
+        value: &Value,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, ConvertError> {
+        match self {
+            Converter::Registry(r) => r.encode(topic, schema, value, headers),
+            _ => self.encode(schema, value),
         }
     }
 
     /// A header's bytes under `header.converter` (`None`: SimpleHeaderConverter), schemaless or not;
     /// another converter's `fromConnectHeader` is its `fromConnectData`.
     pub fn encode_header(
-        converter: Option<Converter>,
+        converter: Option<&Converter>,
         data: &super::record::Data,
     ) -> Result<Option<Bytes>, ConvertError> {
         match converter {

@@ -12,12 +12,14 @@
 //! Nothing here knows of PostgreSQL, Debezium or the outbox: `debezium` maps columns onto this model
 //! and `outbox` builds records from it.
 
+pub mod avro;
 pub mod config;
 pub mod converter;
 pub mod header;
 pub mod java;
 pub mod json;
 pub mod record;
+pub mod registry;
 pub mod string;
 pub mod transforms;
 
@@ -218,6 +220,12 @@ pub enum ConvertError {
     /// BinaryDataConverter and ByteArrayConverter take only BYTES.
     #[error("{0} only supports BYTES")]
     NotBytes(&'static str),
+    /// A schema or value Avro cannot hold (AvroData's `DataException`).
+    #[error("{0}")]
+    Avro(String),
+    /// The schema registry did not give the schema's id: not the record's fault.
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub struct Encoded {
 }
 
 /// The converters a connector writes its records with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Converters {
     pub key: Converter,
     pub value: Converter,
@@ -70,12 +70,16 @@ pub struct Converters {
 impl Converters {
     /// The record's key, value and headers as the converters write them.
     pub fn encode(&self, record: &Record) -> Result<Encoded, ConvertError> {
-        let key = self.key.encode(record.key.schema(), &record.key.value)?;
-        let value = self.value.encode(record.value.schema(), &record.value.value)?;
-        let mut headers = Vec::with_capacity(record.headers.len());
+        // A registry converter's id headers follow the record's own, the key's first (Connect
+        // converts the headers after the key and the value, which add theirs on the way).
+        let mut ids = Vec::new();
+        let key = self.key.encode_to(&record.topic, record.key.schema(), &record.key.value, &mut ids)?;
+        let value = self.value.encode_to(&record.topic, record.value.schema(), &record.value.value, &mut ids)?;
+        let mut headers = Vec::with_capacity(record.headers.len() + ids.len());
         for h in &record.headers {
-            headers.push((h.key.clone(), Converter::encode_header(self.header, &h.data)?));
+            headers.push((h.key.clone(), Converter::encode_header(self.header.as_ref(), &h.data)?));
         }
+        headers.extend(ids);
         Ok(Encoded { key, value, headers })
     }
 }

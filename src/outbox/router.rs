@@ -59,6 +59,9 @@ pub struct RouteError {
     pub what: String,
     pub problem: String,
     pub fix: String,
+    /// Set when the schema registry, not the row, is the cause: the relay must wait for it or stop,
+    /// never skip the row (`errors.tolerance=all` does not apply).
+    pub registry: Option<Box<crate::connect::registry::RegistryError>>,
 }
 
 /// Where the router's columns sit in a table's tuples, or why the table cannot be routed.
@@ -76,7 +79,7 @@ impl RoutePlan {
 }
 
 /// The converters a record's parts go through.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Converters {
     pub key: Converter,
     pub value: Converter,
@@ -104,7 +107,7 @@ struct Row<'a> {
 
 impl Row<'_> {
     fn error(&self, problem: String, fix: &str) -> RouteError {
-        RouteError { what: (self.event)(), problem, fix: fix.to_string() }
+        RouteError { registry: None, what: (self.event)(), problem, fix: fix.to_string() }
     }
 
     fn value(&self, col: &PlannedColumn) -> Result<Value, RouteError> {
@@ -146,8 +149,8 @@ impl Router {
             cfg: &self.cfg,
             rel,
             table: &table,
-            key_converter: self.converters.key,
-            value_converter: self.converters.value,
+            key_converter: self.converters.key.clone(),
+            value_converter: self.converters.value.clone(),
         };
         let plan = planner.columns();
         RoutePlan { table, plan }
@@ -156,9 +159,9 @@ impl Router {
     /// The converters the records are meant for (transforms and `encode` use them).
     pub fn converters(&self) -> crate::connect::record::Converters {
         crate::connect::record::Converters {
-            key: self.converters.key,
-            value: self.converters.value,
-            header: self.cfg.header_converter,
+            key: self.converters.key.clone(),
+            value: self.converters.value.clone(),
+            header: self.cfg.header_converter.clone(),
         }
     }
 
@@ -195,6 +198,7 @@ impl Router {
             Ok(None) => return Ok(None),
             Err((alias, e)) => {
                 return Err(RouteError {
+                    registry: None,
                     what: describe(origin, id_header.as_slice()),
                     problem: format!("transform `{alias}` failed: {e}"),
                     fix: format!("check transforms.{alias}.* against the records the Event Router produces"),
@@ -207,6 +211,10 @@ impl Router {
             fix:
                 "check key.converter, value.converter and header.converter against the record's key, value and headers"
                     .into(),
+            registry: match e {
+                crate::connect::ConvertError::Registry(r) => Some(Box::new(r)),
+                _ => None,
+            },
         })?;
         Ok(Some(OutboxRecord {
             topic: record.topic,
@@ -242,6 +250,7 @@ impl Router {
             Ok(None) => return Ok(None),
             Err((alias, e)) => {
                 return Err(RouteError {
+                    registry: None,
                     what: format!("an event of {origin}"),
                     problem: format!("transform `{alias}` failed: {e}"),
                     fix: format!("check transforms.{alias}.*"),
@@ -250,7 +259,7 @@ impl Router {
         };
         if let Some(gate) = decode.into_iter().chain(&self.cfg.chain.router_gate).find(|g| !g.admits(&event)) {
             let (problem, fix) = gate.refusal(&event.topic);
-            return Err(RouteError { what: format!("an event of {origin}"), problem, fix });
+            return Err(RouteError { registry: None, what: format!("an event of {origin}"), problem, fix });
         }
         Ok(Some(event.headers))
     }
@@ -371,6 +380,7 @@ impl Router {
             route_value,
         )
         .map_err(|e| RouteError {
+            registry: None,
             what: event(),
             problem: format!("route.topic.replacement cannot be applied: {e}"),
             fix: "fix transforms.<name>.route.topic.replacement (Java replacement syntax: $1, ${name}, \\$)"
@@ -465,6 +475,7 @@ fn column_value(
     match row.values.get(col.index) {
         Some(Wire::Null) => Ok(Value::Null),
         Some(Wire::Text(t)) => col.column.parse(t).ok_or_else(|| RouteError {
+            registry: None,
             what: what(),
             problem: format!(
                 "column `{}` holds a value that is not a valid {}",
@@ -474,11 +485,13 @@ fn column_value(
             fix: "check the column's type and contents".to_string(),
         }),
         Some(other) => Err(RouteError {
+            registry: None,
             what: what(),
             problem: format!("column `{}` arrived as {other:?}, not as text", col.name),
             fix: "this is unexpected for an INSERT; report it".to_string(),
         }),
         None => Err(RouteError {
+            registry: None,
             what: what(),
             problem: format!("the row has no value for column `{}` (the table changed?)", col.name),
             fix: "restart pgoutbox so it reads the table's current definition".to_string(),

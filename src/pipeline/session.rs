@@ -196,7 +196,7 @@ pub fn context_headers(cfg: &Config) -> Option<ContextHeaders> {
 pub fn router(cfg: &Config, context: Option<ContextHeaders>) -> Router {
     Router::new(
         cfg.router.clone(),
-        crate::outbox::Converters { key: cfg.key_converter, value: cfg.value_converter },
+        crate::outbox::Converters { key: cfg.key_converter.clone(), value: cfg.value_converter.clone() },
         context,
     )
 }

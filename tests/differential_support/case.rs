@@ -37,6 +37,12 @@ pub struct Case {
     /// Compare record timestamps too: they are deterministic when `table.field.event.timestamp` sets
     /// them from a column.
     pub compare_timestamps: bool,
+    /// Records written by a schema-registry converter: where their schema ids are, so that the
+    /// comparison looks at the schemas the ids name (`registry.rs`), not at the ids.
+    pub registry: Option<super::registry::Ids>,
+    /// Properties only pgoutbox gets (later keys win): a Confluent converter config on pgoutbox's
+    /// side against the Apicurio converter writing the same wire format in Connect.
+    pub pgoutbox_props: Vec<String>,
 }
 
 impl Case {
@@ -54,6 +60,8 @@ impl Case {
             expect: Expect::Records(0),
             relays_create_slots: false,
             compare_timestamps: false,
+            registry: None,
+            pgoutbox_props: Vec::new(),
         }
     }
 
@@ -105,6 +113,16 @@ impl Case {
 
     pub fn compare_timestamps(mut self) -> Self {
         self.compare_timestamps = true;
+        self
+    }
+
+    pub fn registry(mut self, ids: super::registry::Ids) -> Self {
+        self.registry = Some(ids);
+        self
+    }
+
+    pub fn pgoutbox_props<S: AsRef<str>>(mut self, props: &[S]) -> Self {
+        self.pgoutbox_props.extend(props.iter().map(|s| s.as_ref().to_string()));
         self
     }
 

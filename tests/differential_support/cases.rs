@@ -1494,3 +1494,83 @@ pub fn message_outbox_placements_and_expansion() -> Case {
         .topics(&[ORDER])
         .records(4)
 }
+
+// The schema-registry converters (through Kafka Connect only: the Debezium 3.6.3 runner has no
+// converter plugins). Both sides register in the suite's Apicurio Registry.
+
+const APICURIO: &str = "io.apicurio.registry.utils.converter.AvroConverter";
+const CONFLUENT: &str = "io.confluent.connect.avro.AvroConverter";
+
+/// Apicurio's AvroConverter as key and value converter, registering its schemas, with `options`
+/// (without the converter prefix) on both.
+fn apicurio(options: &[&str]) -> Vec<String> {
+    let mut props = Vec::new();
+    for part in ["key", "value"] {
+        props.push(format!("{part}.converter={APICURIO}"));
+        props.push(format!("{part}.converter.apicurio.registry.url={{registry}}/apis/registry/v2"));
+        props.push(format!("{part}.converter.apicurio.registry.auto-register=true"));
+        props.extend(options.iter().map(|o| format!("{part}.converter.{o}")));
+    }
+    props
+}
+
+/// The standard rows (every jsonb form, a NULL payload among them) with the ids in headers, as
+/// Apicurio's converter writes them by default.
+pub fn avro_apicurio_ids_in_headers() -> Case {
+    standard("avro_apicurio_ids_in_headers", apicurio(&[]))
+        .sql([insert("Order", Some("agg-null"), None)])
+        .records(STANDARD_RECORDS + 1)
+        .registry(super::registry::Ids::Headers)
+}
+
+/// Expanded payloads: a record schema per payload shape, each a new version of the value subject;
+/// the 8-byte globalId before the body.
+pub fn avro_apicurio_expanded_payload() -> Case {
+    let payloads = [
+        r#"{"id": 1}"#,
+        r#"{"a": {"b": 2, "c": "x"}, "n": null, "e": []}"#,
+        r#"{"arr": [{"x": 1}, {"x": 2, "y": "z"}]}"#,
+        r#"{"big": 12345678901, "f": 1.5, "t": true}"#,
+        r#"{"id": 2}"#,
+    ];
+    // One partition: the key's bytes hold the globalId, which differs between the sides, and so
+    // would the partition the key hashes to.
+    let mut case = Case::new("avro_apicurio_expanded_payload");
+    case.partitions = 1;
+    case.router(&["table.expand.json.payload=true"])
+        .props(&apicurio(&["apicurio.registry.headers.enabled=false"]))
+        .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
+        .topics(&[ORDER])
+        .records(payloads.len())
+        .registry(super::registry::Ids::Prefix8Global)
+}
+
+/// Confluent's wire format: Connect runs Apicurio's converter in its Confluent mode (4-byte
+/// contentId, no headers; Confluent's own jars are not served here), pgoutbox runs the config of
+/// Confluent's AvroConverter against Apicurio's Confluent-compatible API. Decimals in the envelope.
+pub fn avro_confluent_wire_format_numerics() -> Case {
+    let mut props = apicurio(&[
+        "apicurio.registry.headers.enabled=false",
+        "apicurio.registry.as-confluent=true",
+        "apicurio.registry.use-id=contentId",
+    ]);
+    props.push("decimal.handling.mode=precise".into());
+    let mut pgoutbox = Vec::new();
+    for part in ["key", "value"] {
+        pgoutbox.push(format!("{part}.converter={CONFLUENT}"));
+        pgoutbox.push(format!("{part}.converter.schema.registry.url={{registry}}/apis/ccompat/v7"));
+    }
+    numerics("avro_confluent_wire_format_numerics", props)
+        .pgoutbox_props(&pgoutbox)
+        .registry(super::registry::Ids::Prefix4Content)
+}
+
+/// Connect's Date, Time and Timestamp as Avro logical types, the ids in headers.
+pub fn avro_apicurio_temporal_connect() -> Case {
+    temporal("avro_apicurio_temporal_connect", "connect", apicurio(&[])).registry(super::registry::Ids::Headers)
+}
+
+/// Debezium's own temporal types (named int64/int32/string schemas), the ids in headers.
+pub fn avro_apicurio_temporal_adaptive() -> Case {
+    temporal("avro_apicurio_temporal_adaptive", "adaptive", apicurio(&[])).registry(super::registry::Ids::Headers)
+}

@@ -84,7 +84,7 @@ pub fn properties(names: &Names, slot: &str, broker: &str, extra: &[String]) -> 
         "offset.flush.interval.ms=1000".to_string(),
     ];
     // `{t}` stands for the case's table here too (a message prefix of its own).
-    lines.extend(extra.iter().map(|l| l.replace("{t}", &names.table)));
+    lines.extend(extra.iter().map(|l| super::registry::fill(&l.replace("{t}", &names.table))));
     // Debezium reads every logical decoding message of the database whatever the publication (B-17),
     // and cases run side by side in one database: a case that does not filter messages itself keeps
     // the other cases' messages out of its Debezium's records. pgoutbox does not read them there.

@@ -14,6 +14,7 @@ pub mod debezium;
 pub mod harness;
 pub mod migration;
 pub mod migration_connect;
+pub mod registry;
 pub mod rollback_connect;
 pub mod via_connect;
 

@@ -40,6 +40,15 @@ pub const SUITE: &[fn() -> Case] = &[
     super::cases::expand_json_payload_empty_arrays_optional_string,
 ];
 
+/// The schema-registry converters' cases (Connect only: the other run has no converter plugins).
+pub const REGISTRY: &[fn() -> Case] = &[
+    super::cases::avro_apicurio_ids_in_headers,
+    super::cases::avro_apicurio_expanded_payload,
+    super::cases::avro_confluent_wire_format_numerics,
+    super::cases::avro_apicurio_temporal_connect,
+    super::cases::avro_apicurio_temporal_adaptive,
+];
+
 /// The connector's properties with the topic-prefixing router appended (later keys win in both
 /// parsers, so appending is enough).
 fn with_side_prefix(text: &str, prefix: &str) -> String {
@@ -160,6 +169,10 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
     let mut pgo = with_side_prefix(&properties(names, &names.pgoutbox_slot, &env.broker, &case.props), &pgo_prefix);
     // pgoutbox's slot record in a topic of this case's own (the broker outlives the case).
     pgo.push_str(&format!("offset.storage.topic=offsets_{u}\noffset.storage.replication.factor=1\n"));
+    for line in &case.pgoutbox_props {
+        pgo.push_str(&super::registry::fill(line));
+        pgo.push('\n');
+    }
     let name = dbz.get("name").cloned().unwrap_or_default();
     // In `pgoutbox run` (one file) a converter's settings apply to the default converter; in Connect
     // only to a converter the connector names, so the Connect side names it.
@@ -213,7 +226,16 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
     if pgo_exit.code() != Some(0) {
         return Err(format!("pgoutbox exited with {pgo_exit}\n{}", logs()));
     }
-    let problems = compare(&dbz_records, &pgo_records, case.compare_timestamps);
+    let (mut dbz_records, mut pgo_records) = (dbz_records, pgo_records);
+    if let Some(ids) = case.registry {
+        for r in dbz_records.iter_mut().chain(pgo_records.iter_mut()) {
+            super::registry::resolve(ids, r);
+        }
+    }
+    let mut problems = compare(&dbz_records, &pgo_records, case.compare_timestamps);
+    if case.registry.is_some() {
+        problems.extend(super::registry::compare_subjects(&case.topics, &dbz_prefix, &pgo_prefix));
+    }
     if !problems.is_empty() {
         let shown: Vec<&str> = problems.iter().take(8).map(String::as_str).collect();
         return Err(format!(

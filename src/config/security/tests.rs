@@ -303,6 +303,10 @@ fn without_a_truststore_the_system_cas_are_trusted_as_the_jvm_s_would_be() {
 fn secrets_are_known_by_what_the_key_holds_under_any_prefix() {
     for k in [
         "database.password",
+        "value.converter.basic.auth.user.info",
+        "key.converter.schema.registry.basic.auth.user.info",
+        "value.converter.bearer.auth.token",
+        "value.converter.apicurio.auth.password",
         "database.sslpassword",
         "ssl.key.password",
         "producer.override.ssl.keystore.key",

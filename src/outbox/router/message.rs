@@ -56,7 +56,7 @@ impl Event<'_> {
     }
 
     fn error(&self, problem: String, fix: &str) -> RouteError {
-        RouteError { what: self.what(), problem, fix: fix.to_string() }
+        RouteError { registry: None, what: self.what(), problem, fix: fix.to_string() }
     }
 
     /// The field the router reads through `option`, which the JSON must have.
@@ -110,6 +110,7 @@ impl Router {
         }
         let decoded =
             crate::debezium::message::decode_content(message.content, decode.null_include).map_err(|e| RouteError {
+                registry: None,
                 what: format!("a message of prefix `{}`", message.prefix),
                 problem: format!("transform `{}` cannot decode it: {e}", decode.alias),
                 fix: CONTENT_FIX.to_string(),
@@ -128,6 +129,7 @@ impl Router {
     ) -> Result<Record, RouteError> {
         let (Schema::Struct { mut fields, .. }, Value::Struct(mut values)) = (decoded.schema, decoded.value) else {
             return Err(RouteError {
+                registry: None,
                 what: format!("an event of {origin}"),
                 problem: "its content is not a JSON object".into(),
                 fix: CONTENT_FIX.into(),

@@ -48,7 +48,7 @@ pub(super) struct Planner<'a> {
 
 impl Planner<'_> {
     fn error(&self, problem: String, fix: impl Into<String>) -> RouteError {
-        RouteError { what: format!("rows of `{}`", self.table), problem, fix: fix.into() }
+        RouteError { registry: None, what: format!("rows of `{}`", self.table), problem, fix: fix.into() }
     }
 
     fn find(&self, col: &str, option: &str) -> Result<PlannedColumn, RouteError> {
@@ -82,8 +82,8 @@ impl Planner<'_> {
         let additional = self.additional()?;
         let key = self.find(&cfg.field_event_key, "table.field.event.key")?;
         let payload = self.find(&cfg.field_event_payload, "table.field.event.payload")?;
-        for (conv, col, which) in [(self.key_converter, &key, "key"), (self.value_converter, &payload, "value")] {
-            if conv == Converter::Binary && col.column.form != TextForm::Plain(Type::Bytes) {
+        for (conv, col, which) in [(&self.key_converter, &key, "key"), (&self.value_converter, &payload, "value")] {
+            if *conv == Converter::Binary && col.column.form != TextForm::Plain(Type::Bytes) {
                 return Err(self.error(
                     format!("{which}.converter is BinaryDataConverter but column `{}` is not bytea (Debezium fails the same way: only BYTES is supported)", col.name),
                     format!("make `{}` a bytea column, or use another {which}.converter", col.name),

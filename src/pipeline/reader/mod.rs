@@ -425,8 +425,8 @@ impl<'a> Reader<'a> {
         let record = crate::outbox::heartbeat::record(
             topic,
             &self.cfg.topic_prefix,
-            self.cfg.key_converter,
-            self.cfg.value_converter,
+            &self.cfg.key_converter,
+            &self.cfg.value_converter,
             now_ms(),
         );
         self.push_event(record);
@@ -641,8 +641,12 @@ pub(crate) fn tolerate_route_error(
     table: &str,
     columns: &[String],
     row: &pgoutput::TupleData,
-    e: crate::outbox::RouteError,
+    mut e: crate::outbox::RouteError,
 ) -> Result<Option<crate::outbox::OutboxRecord>, RelayError> {
+    // The registry's answer (or silence) is no fault of the row: never skipped.
+    if let Some(registry) = e.registry.take() {
+        return Err(RelayError::Registry(*registry));
+    }
     if !cfg.errors.tolerate {
         return Err(e.into());
     }

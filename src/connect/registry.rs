@@ -1,0 +1,622 @@
+//! The schema-registry converters: Confluent's `io.confluent.connect.avro.AvroConverter` and
+//! Apicurio 2.x's `io.apicurio.registry.utils.converter.AvroConverter`. A record's Connect schema is
+//! mapped to Avro (`avro`), registered (or looked up) once per subject and schema, and the record
+//! written as the converter's wire format: Confluent's magic byte and 4-byte id before the Avro body,
+//! or Apicurio's ids in `apicurio.{key,value}.globalId` headers (its default), or its 8-byte
+//! globalId (or 4-byte id with `as-confluent`) before the body.
+//!
+//! Registry calls are off the per-record path: the id is cached per (topic, schema), so a registry
+//! is asked once per new schema. That call blocks the caller (the relay's single-threaded runtime
+//! included) for at most [`CALL_TIMEOUT`] per registry URL. A registry that cannot be reached is a
+//! [`RegistryError::Unavailable`], which stops the session without moving the position (the relay
+//! retries); a registry that answers no (incompatible schema, authentication refused, schema not
+//! found with auto-registration off) is [`RegistryError::Refused`], which stops the relay naming the
+//! subject and the registry's reason.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::avro;
+use super::config::{ConfigError, Reader};
+use super::{ConvertError, Schema, Value};
+
+pub const CONFLUENT_AVRO: &str = "io.confluent.connect.avro.AvroConverter";
+pub const APICURIO_AVRO: &str = "io.apicurio.registry.utils.converter.AvroConverter";
+
+/// How long one registry URL may take to answer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A registry's refusal or absence, as the relay must act on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// No registry URL answered: retry later from the confirmed position.
+    #[error("the schema registry ({urls}) did not answer for subject `{subject}`: {reason}; nothing is published past this record until it answers (pgoutbox retries); check that the registry runs and that {key} names it")]
+    Unavailable { urls: String, subject: String, reason: String, key: String },
+    /// The registry answered no: stop, naming what to fix.
+    #[error("the schema registry refused subject `{subject}`: HTTP {status}: {message}; {fix}")]
+    Refused { subject: String, status: u16, message: String, fix: String },
+}
+
+impl RegistryError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, RegistryError::Unavailable { .. })
+    }
+}
+
+/// Which registry API and wire format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Flavor {
+    /// Confluent's API (or Apicurio's ccompat): magic 0, 4-byte id, the body.
+    Confluent { subject: SubjectStrategy, auto_register: bool, use_latest: bool },
+    /// Apicurio's v2 API, artifacts in group `default` named by TopicIdStrategy.
+    Apicurio { auto_register: bool, find_latest: bool, headers: bool, id: IdKind, as_confluent: bool },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubjectStrategy {
+    Topic,
+    Record,
+    TopicRecord,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdKind {
+    Global,
+    Content,
+}
+
+/// A credential never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+struct Authorization(String);
+
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+/// One converter (a key's or a value's) with its registry and its cache of ids.
+#[derive(Debug)]
+pub struct RegistryConverter {
+    class: &'static str,
+    is_key: bool,
+    /// The key that names the registry, for errors.
+    url_key: String,
+    urls: Vec<Url>,
+    authorization: Option<Authorization>,
+    flavor: Flavor,
+    options: avro::Options,
+    /// Ids by (topic, Connect schema): the registry is asked once per new pair.
+    cache: Mutex<HashMap<(Arc<str>, Schema), i64>>,
+}
+
+impl PartialEq for RegistryConverter {
+    fn eq(&self, other: &Self) -> bool {
+        self.class == other.class
+            && self.is_key == other.is_key
+            && self.urls == other.urls
+            && self.authorization == other.authorization
+            && self.flavor == other.flavor
+            && self.options == other.options
+    }
+}
+
+impl Eq for RegistryConverter {}
+
+/// A registry base URL: `http://host:port/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Url {
+    host: String,
+    port: u16,
+    /// Without a trailing slash.
+    path: String,
+}
+
+impl Url {
+    fn parse(key: &str, s: &str) -> Result<Url, ConfigError> {
+        let s = s.trim();
+        if s.starts_with("https://") {
+            return Err(ConfigError::invalid(key, format!("names `{s}`: TLS to the schema registry is not supported yet; reach it over http (a sidecar or a loopback proxy), or keep Kafka Connect for this connector")));
+        }
+        let rest = s
+            .strip_prefix("http://")
+            .ok_or_else(|| ConfigError::invalid(key, format!("`{s}` is not an http:// URL of a schema registry")))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if authority.contains('@') {
+            return Err(ConfigError::invalid(key, "holds credentials in the URL; set basic.auth.credentials.source=USER_INFO and basic.auth.user.info instead"));
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+                (h, p.parse().map_err(|_| ConfigError::invalid(key, format!("`{s}` has an invalid port")))?)
+            }
+            _ => (authority, 80),
+        };
+        if host.is_empty() {
+            return Err(ConfigError::invalid(key, format!("`{s}` has no host")));
+        }
+        Ok(Url { host: host.trim_matches(['[', ']']).to_string(), port, path: path.to_string() })
+    }
+
+    fn describe(&self) -> String {
+        format!("http://{}:{}{}", self.host, self.port, self.path)
+    }
+}
+
+/// Whether a class names a schema-registry converter (supported or not).
+pub fn is_registry_class(class: &str) -> bool {
+    class.starts_with("io.confluent.connect.") || class.starts_with("io.apicurio.registry.")
+}
+
+impl RegistryConverter {
+    /// `<which>.converter=<class>` and its options under `<which>.converter.`.
+    pub fn parse(r: &mut Reader<'_>, which: &str, class: &str) -> Result<RegistryConverter, ConfigError> {
+        let prefix = format!("{which}.converter.");
+        let key = |k: &str| format!("{prefix}{k}");
+        let (class, url_key, urls, authorization, flavor) = match class {
+            CONFLUENT_AVRO => {
+                let url_key = key("schema.registry.url");
+                let urls: Vec<Url> = r
+                    .required(&url_key, "the schema registry's URL (several separated by commas)")?
+                    .split(',')
+                    .filter(|u| !u.trim().is_empty())
+                    .map(|u| Url::parse(&url_key, u))
+                    .collect::<Result<_, _>>()?;
+                let authorization = confluent_auth(r, &prefix)?;
+                let strategy = |r: &mut Reader<'_>, k: &str| -> Result<SubjectStrategy, ConfigError> {
+                    let full = key(k);
+                    let Some(v) = r.str(&full) else { return Ok(SubjectStrategy::Topic) };
+                    match v.rsplit('.').next().unwrap_or(v) {
+                        "TopicNameStrategy" => Ok(SubjectStrategy::Topic),
+                        "RecordNameStrategy" => Ok(SubjectStrategy::Record),
+                        "TopicRecordNameStrategy" => Ok(SubjectStrategy::TopicRecord),
+                        _ => Err(ConfigError::invalid(&full, "is not a supported subject name strategy; use io.confluent.kafka.serializers.subject.TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy")),
+                    }
+                };
+                let subject = strategy(
+                    r,
+                    if which == "key" { "key.subject.name.strategy" } else { "value.subject.name.strategy" },
+                )?;
+                let flavor = Flavor::Confluent {
+                    subject,
+                    auto_register: r.bool_or(&key("auto.register.schemas"), true)?,
+                    use_latest: r.bool_or(&key("use.latest.version"), false)?,
+                };
+                (CONFLUENT_AVRO, url_key, urls, authorization, flavor)
+            }
+            APICURIO_AVRO => {
+                let url_key = key("apicurio.registry.url");
+                let url = r.required(
+                    &url_key,
+                    "the Apicurio Registry API's URL, e.g. http://registry:8080/apis/registry/v2",
+                )?;
+                let url = Url::parse(&url_key, &url)?;
+                if url.path.ends_with("/v3") {
+                    return Err(ConfigError::invalid(&url_key, "names Apicurio Registry's v3 API, which pgoutbox does not speak yet; point it at the v2 API (/apis/registry/v2) or at the Confluent-compatible API with io.confluent.connect.avro.AvroConverter"));
+                }
+                let authorization = match (r.str(&key("apicurio.auth.username")), r.str(&key("apicurio.auth.password")))
+                {
+                    (Some(u), Some(p)) => Some(basic(&format!("{u}:{p}"))),
+                    (None, None) => None,
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            &key("apicurio.auth.username"),
+                            "needs apicurio.auth.password beside it (both or neither)",
+                        ))
+                    }
+                };
+                for unsupported in
+                    ["apicurio.auth.service.url", "apicurio.auth.service.token.endpoint", "apicurio.auth.client.id"]
+                {
+                    if r.str(&key(unsupported)).is_some() {
+                        return Err(ConfigError::invalid(&key(unsupported), "asks for OAuth to the registry, which pgoutbox does not support yet; use apicurio.auth.username and apicurio.auth.password"));
+                    }
+                }
+                if let Some(s) = r.str(&key("apicurio.registry.artifact-resolver-strategy")) {
+                    if !s.ends_with(".TopicIdStrategy") {
+                        return Err(ConfigError::invalid(&key("apicurio.registry.artifact-resolver-strategy"), "is not supported; pgoutbox names artifacts as io.apicurio.registry.serde.strategy.TopicIdStrategy does (<topic>-key, <topic>-value), the default"));
+                    }
+                }
+                if let Some(e) = r.str(&key("apicurio.registry.avro.encoding")) {
+                    if !e.eq_ignore_ascii_case("BINARY") {
+                        return Err(ConfigError::invalid(
+                            &key("apicurio.registry.avro.encoding"),
+                            "is not supported; pgoutbox writes Avro's binary encoding (BINARY, the default)",
+                        ));
+                    }
+                }
+                let id = r.choice(
+                    &key("apicurio.registry.use-id"),
+                    IdKind::Global,
+                    &[("globalId", IdKind::Global), ("contentId", IdKind::Content)],
+                )?;
+                let flavor = Flavor::Apicurio {
+                    auto_register: r.bool_or(&key("apicurio.registry.auto-register"), false)?,
+                    find_latest: r.bool_or(&key("apicurio.registry.find-latest"), false)?,
+                    headers: r.bool_or(&key("apicurio.registry.headers.enabled"), true)?,
+                    id,
+                    as_confluent: r.bool_or(&key("apicurio.registry.as-confluent"), false)?,
+                };
+                (APICURIO_AVRO, url_key, vec![url], authorization, flavor)
+            }
+            other => {
+                return Err(ConfigError::invalid(&format!("{which}.converter"), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; the Avro converters are supported ({CONFLUENT_AVRO}, {APICURIO_AVRO}); Protobuf and JSON Schema are not")));
+            }
+        };
+        let options = avro::Options {
+            connect_meta_data: r.bool_or(&key("connect.meta.data"), true)?,
+            enhanced: r.bool_or(&key("enhanced.avro.schema.support"), false)?,
+        };
+        // Read, so they are not reported as ignored: a cache size changes no byte.
+        r.str(&key("schemas.cache.config"));
+        Ok(RegistryConverter {
+            class,
+            is_key: which == "key",
+            url_key,
+            urls,
+            authorization,
+            flavor,
+            options,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The record bytes of (schema, value) on `topic`, registering the schema on first use; the
+    /// Apicurio id headers go to `headers`.
+    pub fn encode(
+        &self,
+        topic: &str,
+        schema: Option<&Schema>,
+        value: &Value,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, ConvertError> {
+        if matches!(value, Value::Null) {
+            // Both converters write a null as Kafka's null, with no id and nothing registered.
+            return Ok(None);
+        }
+        let Some(schema) = schema else {
+            return Err(ConvertError::Avro(format!(
+                "{} needs a schema; this {} has none (schemaless data)",
+                self.class,
+                self.part()
+            )));
+        };
+        let apicurio = matches!(self.flavor, Flavor::Apicurio { .. });
+        let schema = &*avro::written_schema(schema, apicurio);
+        let id = self.id(topic, schema)?;
+        let mut out = Vec::with_capacity(64);
+        match &self.flavor {
+            Flavor::Confluent { .. } => {
+                out.push(0);
+                out.extend_from_slice(&(id as i32).to_be_bytes());
+            }
+            Flavor::Apicurio { headers: true, id: kind, .. } => {
+                let part = self.part();
+                let name = match kind {
+                    IdKind::Global => format!("apicurio.{part}.globalId"),
+                    IdKind::Content => format!("apicurio.{part}.contentId"),
+                };
+                headers.push((Arc::from(name), Some(Bytes::copy_from_slice(&id.to_be_bytes()))));
+                headers.push((Arc::from(format!("apicurio.{part}.encoding")), Some(Bytes::from_static(b"BINARY"))));
+            }
+            Flavor::Apicurio { headers: false, as_confluent, .. } => {
+                out.push(0);
+                if *as_confluent {
+                    out.extend_from_slice(&(id as i32).to_be_bytes());
+                } else {
+                    out.extend_from_slice(&id.to_be_bytes());
+                }
+            }
+        }
+        avro::write(schema, value, &mut out)?;
+        Ok(Some(Bytes::from(out)))
+    }
+
+    fn part(&self) -> &'static str {
+        if self.is_key {
+            "key"
+        } else {
+            "value"
+        }
+    }
+
+    /// The id of `schema` under `topic`'s subject, from the cache or the registry.
+    fn id(&self, topic: &str, schema: &Schema) -> Result<i64, ConvertError> {
+        // Apicurio's resolver, registering, keeps what it registered by content: a schema it
+        // registered for one topic is written with that id on every topic (so it is registered
+        // under the first topic's artifact only), as Debezium's records show.
+        let by_content = matches!(self.flavor, Flavor::Apicurio { auto_register: true, .. });
+        let cache_key = (Arc::from(if by_content { "" } else { topic }), schema.clone());
+        if let Some(id) = self.cache.lock().expect("registry cache").get(&cache_key) {
+            return Ok(*id);
+        }
+        let text = avro::schema_text(schema, self.options)?;
+        let subject = self.subject(topic, schema)?;
+        let id = block_on(self.resolve(&subject, &text)).map_err(ConvertError::Registry)?;
+        tracing::info!(subject = %subject, id, registry = %self.urls[0].describe(), "schema registry: schema registered or found");
+        self.cache.lock().expect("registry cache").insert(cache_key, id);
+        Ok(id)
+    }
+
+    /// The subject (Confluent) or artifact id (Apicurio) of a schema on a topic.
+    fn subject(&self, topic: &str, schema: &Schema) -> Result<String, ConvertError> {
+        let record_name = || {
+            match schema {
+            Schema::Struct { name: Some(n), .. } => Ok(n.clone()),
+            Schema::Struct { name: None, .. } => Ok("io.confluent.connect.avro.ConnectDefault".to_string()),
+            // As Confluent's strategies refuse them.
+            _ => Err(ConvertError::Avro(format!(
+                "the {} subject name strategy needs a record schema, and the {} of this record on `{topic}` is {}: use TopicNameStrategy for it",
+                if self.is_key { "key" } else { "value" },
+                self.part(),
+                schema.java_type()
+            ))),
+        }
+        };
+        Ok(match &self.flavor {
+            Flavor::Confluent { subject: SubjectStrategy::Record, .. } => record_name()?,
+            Flavor::Confluent { subject: SubjectStrategy::TopicRecord, .. } => format!("{topic}-{}", record_name()?),
+            _ => format!("{topic}-{}", self.part()),
+        })
+    }
+
+    async fn resolve(&self, subject: &str, text: &str) -> Result<i64, RegistryError> {
+        let enc = percent_encode(subject);
+        match &self.flavor {
+            Flavor::Confluent { auto_register, use_latest, .. } => {
+                let body = serde_json::json!({ "schema": text }).to_string();
+                let (method, path, body) = if *auto_register {
+                    ("POST", format!("/subjects/{enc}/versions?normalize=false"), Some(body))
+                } else if *use_latest {
+                    ("GET", format!("/subjects/{enc}/versions/latest"), None)
+                } else {
+                    ("POST", format!("/subjects/{enc}?normalize=false&deleted=false"), Some(body))
+                };
+                let v = self
+                    .call(subject, method, &path, &[("Content-Type", "application/vnd.schemaregistry.v1+json")], body)
+                    .await?;
+                if *use_latest && !*auto_register {
+                    let latest = v["schema"].as_str().unwrap_or_default();
+                    if !same_schema(latest, text) {
+                        return Err(RegistryError::Refused {
+                            subject: subject.into(),
+                            status: 200,
+                            message: format!("its latest version differs from the record's schema {text}"),
+                            fix: "pgoutbox writes records only with their own schema; register that schema as the subject's latest version, or set use.latest.version=false".into(),
+                        });
+                    }
+                }
+                id_field(subject, &v, "id")
+            }
+            Flavor::Apicurio { auto_register, find_latest, id, .. } => {
+                let headers = [
+                    ("Content-Type", "application/json"),
+                    ("X-Registry-ArtifactId", subject),
+                    ("X-Registry-ArtifactType", "AVRO"),
+                ];
+                let v = if *auto_register {
+                    let path = "/groups/default/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false".to_string();
+                    self.call(subject, "POST", &path, &headers, Some(text.to_string())).await?
+                } else if *find_latest {
+                    self.call(subject, "GET", &format!("/groups/default/artifacts/{enc}/meta"), &[], None).await?
+                } else {
+                    let path = format!("/groups/default/artifacts/{enc}/meta?canonical=false");
+                    self.call(subject, "POST", &path, &headers[..1], Some(text.to_string())).await?
+                };
+                id_field(subject, &v, if *id == IdKind::Global { "globalId" } else { "contentId" })
+            }
+        }
+    }
+
+    /// One registry call, trying each URL in turn; the parsed JSON of a 2xx answer.
+    async fn call(
+        &self,
+        subject: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<String>,
+    ) -> Result<serde_json::Value, RegistryError> {
+        let mut reasons = Vec::new();
+        for url in &self.urls {
+            let target = format!("{}{path}", url.path);
+            let call = http_call(
+                url,
+                method,
+                &target,
+                headers,
+                self.authorization.as_ref().map(|a| a.0.as_str()),
+                body.clone(),
+            );
+            match tokio::time::timeout(CALL_TIMEOUT, call).await {
+                Err(_) => reasons.push(format!("{}: no answer in {} s", url.describe(), CALL_TIMEOUT.as_secs())),
+                Ok(Err(e)) => reasons.push(format!("{}: {e}", url.describe())),
+                Ok(Ok((status, answer))) if (200..300).contains(&status) => {
+                    return serde_json::from_slice(&answer).map_err(|e| RegistryError::Refused {
+                        subject: subject.into(),
+                        status,
+                        message: format!("an answer that is not JSON ({e})"),
+                        fix: format!("check that {} names a schema registry's API", self.url_key),
+                    })
+                }
+                // The registry is there but failing: another URL may do better, else retry later.
+                Ok(Ok((status, answer))) if status >= 500 || status == 408 || status == 429 => {
+                    reasons.push(format!("{}: HTTP {status} {}", url.describe(), message(&answer)))
+                }
+                Ok(Ok((status, answer))) => return Err(self.refusal(subject, status, &answer)),
+            }
+        }
+        Err(RegistryError::Unavailable {
+            urls: self.urls.iter().map(Url::describe).collect::<Vec<_>>().join(", "),
+            subject: subject.into(),
+            reason: reasons.join("; "),
+            key: self.url_key.clone(),
+        })
+    }
+
+    fn refusal(&self, subject: &str, status: u16, answer: &[u8]) -> RegistryError {
+        let auth_keys = match self.flavor {
+            Flavor::Confluent { .. } => "basic.auth.credentials.source and basic.auth.user.info (or bearer.auth.token)",
+            Flavor::Apicurio { .. } => "apicurio.auth.username and apicurio.auth.password",
+        };
+        let fix = match (status, &self.flavor) {
+            (401 | 403, _) => format!("check the credentials in {}.converter.{auth_keys}", self.part()),
+            (409, _) => "the schema is incompatible with the subject's earlier versions under the registry's compatibility rule: make the change compatible, or change the subject's compatibility level (the position stays before this record)".into(),
+            (404, Flavor::Confluent { .. }) => format!("the schema is not registered under this subject and auto.register.schemas=false: register it, or set {}.converter.auto.register.schemas=true", self.part()),
+            (404, Flavor::Apicurio { .. }) => format!("the schema is not registered as this artifact and apicurio.registry.auto-register=false: register it, or set {}.converter.apicurio.registry.auto-register=true", self.part()),
+            (422 | 400, _) => "the registry refused the schema itself; report it with the schema".into(),
+            _ => format!("check {} and the registry's log", self.url_key),
+        };
+        RegistryError::Refused { subject: subject.into(), status, message: message(answer), fix }
+    }
+}
+
+/// Whether two Avro schema texts are the same schema (whitespace aside).
+fn same_schema(a: &str, b: &str) -> bool {
+    match (serde_json::from_str::<serde_json::Value>(a), serde_json::from_str::<serde_json::Value>(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+fn id_field(subject: &str, v: &serde_json::Value, field: &str) -> Result<i64, RegistryError> {
+    v[field].as_i64().ok_or_else(|| RegistryError::Refused {
+        subject: subject.into(),
+        status: 200,
+        message: format!("an answer without `{field}`: {v}"),
+        fix: "check that the URL names the registry API the converter expects".into(),
+    })
+}
+
+/// The registry's own message in an error answer (Confluent's `message`, Apicurio's `message` or
+/// `detail`), else the start of the body.
+fn message(answer: &[u8]) -> String {
+    let parsed: serde_json::Value = serde_json::from_slice(answer).unwrap_or_default();
+    for field in ["message", "detail", "title"] {
+        if let Some(m) = parsed[field].as_str() {
+            return m.to_string();
+        }
+    }
+    String::from_utf8_lossy(&answer[..answer.len().min(300)]).into_owned()
+}
+
+/// `basic.auth.credentials.source` and friends.
+fn confluent_auth(r: &mut Reader<'_>, prefix: &str) -> Result<Option<Authorization>, ConfigError> {
+    let key = |k: &str| format!("{prefix}{k}");
+    let source = r.string_or(&key("basic.auth.credentials.source"), "URL");
+    let basic_auth = match source.to_ascii_uppercase().as_str() {
+        "USER_INFO" => Some(basic(&r.required(&key("basic.auth.user.info"), "user:password for the schema registry")?)),
+        "URL" => {
+            r.str(&key("basic.auth.user.info"));
+            None
+        }
+        "SASL_INHERIT" => {
+            return Err(ConfigError::invalid(
+                &key("basic.auth.credentials.source"),
+                "SASL_INHERIT is not supported; use USER_INFO with basic.auth.user.info",
+            ));
+        }
+        _ => {
+            return Err(ConfigError::invalid(
+                &key("basic.auth.credentials.source"),
+                "is not one of USER_INFO, URL, SASL_INHERIT",
+            ))
+        }
+    };
+    let bearer =
+        match r.str(&key("bearer.auth.credentials.source")) {
+            None => None,
+            Some(s) if s.eq_ignore_ascii_case("STATIC_TOKEN") => Some(Authorization(format!(
+                "Bearer {}",
+                r.required(&key("bearer.auth.token"), "the bearer token for the schema registry")?
+            ))),
+            Some(_) => return Err(ConfigError::invalid(
+                &key("bearer.auth.credentials.source"),
+                "is not supported; use STATIC_TOKEN with bearer.auth.token (OAuth token fetching is not supported yet)",
+            )),
+        };
+    match (basic_auth, bearer) {
+        (Some(_), Some(_)) => Err(ConfigError::invalid(
+            &key("bearer.auth.credentials.source"),
+            "cannot be set beside basic.auth.credentials.source=USER_INFO; choose one",
+        )),
+        (b, t) => Ok(b.or(t)),
+    }
+}
+
+fn basic(user_info: &str) -> Authorization {
+    use base64::Engine;
+    Authorization(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_info)))
+}
+
+/// A subject in a URL path: everything but unreserved characters percent-encoded.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// One HTTP/1.1 exchange with hyper's client connection; the status and body.
+async fn http_call(
+    url: &Url,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    authorization: Option<&str>,
+    body: Option<String>,
+) -> Result<(u16, Vec<u8>), String> {
+    use http_body_util::{BodyExt, Full};
+    let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+    let driver = tokio::spawn(connection);
+    let host = if url.port == 80 { url.host.clone() } else { format!("{}:{}", url.host, url.port) };
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(target)
+        .header("Host", host)
+        .header("Accept", "application/json")
+        .header("User-Agent", concat!("pgoutbox/", env!("CARGO_PKG_VERSION")));
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    if let Some(a) = authorization {
+        request = request.header("Authorization", a);
+    }
+    let request = request.body(Full::new(Bytes::from(body.unwrap_or_default()))).map_err(|e| e.to_string())?;
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes().to_vec();
+    driver.abort();
+    Ok((status, body))
+}
+
+/// Runs a registry call to completion from synchronous code: on a thread of its own with a runtime of
+/// its own, so it works under any runtime (the relay's is single-threaded) or none.
+fn block_on<T: Send>(f: impl std::future::Future<Output = T> + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the schema registry call")
+                .block_on(f)
+        })
+        .join()
+        .expect("the schema registry call panicked")
+    })
+}
+
+#[cfg(test)]
+mod tests;

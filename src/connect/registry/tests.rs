@@ -1,0 +1,255 @@
+//! The converters against a fake registry (a unit test's stand-in; tests/registry.rs runs against
+//! a real Apicurio Registry): what is asked, how often, and the bytes written.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::connect::{Schema, Type, Value};
+
+/// A registry answering every request with `status` and `body`, keeping the requests it saw.
+struct Fake {
+    url: String,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+fn fake(status: u16, body: &'static str) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+            }
+            let mut body_in = vec![0; length];
+            reader.read_exact(&mut body_in).unwrap();
+            log.lock().unwrap().push(format!("{head}\n{}", String::from_utf8_lossy(&body_in)));
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    Fake { url, seen }
+}
+
+fn converter(which: &str, props: &[(&str, &str)]) -> Result<RegistryConverter, ConfigError> {
+    let entries: BTreeMap<String, String> = props.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut r = Reader::new(&entries);
+    let class = entries[&format!("{which}.converter")].clone();
+    RegistryConverter::parse(&mut r, which, &class)
+}
+
+fn json_payload() -> Schema {
+    Schema::named(Type::String, true, "io.debezium.data.Json")
+}
+
+fn text(s: &str) -> Value {
+    Value::String(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+#[test]
+fn confluent_registers_once_and_writes_magic_byte_and_id() {
+    let f = fake(200, r#"{"id":7}"#);
+    let c = converter(
+        "value",
+        &[
+            ("value.converter", CONFLUENT_AVRO),
+            ("value.converter.schema.registry.url", &format!("http://127.0.0.1:1,{}", f.url)),
+            ("value.converter.basic.auth.credentials.source", "USER_INFO"),
+            ("value.converter.basic.auth.user.info", "fred:letmein"),
+        ],
+    )
+    .unwrap();
+    assert!(!format!("{c:?}").contains("letmein"), "{c:?}");
+    let mut headers = Vec::new();
+    for _ in 0..3 {
+        let bytes = c.encode("outbox.event.order", Some(&json_payload()), &text("{}"), &mut headers).unwrap().unwrap();
+        assert_eq!(hex::encode(&bytes), "000000000702047b7d");
+    }
+    assert!(headers.is_empty());
+    let seen = f.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "one registration for three records: {seen:?}");
+    assert!(
+        seen[0].starts_with("POST /subjects/outbox.event.order-value/versions?normalize=false HTTP/1.1"),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[0].contains("authorization: Basic ZnJlZDpsZXRtZWlu"), "{}", seen[0]);
+    assert!(seen[0].ends_with(
+        r#"{"schema":"[\"null\",{\"type\":\"string\",\"connect.version\":1,\"connect.name\":\"io.debezium.data.Json\"}]"}"#
+    ));
+    // A null is Kafka's null, with nothing registered.
+    drop(seen);
+    assert_eq!(c.encode("outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap(), None);
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
+    let answer = r#"{"id":"t-key","version":"1","type":"AVRO","globalId":3,"contentId":1}"#;
+    let f = fake(200, answer);
+    let url = format!("{}/apis/registry/v2", f.url);
+    let c = converter(
+        "key",
+        &[
+            ("key.converter", APICURIO_AVRO),
+            ("key.converter.apicurio.registry.url", &url),
+            ("key.converter.apicurio.registry.auto-register", "true"),
+        ],
+    )
+    .unwrap();
+    let mut headers = Vec::new();
+    let bytes = c.encode("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
+    assert_eq!(hex::encode(bytes.unwrap()), "06412d31");
+    let shown: Vec<(String, String)> =
+        headers.iter().map(|(k, v)| (k.to_string(), hex::encode(v.as_deref().unwrap()))).collect();
+    assert_eq!(
+        shown,
+        [
+            ("apicurio.key.globalId".into(), "0000000000000003".into()),
+            ("apicurio.key.encoding".into(), hex::encode("BINARY"))
+        ]
+    );
+    let seen = f.seen.lock().unwrap();
+    assert!(
+        seen[0].starts_with(
+            "POST /apis/registry/v2/groups/default/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false HTTP/1.1"
+        ),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[0].contains("x-registry-artifactid: t-key"), "{}", seen[0]);
+    assert!(seen[0].ends_with("\n\"string\""), "{}", seen[0]);
+    drop(seen);
+
+    for (extra, expected) in [
+        (vec![], "00000000000000000306412d31"),
+        (vec![("key.converter.apicurio.registry.as-confluent", "true")], "000000000306412d31"),
+        (
+            vec![
+                ("key.converter.apicurio.registry.as-confluent", "true"),
+                ("key.converter.apicurio.registry.use-id", "contentId"),
+            ],
+            "000000000106412d31",
+        ),
+    ] {
+        let mut props = vec![
+            ("key.converter", APICURIO_AVRO),
+            ("key.converter.apicurio.registry.url", url.as_str()),
+            ("key.converter.apicurio.registry.auto-register", "true"),
+            ("key.converter.apicurio.registry.headers.enabled", "false"),
+        ];
+        props.extend(extra);
+        let c = converter("key", &props).unwrap();
+        let mut headers = Vec::new();
+        let bytes = c.encode("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
+        assert_eq!(hex::encode(bytes.unwrap()), expected, "{props:?}");
+        assert!(headers.is_empty());
+    }
+}
+
+#[test]
+fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
+    let c = converter(
+        "value",
+        &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "http://127.0.0.1:1")],
+    )
+    .unwrap();
+    let e = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
+    let ConvertError::Registry(e) = e else { panic!("{e:?}") };
+    assert!(e.is_retryable(), "{e}");
+    assert!(e.to_string().contains("value.converter.schema.registry.url"), "{e}");
+
+    let f =
+        fake(409, r#"{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema"}"#);
+    let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
+        .unwrap();
+    let ConvertError::Registry(e) = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(!e.is_retryable());
+    let shown = e.to_string();
+    assert!(shown.contains("subject `t-value`") && shown.contains("incompatible with an earlier schema"), "{shown}");
+
+    let f = fake(401, r#"{"error_code":401,"message":"Unauthorized"}"#);
+    let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
+        .unwrap();
+    let ConvertError::Registry(e) = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(!e.is_retryable() && e.to_string().contains("basic.auth.user.info"), "{e}");
+
+    let f = fake(503, r#"{"message":"starting"}"#);
+    let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
+        .unwrap();
+    let ConvertError::Registry(e) = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(e.is_retryable(), "{e}");
+}
+
+#[test]
+fn subjects_follow_the_configured_strategy() {
+    let f = fake(200, r#"{"id":1}"#);
+    let record = Schema::Struct {
+        name: Some("io.debezium.connector.common.Heartbeat".into()),
+        fields: vec![("ts_ms".into(), Schema::primitive(Type::Int64, false))],
+        optional: false,
+        version: None,
+        doc: None,
+    };
+    for (strategy, subject) in [
+        ("io.confluent.kafka.serializers.subject.TopicNameStrategy", "hb-value"),
+        ("io.confluent.kafka.serializers.subject.RecordNameStrategy", "io.debezium.connector.common.Heartbeat"),
+        ("io.confluent.kafka.serializers.subject.TopicRecordNameStrategy", "hb-io.debezium.connector.common.Heartbeat"),
+    ] {
+        let c = converter(
+            "value",
+            &[
+                ("value.converter", CONFLUENT_AVRO),
+                ("value.converter.schema.registry.url", &f.url),
+                ("value.converter.value.subject.name.strategy", strategy),
+            ],
+        )
+        .unwrap();
+        c.encode("hb", Some(&record), &Value::Struct(vec![Value::Int(1)]), &mut Vec::new()).unwrap();
+        let last = f.seen.lock().unwrap().last().cloned().unwrap();
+        assert!(last.starts_with(&format!("POST /subjects/{subject}/versions?normalize=false ")), "{strategy}: {last}");
+    }
+}
+
+#[test]
+fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
+    let refused = |props: &[(&str, &str)]| converter("value", props).unwrap_err().to_string();
+    let e = refused(&[("value.converter", CONFLUENT_AVRO)]);
+    assert!(e.contains("value.converter.schema.registry.url"), "{e}");
+    let e = refused(&[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "https://r:8081")]);
+    assert!(e.contains("TLS to the schema registry is not supported"), "{e}");
+    let e = refused(&[("value.converter", "io.confluent.connect.protobuf.ProtobufConverter")]);
+    assert!(e.contains("Protobuf and JSON Schema are not"), "{e}");
+    let e = refused(&[
+        ("value.converter", APICURIO_AVRO),
+        ("value.converter.apicurio.registry.url", "http://r:8080/apis/registry/v3"),
+    ]);
+    assert!(e.contains("v3 API"), "{e}");
+}
