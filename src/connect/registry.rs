@@ -497,12 +497,16 @@ fn id_field(subject: &str, v: &serde_json::Value, field: &str) -> Result<i64, Re
 /// `detail`), else the start of the body.
 fn message(answer: &[u8]) -> String {
     let parsed: serde_json::Value = serde_json::from_slice(answer).unwrap_or_default();
-    for field in ["message", "detail", "title"] {
-        if let Some(m) = parsed[field].as_str() {
-            return m.to_string();
-        }
+    let text = ["message", "detail", "title"]
+        .iter()
+        .find_map(|f| parsed[*f].as_str().map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(answer).into_owned());
+    // One line, and not a whole stack trace.
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(400) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
     }
-    String::from_utf8_lossy(&answer[..answer.len().min(300)]).into_owned()
 }
 
 /// `basic.auth.credentials.source` and friends.
