@@ -35,10 +35,14 @@ pub enum Converter {
 }
 
 /// The delegate of a BinaryDataConverter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delegate {
     String,
-    Json { schemas: bool },
+    Json {
+        schemas: bool,
+    },
+    /// A schema-registry converter, its options under `delegate.converter.type.`.
+    Registry(Arc<RegistryConverter>),
 }
 
 impl Converter {
@@ -103,6 +107,7 @@ impl Converter {
                 _ => match delegate {
                     Delegate::String => Converter::String.encode(schema, value),
                     Delegate::Json { schemas } => Converter::Json { schemas: *schemas }.encode(schema, value),
+                    Delegate::Registry(r) => r.encode("", schema, value, &mut Vec::new()),
                 },
             },
         }
@@ -119,6 +124,14 @@ impl Converter {
     ) -> Result<Option<Bytes>, ConvertError> {
         match self {
             Converter::Registry(r) => r.encode(topic, schema, value, headers),
+            Converter::BinaryOr(Delegate::Registry(r))
+                if !matches!(
+                    (schema, value),
+                    (None | Some(Schema::Primitive { ty: super::Type::Bytes, .. }), Value::Bytes(_) | Value::Null)
+                ) =>
+            {
+                r.encode(topic, schema, value, headers)
+            }
             _ => self.encode(schema, value),
         }
     }
@@ -144,10 +157,14 @@ fn binary(r: &mut Reader<'_>, key: &str) -> Result<Converter, ConfigError> {
     let delegate = match class {
         STRING_CONVERTER => Delegate::String,
         JSON_CONVERTER => Delegate::Json { schemas: r.bool_or(&format!("{delegate_key}.schemas.enable"), true)? },
+        other if is_registry_class(other) => {
+            let is_key = key.starts_with("key.");
+            Delegate::Registry(Arc::new(RegistryConverter::parse_at(r, &format!("{delegate_key}."), is_key, other)?))
+        }
         _ => {
             return Err(ConfigError::invalid(
                 &delegate_key,
-                format!("is not supported as a delegate; use {JSON_CONVERTER} or {STRING_CONVERTER}"),
+                format!("is not supported as a delegate; use {JSON_CONVERTER}, {STRING_CONVERTER} or a supported schema-registry converter"),
             ))
         }
     };

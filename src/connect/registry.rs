@@ -83,8 +83,9 @@ impl std::fmt::Debug for Authorization {
 pub struct RegistryConverter {
     class: &'static str,
     is_key: bool,
-    /// The key that names the registry, for errors.
+    /// The key that names the registry, and the converter's prefix, for errors.
     url_key: String,
+    prefix: String,
     urls: Vec<Url>,
     authorization: Option<Authorization>,
     flavor: Flavor,
@@ -156,7 +157,18 @@ pub fn is_registry_class(class: &str) -> bool {
 impl RegistryConverter {
     /// `<which>.converter=<class>` and its options under `<which>.converter.`.
     pub fn parse(r: &mut Reader<'_>, which: &str, class: &str) -> Result<RegistryConverter, ConfigError> {
-        let prefix = format!("{which}.converter.");
+        Self::parse_at(r, &format!("{which}.converter."), which == "key", class)
+    }
+
+    /// The converter `class` with its options under `prefix` (a BinaryDataConverter's delegate has
+    /// them under `<which>.converter.delegate.converter.type.`).
+    pub fn parse_at(
+        r: &mut Reader<'_>,
+        prefix: &str,
+        is_key: bool,
+        class: &str,
+    ) -> Result<RegistryConverter, ConfigError> {
+        let which = if is_key { "key" } else { "value" };
         let key = |k: &str| format!("{prefix}{k}");
         let (class, url_key, urls, authorization, flavor) = match class {
             CONFLUENT_AVRO => {
@@ -167,7 +179,7 @@ impl RegistryConverter {
                     .filter(|u| !u.trim().is_empty())
                     .map(|u| Url::parse(&url_key, u))
                     .collect::<Result<_, _>>()?;
-                let authorization = confluent_auth(r, &prefix)?;
+                let authorization = confluent_auth(r, prefix)?;
                 let strategy = |r: &mut Reader<'_>, k: &str| -> Result<SubjectStrategy, ConfigError> {
                     let full = key(k);
                     let Some(v) = r.str(&full) else { return Ok(SubjectStrategy::Topic) };
@@ -245,7 +257,7 @@ impl RegistryConverter {
                 (APICURIO_AVRO, url_key, vec![url], authorization, flavor)
             }
             other => {
-                return Err(ConfigError::invalid(&format!("{which}.converter"), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; the Avro converters are supported ({CONFLUENT_AVRO}, {APICURIO_AVRO}); Protobuf and JSON Schema are not")));
+                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; the Avro converters are supported ({CONFLUENT_AVRO}, {APICURIO_AVRO}); Protobuf and JSON Schema are not")));
             }
         };
         let options = avro::Options {
@@ -256,8 +268,9 @@ impl RegistryConverter {
         r.str(&key("schemas.cache.config"));
         Ok(RegistryConverter {
             class,
-            is_key: which == "key",
+            is_key,
             url_key,
+            prefix: prefix.to_string(),
             urls,
             authorization,
             flavor,
@@ -405,7 +418,7 @@ impl RegistryConverter {
                 } else if *find_latest {
                     self.call(subject, "GET", &format!("/groups/default/artifacts/{enc}/meta"), &[], None).await?
                 } else {
-                    let path = format!("/groups/default/artifacts/{enc}/meta?canonical=false");
+                    let path = format!("/groups/default/artifacts/{enc}/meta?canonical=true");
                     self.call(subject, "POST", &path, &headers[..1], Some(text.to_string())).await?
                 };
                 id_field(subject, &v, if *id == IdKind::Global { "globalId" } else { "contentId" })
@@ -465,10 +478,10 @@ impl RegistryConverter {
             Flavor::Apicurio { .. } => "apicurio.auth.username and apicurio.auth.password",
         };
         let fix = match (status, &self.flavor) {
-            (401 | 403, _) => format!("check the credentials in {}.converter.{auth_keys}", self.part()),
+            (401 | 403, _) => format!("check the credentials in {}{auth_keys}", self.prefix),
             (409, _) => "the schema is incompatible with the subject's earlier versions under the registry's compatibility rule: make the change compatible, or change the subject's compatibility level (the position stays before this record)".into(),
-            (404, Flavor::Confluent { .. }) => format!("the schema is not registered under this subject and auto.register.schemas=false: register it, or set {}.converter.auto.register.schemas=true", self.part()),
-            (404, Flavor::Apicurio { .. }) => format!("the schema is not registered as this artifact and apicurio.registry.auto-register=false: register it, or set {}.converter.apicurio.registry.auto-register=true", self.part()),
+            (404, Flavor::Confluent { .. }) => format!("the schema is not registered under this subject and auto.register.schemas=false: register it, or set {}auto.register.schemas=true", self.prefix),
+            (404, Flavor::Apicurio { .. }) => format!("the schema is not registered as this artifact and apicurio.registry.auto-register=false: register it, or set {}apicurio.registry.auto-register=true", self.prefix),
             (422 | 400, _) => "the registry refused the schema itself; report it with the schema".into(),
             _ => format!("check {} and the registry's log", self.url_key),
         };

@@ -253,3 +253,31 @@ fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
     ]);
     assert!(e.contains("v3 API"), "{e}");
 }
+
+#[test]
+fn a_binary_data_converter_delegates_what_is_not_bytes_to_a_registry_converter() {
+    use crate::connect::Converter;
+    let f = fake(200, r#"{"id":9}"#);
+    let entries: BTreeMap<String, String> = [
+        ("value.converter", "io.debezium.converters.BinaryDataConverter"),
+        ("value.converter.delegate.converter.type", CONFLUENT_AVRO),
+        ("value.converter.delegate.converter.type.schema.registry.url", f.url.as_str()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let c = Converter::parse(&mut Reader::new(&entries), "value").unwrap();
+    let mut headers = Vec::new();
+    // Bytes as they are, nothing asked of the registry.
+    let bytes = Value::Bytes(Bytes::from_static(b"\x00\x00\x00\x00\x01avro"));
+    let schema = Schema::optional(Type::Bytes);
+    assert_eq!(
+        c.encode_to("t", Some(&schema), &bytes, &mut headers).unwrap().unwrap(),
+        &b"\x00\x00\x00\x00\x01avro"[..]
+    );
+    assert!(f.seen.lock().unwrap().is_empty());
+    // A string (a heartbeat's or a key's) through the registry.
+    let out = c.encode_to("t", Some(&Schema::primitive(Type::String, false)), &text("k"), &mut headers).unwrap();
+    assert_eq!(hex::encode(out.unwrap()), "0000000009026b");
+    assert!(f.seen.lock().unwrap()[0].starts_with("POST /subjects/t-value/versions"));
+}
