@@ -392,7 +392,7 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
     };
     let mut router = Router::new(
         config.router.clone(),
-        pgoutbox::outbox::Converters { key: config.key_converter, value: config.value_converter },
+        pgoutbox::outbox::Converters { key: config.key_converter.clone(), value: config.value_converter.clone() },
         Some(ctx),
     );
     let col = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, type_modifier: -1, not_null };
