@@ -11,7 +11,15 @@ pub struct Services {
     brokers: Vec<(String, PathBuf)>,
     /// Directories of the Kafka clusters started.
     kafkas: Vec<(String, PathBuf)>,
+    /// The converter lines every relay's config gets (JsonConverter unless `--avro`).
+    pub converters: String,
+    /// The schema registry's directory, when one runs.
+    registry: Option<PathBuf>,
 }
+
+/// Connect's JsonConverter for keys and values, as the Debezium image configures its worker.
+const JSON_CONVERTERS: &str =
+    "key.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter=org.apache.kafka.connect.json.JsonConverter\n";
 
 fn sh(scripts: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("bash").arg(scripts.join("services.sh")).args(args).output()?;
@@ -28,7 +36,38 @@ impl Services {
         Command::new("chmod").arg("755").arg(&root).status()?;
         let pg_port: u16 = sh(&scripts, &["free-port"])?.parse()?;
         sh(&scripts, &["pg-start", &root.join("pg").to_string_lossy(), &pg_port.to_string()])?;
-        Ok(Services { root, scripts, pg_port, brokers: Vec::new(), kafkas: Vec::new() })
+        Ok(Services {
+            root,
+            scripts,
+            pg_port,
+            brokers: Vec::new(),
+            kafkas: Vec::new(),
+            converters: JSON_CONVERTERS.to_string(),
+            registry: None,
+        })
+    }
+
+    /// Starts a schema registry (scripts/registry.sh) and switches every relay to Confluent's
+    /// AvroConverter for keys and values, through the registry's Confluent-compatible API.
+    pub fn avro(&mut self) -> anyhow::Result<()> {
+        let dir = self.root.join("registry");
+        let status = Command::new("bash").arg(self.scripts.join("registry.sh")).arg("start").arg(&dir).status()?;
+        anyhow::ensure!(status.success(), "scripts/registry.sh start failed");
+        self.registry = Some(dir.clone());
+        let env = std::fs::read_to_string(dir.join("env"))?;
+        let url = env
+            .lines()
+            .find_map(|l| l.strip_prefix("URL="))
+            .ok_or_else(|| anyhow::anyhow!("no URL= in {}", dir.display()))?;
+        self.converters = ["key", "value"]
+            .iter()
+            .map(|p| {
+                format!(
+                    "{p}.converter=io.confluent.connect.avro.AvroConverter\n{p}.converter.schema.registry.url={url}/apis/ccompat/v7\n"
+                )
+            })
+            .collect();
+        Ok(())
     }
 
     /// A fresh in-memory broker; returns its bootstrap address.
@@ -74,6 +113,9 @@ impl Drop for Services {
         }
         for (_, d) in &self.kafkas {
             let _ = sh(&self.scripts, &["kafka-stop", &d.to_string_lossy(), "kill"]);
+        }
+        if let Some(dir) = &self.registry {
+            let _ = Command::new("bash").arg(self.scripts.join("registry.sh")).arg("stop").arg(dir).status();
         }
         let _ = sh(&self.scripts, &["pg-stop", &self.root.join("pg").to_string_lossy(), "immediate"]);
         let _ = std::fs::remove_dir_all(&self.root);

@@ -79,6 +79,11 @@ pub struct Args {
     /// contender, topics replicated min(nodes, 3) times, both producers at acks=all) instead of tansu.
     #[arg(long)]
     pub on_kafka: bool,
+    /// Both relays write keys and values with Confluent's AvroConverter through a schema registry
+    /// (Apicurio Registry's Confluent-compatible API, started by scripts/registry.sh) instead of
+    /// JsonConverter; Debezium's side uses Confluent's converter 7.0.16 from its jars.
+    #[arg(long)]
+    pub avro: bool,
     /// With --polling: the table size the poll query is timed up to.
     #[arg(long, default_value_t = 1_000_000)]
     pub polling_table_rows: usize,
@@ -110,6 +115,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         return messages::run(&args, &root, &relay_bin).await;
     }
     let mut svc = env::Services::start(root.join("scripts"))?;
+    if args.avro {
+        svc.avro()?;
+        eprintln!("converters: Confluent's AvroConverter through a schema registry");
+    }
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
     let sql = workload::connect(svc.pg_port).await?;
     sql.batch_execute(&std::fs::read_to_string(root.join("sql/outbox.sql"))?).await?;
@@ -239,9 +248,9 @@ pub(crate) fn write_config(svc: &env::Services, name: &str, broker: &str, slot: 
              database.sslmode=disable\ntopic.prefix=bench\nplugin.name=pgoutput\nslot.name={slot}\n\
              publication.name={PUBLICATION}\npublication.autocreate.mode=disabled\ntable.include.list=public.outbox\n\
              snapshot.mode=no_data\ntransforms=outbox\ntransforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
-             bootstrap.servers={broker}\nkey.converter=org.apache.kafka.connect.json.JsonConverter\n\
-             value.converter=org.apache.kafka.connect.json.JsonConverter\n",
-            svc.pg_port
+             bootstrap.servers={broker}\n{}",
+            svc.pg_port,
+            svc.converters
         ),
     )?;
     Ok(path)

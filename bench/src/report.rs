@@ -207,12 +207,13 @@ fn ratio(a: Option<&Contender>, b: Option<&Contender>) -> Option<f64> {
 
 pub fn table(r: &Results) -> String {
     let mut s = format!(
-        "\n{} events, {} per transaction, ~{} B payloads ({:.1} MB of payload), {} aggregates\n\n",
+        "\n{} events, {} per transaction, ~{} B payloads ({:.1} MB of payload), {} aggregates, {}\n\n",
         r.events,
         r.args.events_per_txn,
         r.args.payload_bytes,
         r.payload_bytes as f64 / 1e6,
-        r.args.aggregates
+        r.args.aggregates,
+        if r.args.avro { "Confluent's AvroConverter (schema registry)" } else { "JsonConverter" }
     );
     s.push_str(&format!(
         "{:<52} {:>12} {:>8} {:>12} {:>10} {:>10} {:>10}\n",
@@ -288,6 +289,7 @@ pub fn write(r: &Results, out: &Path) -> anyhow::Result<()> {
         "workload": {
             "events": r.events, "events_per_txn": r.args.events_per_txn, "payload_bytes": r.args.payload_bytes,
             "aggregates": r.args.aggregates, "partitions": r.args.partitions, "payload_total_bytes": r.payload_bytes,
+            "converter": if r.args.avro { "avro" } else { "json" },
         },
         "pgoutbox": p.map(|c| contender_json(r, c)),
         "debezium": r.debezium.as_ref().map(|c| contender_json(r, c)),

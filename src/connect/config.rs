@@ -93,6 +93,15 @@ impl<'a> Reader<'a> {
         self.used.insert(key.to_string());
     }
 
+    /// The keys that start with `prefix`, consumed or not.
+    pub fn keys_with_prefix(&self, prefix: &str) -> Vec<&'a str> {
+        self.entries
+            .range(prefix.to_string()..)
+            .map(|(k, _)| k.as_str())
+            .take_while(|k| k.starts_with(prefix))
+            .collect()
+    }
+
     /// The trimmed value without consuming the key: a key checked here but acted on nowhere stays
     /// in the list of keys pgoutbox ignores.
     pub fn peek(&self, key: &str) -> Option<&'a str> {

@@ -260,6 +260,7 @@ impl RegistryConverter {
                 return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; the Avro converters are supported ({CONFLUENT_AVRO}, {APICURIO_AVRO}); Protobuf and JSON Schema are not")));
             }
         };
+        refuse_byte_changing_options(r, prefix)?;
         let options = avro::Options {
             connect_meta_data: r.bool_or(&key("connect.meta.data"), true)?,
             enhanced: r.bool_or(&key("enhanced.avro.schema.support"), false)?,
@@ -487,6 +488,30 @@ impl RegistryConverter {
         };
         RegistryError::Refused { subject: subject.into(), status, message: message(answer), fix }
     }
+}
+
+/// Converter options that would change the bytes or the registered schemas in ways pgoutbox does
+/// not reproduce: refused, naming the key, rather than ignored.
+fn refuse_byte_changing_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), ConfigError> {
+    for flag in ["scrub.invalid.names", "normalize.schemas", "generalized.sum.type.support"] {
+        let key = format!("{prefix}{flag}");
+        if r.bool_or(&key, false)? {
+            return Err(ConfigError::invalid(
+                &key,
+                "is not supported: pgoutbox writes names and schemas as given; remove it or set it to false",
+            ));
+        }
+    }
+    for key in r.keys_with_prefix(&format!("{prefix}apicurio.registry.")) {
+        let option = &key[prefix.len() + "apicurio.registry.".len()..];
+        let changes_bytes = (option.starts_with("headers.") && option.ends_with(".name"))
+            || option.starts_with("artifact.")
+            || matches!(option, "id-handler" | "headers.handler" | "avro-datum-provider" | "dereference-schema");
+        if changes_bytes && r.peek(key).is_some() {
+            return Err(ConfigError::invalid(key, "is not supported: pgoutbox writes Apicurio's default header names, id handler and artifact names (TopicIdStrategy); remove it or keep Kafka Connect for this connector"));
+        }
+    }
+    Ok(())
 }
 
 /// Whether two Avro schema texts are the same schema (whitespace aside).

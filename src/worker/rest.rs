@@ -612,6 +612,9 @@ fn other_plugins() -> Vec<(String, &'static str, &'static str)> {
         ("org.apache.kafka.connect.converters.ByteArrayConverter", CONNECT_VERSION),
         (BINARY_DATA_CONVERTER, DEBEZIUM_VERSION),
         ("io.debezium.converters.ByteArrayConverter", DEBEZIUM_VERSION),
+        // The registry converters report no version (Connect lists them without one).
+        (crate::connect::registry::CONFLUENT_AVRO, UNDEFINED_VERSION),
+        (crate::connect::registry::APICURIO_AVRO, UNDEFINED_VERSION),
     ] {
         out.push((c.to_string(), "converter", v));
     }
@@ -621,6 +624,9 @@ fn other_plugins() -> Vec<(String, &'static str, &'static str)> {
     out
 }
 
+/// A plugin without a version: Connect's `PluginDesc.UNDEFINED_VERSION`, left out of its listing.
+const UNDEFINED_VERSION: &str = "undefined";
+
 /// `GET /connector-plugins[?connectorsOnly=false]`: the connector, or (KIP-769) every plugin
 /// pgoutbox implements.
 async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
@@ -629,11 +635,10 @@ async fn plugins(Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
     let all = query_param(&q, "connectorsOnly").is_some_and(|v| v.eq_ignore_ascii_case("false"));
     let mut out = vec![connector];
     if all {
-        out.extend(
-            other_plugins()
-                .into_iter()
-                .map(|(class, kind, version)| json!({"class": class, "type": kind, "version": version})),
-        );
+        out.extend(other_plugins().into_iter().map(|(class, kind, version)| match version {
+            UNDEFINED_VERSION => json!({"class": class, "type": kind}),
+            _ => json!({"class": class, "type": kind, "version": version}),
+        }));
     }
     Json(Value::Array(out))
 }

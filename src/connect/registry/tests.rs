@@ -252,6 +252,18 @@ fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
         ("value.converter.apicurio.registry.url", "http://r:8080/apis/registry/v3"),
     ]);
     assert!(e.contains("v3 API"), "{e}");
+    let e = refused(&[
+        ("value.converter", APICURIO_AVRO),
+        ("value.converter.apicurio.registry.url", "http://r:8080/apis/registry/v2"),
+        ("value.converter.apicurio.registry.headers.value.globalId.name", "gid"),
+    ]);
+    assert!(e.contains("value.converter.apicurio.registry.headers.value.globalId.name"), "{e}");
+    let e = refused(&[
+        ("value.converter", CONFLUENT_AVRO),
+        ("value.converter.schema.registry.url", "http://r:8081"),
+        ("value.converter.scrub.invalid.names", "true"),
+    ]);
+    assert!(e.contains("value.converter.scrub.invalid.names"), "{e}");
 }
 
 #[test]

@@ -422,14 +422,17 @@ impl<'a> Reader<'a> {
                 Err(_) => tracing::warn!("heartbeat.action.query did not finish within 10s"),
             }
         }
-        let record = crate::outbox::heartbeat::record(
+        match crate::outbox::heartbeat::record(
             topic,
             &self.cfg.topic_prefix,
             &self.cfg.key_converter,
             &self.cfg.value_converter,
             now_ms(),
-        );
-        self.push_event(record);
+        ) {
+            Ok(record) => self.push_event(record),
+            // No event waits on a heartbeat: skipped, and the next one tries again.
+            Err(e) => tracing::warn!(error = %e, "heartbeat skipped"),
+        }
         if self.positions {
             self.batch.push(Item::Progress(None));
         }
