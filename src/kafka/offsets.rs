@@ -190,15 +190,24 @@ impl OffsetStore {
         &self.topic
     }
 
-    /// The newest record for this connector, if any (a tombstone clears it).
+    /// The newest record for this connector, if any (a tombstone clears it). A topic that metadata
+    /// says is missing is asked for again before that is believed.
     pub async fn load(&self) -> Result<Option<SourceOffset>, OffsetError> {
+        self.load_confirming(true).await
+    }
+
+    /// [`OffsetStore::load`], believing the first answer that the topic is missing: for a reader
+    /// whose worst outcome of a stale answer is publishing again what the slot already passed (at
+    /// least once with an existing slot), not losing anything. It saves the second of rechecks
+    /// whenever the topic does not exist yet.
+    async fn load_confirming(&self, confirm_missing: bool) -> Result<Option<SourceOffset>, OffsetError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.load_blocking())
+        tokio::task::spawn_blocking(move || store.load_blocking(confirm_missing))
             .await
             .unwrap_or_else(|_| Err(OffsetError::Timeout { topic: self.topic.clone() }))
     }
 
-    fn load_blocking(&self) -> Result<Option<SourceOffset>, OffsetError> {
+    fn load_blocking(&self, confirm_missing: bool) -> Result<Option<SourceOffset>, OffsetError> {
         let err = |source| OffsetError::Kafka { topic: self.topic.clone(), source };
         // librdkafka's assign needs a group.id; nothing is committed, so the group needs no grant
         // (a denied coordinator lookup is not logged as an error, see QuietEof).
@@ -224,7 +233,7 @@ impl OffsetStore {
                 // it): nothing was ever recorded, or the topic was deleted. The session tells the
                 // two apart where it matters (a slot that exists under exactly once).
                 Some(code @ rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition) => {
-                    if !self.exists_blocking(&consumer)? {
+                    if !confirm_missing || !self.exists_blocking(&consumer)? {
                         return Ok(None);
                     }
                     // It exists after all: the metadata was stale; the caller tries again.
@@ -314,6 +323,11 @@ impl OffsetStore {
     /// this connector used before `slot.name` changed, and says nothing about this one.
     pub async fn load_for_slot(&self, slot: &str) -> Result<Option<SourceOffset>, OffsetError> {
         Ok(self.load().await?.filter(|o| o.slot.as_deref().map_or(true, |s| s == slot)))
+    }
+
+    /// [`OffsetStore::load_for_slot`] believing a first "no such topic" (see `load_confirming`).
+    pub async fn load_for_slot_unconfirmed(&self, slot: &str) -> Result<Option<SourceOffset>, OffsetError> {
+        Ok(self.load_confirming(false).await?.filter(|o| o.slot.as_deref().map_or(true, |s| s == slot)))
     }
 
     /// Records `offset` and waits for the broker's acknowledgement. Creates the topic (compacted)

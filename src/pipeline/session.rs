@@ -560,7 +560,15 @@ async fn committed_offset(
     offsets: &OffsetStore,
     slot_position: Lsn,
 ) -> Result<Option<Resume>, RelayError> {
-    let Some(o) = offsets.load_for_slot(&cfg.slot_name).await.map_err(|e| offset_error(e, offsets))? else {
+    // The slot exists here. At least once, a stale "no offsets topic" can only make the relay
+    // publish again what the slot already passed, so the first answer is believed (saving a second
+    // of rechecks at every first start); exactly once, a missed record would mean duplicates.
+    let load = if cfg.exactly_once.is_some() {
+        offsets.load_for_slot(&cfg.slot_name).await
+    } else {
+        offsets.load_for_slot_unconfirmed(&cfg.slot_name).await
+    };
+    let Some(o) = load.map_err(|e| offset_error(e, offsets))? else {
         return Ok(None);
     };
     let resume = Resume(Position { commit: o.lsn, partial: o.partial.map(Into::into) });
