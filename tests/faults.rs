@@ -1191,3 +1191,83 @@ async fn message_outbox_relay_killed_and_application_crashing_loses_nothing() {
     })
     .await;
 }
+
+/// Confluent's AvroConverter through Apicurio's Confluent-compatible API, with expanded payloads so
+/// that a new payload shape needs a new schema. The registry stops answering (SIGSTOP: connections
+/// hang, as behind a dead load balancer) just before a row of a new shape: nothing from that row on
+/// is published, the slot's confirmed position stays before it, the relay logs why and keeps
+/// running; once the registry answers (SIGCONT) the rows arrive in order, their ids naming the
+/// schemas of their payloads. Then the subject gets a BACKWARD rule and a row whose payload changes
+/// a field's type from the latest version's: the relay stops with exit code 6, naming the subject
+/// and the registry's reason, and the position stays before that row.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_that_stops_answering_holds_the_position_and_an_incompatible_schema_stops_the_relay() {
+    let registry = faults_support::registry::Registry::start("down");
+    let outbox = support::Outbox::new("registry_down").await;
+    outbox.create_topics(&["Order"], 1).await;
+    let topic = outbox.topic("Order");
+    let ccompat = format!("{}/apis/ccompat/v7", registry.url);
+    let config = outbox.config(&[
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=io.confluent.connect.avro.AvroConverter",
+        &format!("value.converter.schema.registry.url={ccompat}"),
+        "transforms.outbox.table.expand.json.payload=true",
+    ]);
+    let mut relay = support::Relay::start_streaming(&config);
+    let sql = outbox.env.sql().await;
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"n": 1}"#))).await.unwrap();
+    let first = support::consume(&outbox.env.broker, std::slice::from_ref(&topic), 1, Duration::from_secs(30));
+    assert_eq!(first.len(), 1, "log:\n{}", relay.log_text());
+    let n_int = registry.schema(faults_support::registry::confluent_id(first[0].value.as_deref().unwrap()));
+    assert!(n_int.contains(r#"{"name":"n","type":["null","int"],"default":null}"#), "{n_int}");
+
+    // The registry stops answering; a row of a new shape, then one of the known shape.
+    registry.signal("STOP");
+    let before = faults_support::registry::lsn(&outbox).await;
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"m": "x"}"#))).await.unwrap();
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"n": 2}"#))).await.unwrap();
+    let stopped = Instant::now();
+    relay.wait_for_log("did not answer for subject", Duration::from_secs(60));
+    println!("registry down: the relay said so after {:.1} s", stopped.elapsed().as_secs_f64());
+    // Long enough for several status intervals (500 ms here) and a retry.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let held = support::consume_until_idle(&outbox.env.broker, std::slice::from_ref(&topic), Duration::from_secs(2));
+    assert_eq!(held.len(), 1, "published while the registry was down:\n{}", relay.log_text());
+    let confirmed = outbox.confirmed_flush().await.expect("the slot");
+    assert!(
+        faults_support::registry::lsn_value(&confirmed) <= faults_support::registry::lsn_value(&before),
+        "the slot was confirmed at {confirmed}, past {before}, where the row waiting for the registry starts"
+    );
+    assert!(relay.wait(Duration::from_millis(10)).is_none(), "the relay must wait for the registry, not exit");
+
+    registry.signal("CONT");
+    let all = support::consume(&outbox.env.broker, std::slice::from_ref(&topic), 3, Duration::from_secs(90));
+    assert_eq!(all.len(), 3, "after the registry came back; log:\n{}", relay.log_text());
+    let m = registry.schema(faults_support::registry::confluent_id(all[1].value.as_deref().unwrap()));
+    assert!(m.contains(r#""name":"m""#), "the second record names {m}");
+    assert_eq!(registry.schema(faults_support::registry::confluent_id(all[2].value.as_deref().unwrap())), n_int);
+    assert!(relay.log_text().contains("schema registry: schema registered"), "the recovery is logged");
+
+    // An incompatible change under a BACKWARD rule.
+    let subject = format!("{topic}-value");
+    let (code, body) =
+        registry.call("PUT", &format!("/apis/ccompat/v7/config/{subject}"), r#"{"compatibility":"BACKWARD"}"#);
+    assert_eq!(code, 200, "setting the rule: {body}");
+    let before = faults_support::registry::lsn(&outbox).await;
+    // The latest version is the `m` string shape: `m` as a number cannot read it.
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"m": 5}"#))).await.unwrap();
+    let Some(exit) = relay.wait(Duration::from_secs(60)) else {
+        panic!("the relay kept running after an incompatible schema; log:\n{}", relay.log_text())
+    };
+    let log = relay.log_text();
+    assert_eq!(exit.code(), Some(6), "log:\n{log}");
+    assert!(log.contains(&format!("refused subject `{subject}`")) && log.contains("HTTP 409"), "log:\n{log}");
+    let confirmed = outbox.confirmed_flush().await.expect("the slot");
+    assert!(
+        faults_support::registry::lsn_value(&confirmed) <= faults_support::registry::lsn_value(&before),
+        "confirmed {confirmed}, past the refused row at {before}"
+    );
+    let records = support::consume_until_idle(&outbox.env.broker, std::slice::from_ref(&topic), Duration::from_secs(2));
+    assert_eq!(records.len(), 3, "the refused row was published");
+    outbox.drop_slot().await;
+}

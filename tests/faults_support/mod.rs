@@ -9,7 +9,8 @@
 //! - `procs`: the relay as a child process (pid, RSS), and PostgreSQL and broker instances of a
 //!   scenario's own, started and stopped through `scripts/services.sh`;
 //! - `verify`: what the broker holds against what PostgreSQL committed;
-//! - `scenario`: running a scenario alone with a deadline, settling and checking it.
+//! - `scenario`: running a scenario alone with a deadline, settling and checking it;
+//! - `registry`: a schema registry of the scenario's own, to stop and resume.
 #![allow(dead_code)]
 
 pub mod bed;
@@ -17,6 +18,7 @@ pub mod crash;
 pub mod load;
 pub mod procs;
 pub mod proxy;
+pub mod registry;
 pub mod scenario;
 pub mod verify;
 

@@ -1,0 +1,85 @@
+//! A schema registry of a scenario's own (`scripts/registry.sh`, Apicurio Registry), to stop and
+//! resume it, and what the registry tests read from it.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{unique, Outbox};
+
+/// A registry of the test's own: `scripts/registry.sh start DIR`.
+pub struct Registry {
+    dir: PathBuf,
+    pub url: String,
+}
+
+impl Registry {
+    pub fn start(name: &str) -> Registry {
+        let scripts =
+            std::env::var("PGOUTBOX_TEST_SCRIPTS").expect("PGOUTBOX_TEST_SCRIPTS: run through scripts/test.sh");
+        let dir = std::env::temp_dir().join("pgoutbox-registry-tests").join(unique(name));
+        let status = Command::new("bash")
+            .arg(format!("{scripts}/registry.sh"))
+            .arg("start")
+            .arg(&dir)
+            .status()
+            .expect("run scripts/registry.sh");
+        assert!(status.success(), "scripts/registry.sh start failed (log in {})", dir.display());
+        let env = std::fs::read_to_string(dir.join("env")).expect("the registry's env file");
+        let url = env.lines().find_map(|l| l.strip_prefix("URL=")).expect("URL= in the env file").to_string();
+        Registry { dir, url }
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let pid = std::fs::read_to_string(self.dir.join("pid")).expect("the registry's pid file");
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.trim()).status().unwrap();
+        assert!(status.success(), "kill -{signal} the registry");
+    }
+
+    /// An HTTP call to the registry: the status and the body.
+    pub fn call(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let addr = self.url.trim_start_matches("http://");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect to the registry");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let req = format!(
+            "{method} {path} HTTP/1.0\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    }
+
+    /// The schema a Confluent-format id names, through the Confluent-compatible API.
+    pub fn schema(&self, id: u32) -> String {
+        let (code, body) = self.call("GET", &format!("/apis/ccompat/v7/schemas/ids/{id}"), "");
+        assert_eq!(code, 200, "schema {id}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["schema"].as_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        self.signal("KILL");
+    }
+}
+
+pub async fn lsn(outbox: &Outbox) -> String {
+    outbox.env.sql().await.query_one("SELECT pg_current_wal_lsn()::text", &[]).await.unwrap().get(0)
+}
+
+pub fn lsn_value(text: &str) -> u64 {
+    let (hi, lo) = text.split_once('/').unwrap();
+    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
+}
+
+/// The id of a Confluent-format record (magic byte 0, 4-byte id).
+pub fn confluent_id(value: &[u8]) -> u32 {
+    assert_eq!(value[0], 0, "the magic byte");
+    u32::from_be_bytes(value[1..5].try_into().unwrap())
+}
