@@ -1,4 +1,4 @@
-//! The converters against a fake registry (a unit test's stand-in; tests/registry.rs runs against
+//! The converters against a fake registry (a unit test's stand-in; tests/faults.rs runs one against
 //! a real Apicurio Registry): what is asked, how often, and the bytes written.
 
 use std::collections::BTreeMap;
