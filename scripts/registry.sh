@@ -5,6 +5,8 @@
 # the whole suite (PGOUTBOX_TEST_REGISTRY=its URL) and stops it at the end.
 #   registry.sh build            assembles the server from Maven Central into the cache (once)
 #   registry.sh start DIR        starts it on a free port; DIR/env gets URL=http://127.0.0.1:PORT
+#   registry.sh start DIR --tls  the same over https only, with a CA and a certificate for 127.0.0.1
+#                                made for it in DIR/tls (DIR/env gets URL=https://... and CA=the CA's PEM)
 #   registry.sh stop DIR
 #
 # Only the published io.apicurio:apicurio-registry-app jar and its dependencies are used, packaged
@@ -36,17 +38,50 @@ registry_build() {
     rm -rf "$tmp"
 }
 
+# A CA and a server certificate for 127.0.0.1 and localhost, in DIR/tls.
+registry_tls() {
+    local tls=$1/tls
+    mkdir -p "$tls"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=pgoutbox test registry CA" \
+        -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+        -extfile "$tls/san.ext" -out "$tls/server.pem" 2>/dev/null
+}
+
 registry_start() {
-    local dir=$1 port
+    local dir=$1 tls=${2:-} port scheme=http
+    local -a opts=()
     [ -f "$REGISTRY_JAR" ] || die "the registry is not built; run scripts/registry.sh build"
     mkdir -p "$dir"
     port=$(free_port)
+    if [ "$tls" = --tls ]; then
+        registry_tls "$dir"
+        scheme=https
+        opts=(-Dquarkus.http.ssl-port="$port" -Dquarkus.http.insecure-requests=disabled
+            -Dquarkus.http.port="$(free_port)"
+            -Dquarkus.http.ssl.certificate.files="$dir/tls/server.pem"
+            -Dquarkus.http.ssl.certificate.key-files="$dir/tls/server.key")
+    else
+        opts=(-Dquarkus.http.port="$port")
+    fi
     (
         exec java -Xms64m -Xmx${REGISTRY_HEAP:-128m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-            -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port" -jar "$REGISTRY_JAR" >>"$dir/registry.log" 2>&1
+            -Dquarkus.http.host=127.0.0.1 "${opts[@]}" -jar "$REGISTRY_JAR" >>"$dir/registry.log" 2>&1
     ) &
     echo $! >"$dir/pid"
-    if http_wait "$port" /apis/ccompat/v7/subjects "$dir/pid"; then
+    if [ "$scheme" = https ]; then
+        local t
+        for t in $(seq 1 1200); do
+            if curl -sf --cacert "$dir/tls/ca.pem" -o /dev/null "https://127.0.0.1:$port/apis/ccompat/v7/subjects"; then
+                printf 'URL=https://127.0.0.1:%s\nCA=%s\n' "$port" "$dir/tls/ca.pem" >"$dir/env"
+                return 0
+            fi
+            kill -0 "$(cat "$dir/pid")" 2>/dev/null || break
+            sleep 0.1
+        done
+    elif http_wait "$port" /apis/ccompat/v7/subjects "$dir/pid"; then
         echo "URL=http://127.0.0.1:$port" >"$dir/env"
         return 0
     fi
@@ -56,7 +91,7 @@ registry_start() {
 
 case "${1:-}" in
     build) registry_build ;;
-    start) registry_build; registry_start "$2" ;;
+    start) registry_build; registry_start "$2" "${3:-}" ;;
     stop) pid_stop "$2/pid" term 20 ;;
-    *) die "usage: registry.sh build | start DIR | stop DIR" ;;
+    *) die "usage: registry.sh build | start DIR [--tls] | stop DIR" ;;
 esac

@@ -32,6 +32,7 @@ pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
 pub mod postgres;
+pub mod tls;
 pub mod verify;
 pub mod worker;
 

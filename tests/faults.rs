@@ -1271,3 +1271,42 @@ async fn a_registry_that_stops_answering_holds_the_position_and_an_incompatible_
     assert_eq!(records.len(), 3, "the refused row was published");
     outbox.drop_slot().await;
 }
+
+/// A registry reached over https (a certificate from a CA of the test's own): with the CA as the
+/// truststore (PEM), records are published with ids the registry gives; without it the relay stops
+/// at once with exit code 6, saying the registry cannot be trusted and naming the truststore key,
+/// instead of retrying a certificate that will never verify.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_over_tls_is_trusted_through_the_truststore_and_refused_without_it() {
+    let registry = faults_support::registry::Registry::start_tls("tls");
+    let ca = registry.ca.clone().expect("the registry's CA");
+    let outbox = support::Outbox::new("registry_tls").await;
+    outbox.create_topics(&["Order"], 1).await;
+    let topic = outbox.topic("Order");
+    let url = format!("value.converter.schema.registry.url={}/apis/ccompat/v7", registry.url);
+    let untrusted = outbox.config(&["value.converter=io.confluent.connect.avro.AvroConverter", &url]);
+    let sql = outbox.env.sql().await;
+
+    let mut relay = support::Relay::start_streaming(&untrusted);
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"n": 1}"#))).await.unwrap();
+    let Some(exit) = relay.wait(Duration::from_secs(60)) else {
+        panic!("the relay kept running against an untrusted registry; log:\n{}", relay.log_text())
+    };
+    let log = relay.log_text();
+    assert_eq!(exit.code(), Some(6), "log:\n{log}");
+    assert!(
+        log.contains("cannot be trusted") && log.contains("value.converter.schema.registry.ssl.truststore.location"),
+        "log:\n{log}"
+    );
+
+    let trusted = format!(
+        "{untrusted}value.converter.schema.registry.ssl.truststore.location={ca}\nvalue.converter.schema.registry.ssl.truststore.type=PEM\n"
+    );
+    let mut relay = support::Relay::start_streaming(&trusted);
+    let records = support::consume(&outbox.env.broker, std::slice::from_ref(&topic), 1, Duration::from_secs(30));
+    assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
+    let schema = registry.schema(faults_support::registry::confluent_id(records[0].value.as_deref().unwrap()));
+    assert!(schema.contains("io.debezium.data.Json"), "{schema}");
+    assert_eq!(relay.stop().code(), Some(0), "log:\n{}", relay.log_text());
+    outbox.drop_slot().await;
+}

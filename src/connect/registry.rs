@@ -38,6 +38,10 @@ pub enum RegistryError {
     /// The registry answered no: stop, naming what to fix.
     #[error("the schema registry refused subject `{subject}`: HTTP {status}: {message}; {fix}")]
     Refused { subject: String, status: u16, message: String, fix: String },
+    /// The registry's certificate is not trusted (or names another host): a configuration to fix,
+    /// not an outage to wait out.
+    #[error("the schema registry at {url} cannot be trusted: {reason}; {fix}")]
+    Untrusted { url: String, reason: String, fix: String },
 }
 
 impl RegistryError {
@@ -86,7 +90,10 @@ pub struct RegistryConverter {
     /// The key that names the registry, and the converter's prefix, for errors.
     url_key: String,
     prefix: String,
+    ssl_prefix: String,
     urls: Vec<Url>,
+    /// For `https://` URLs.
+    tls: Option<tls::Tls>,
     authorization: Option<Authorization>,
     flavor: Flavor,
     options: avro::Options,
@@ -99,6 +106,7 @@ impl PartialEq for RegistryConverter {
         self.class == other.class
             && self.is_key == other.is_key
             && self.urls == other.urls
+            && self.tls == other.tls
             && self.authorization == other.authorization
             && self.flavor == other.flavor
             && self.options == other.options
@@ -107,9 +115,10 @@ impl PartialEq for RegistryConverter {
 
 impl Eq for RegistryConverter {}
 
-/// A registry base URL: `http://host:port/path`.
+/// A registry base URL: `http[s]://host:port/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Url {
+    tls: bool,
     host: String,
     port: u16,
     /// Without a trailing slash.
@@ -119,12 +128,16 @@ struct Url {
 impl Url {
     fn parse(key: &str, s: &str) -> Result<Url, ConfigError> {
         let s = s.trim();
-        if s.starts_with("https://") {
-            return Err(ConfigError::invalid(key, format!("names `{s}`: TLS to the schema registry is not supported yet; reach it over http (a sidecar or a loopback proxy), or keep Kafka Connect for this connector")));
-        }
-        let rest = s
-            .strip_prefix("http://")
-            .ok_or_else(|| ConfigError::invalid(key, format!("`{s}` is not an http:// URL of a schema registry")))?;
+        let (tls, rest) = match (s.strip_prefix("https://"), s.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            _ => {
+                return Err(ConfigError::invalid(
+                    key,
+                    format!("`{s}` is not an http:// or https:// URL of a schema registry"),
+                ))
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
             None => (rest, ""),
@@ -136,16 +149,16 @@ impl Url {
             Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
                 (h, p.parse().map_err(|_| ConfigError::invalid(key, format!("`{s}` has an invalid port")))?)
             }
-            _ => (authority, 80),
+            _ => (authority, if tls { 443 } else { 80 }),
         };
         if host.is_empty() {
             return Err(ConfigError::invalid(key, format!("`{s}` has no host")));
         }
-        Ok(Url { host: host.trim_matches(['[', ']']).to_string(), port, path: path.to_string() })
+        Ok(Url { tls, host: host.trim_matches(['[', ']']).to_string(), port, path: path.to_string() })
     }
 
     fn describe(&self) -> String {
-        format!("http://{}:{}{}", self.host, self.port, self.path)
+        format!("{}://{}:{}{}", if self.tls { "https" } else { "http" }, self.host, self.port, self.path)
     }
 }
 
@@ -260,6 +273,11 @@ impl RegistryConverter {
                 return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; the Avro converters are supported ({CONFLUENT_AVRO}, {APICURIO_AVRO}); Protobuf and JSON Schema are not")));
             }
         };
+        let ssl_prefix = match class {
+            CONFLUENT_AVRO => key("schema.registry.ssl."),
+            _ => key("apicurio.registry.request.ssl."),
+        };
+        let tls = if urls.iter().any(|u| u.tls) { Some(tls::parse(r, &ssl_prefix)?) } else { None };
         refuse_byte_changing_options(r, prefix)?;
         let options = avro::Options {
             connect_meta_data: r.bool_or(&key("connect.meta.data"), true)?,
@@ -272,7 +290,9 @@ impl RegistryConverter {
             is_key,
             url_key,
             prefix: prefix.to_string(),
+            ssl_prefix,
             urls,
+            tls,
             authorization,
             flavor,
             options,
@@ -439,8 +459,10 @@ impl RegistryConverter {
         let mut reasons = Vec::new();
         for url in &self.urls {
             let target = format!("{}{path}", url.path);
+            let tls = self.tls.as_ref().map(|t| t.config.clone());
             let call = http_call(
                 url,
+                tls,
                 method,
                 &target,
                 headers,
@@ -449,6 +471,16 @@ impl RegistryConverter {
             );
             match tokio::time::timeout(CALL_TIMEOUT, call).await {
                 Err(_) => reasons.push(format!("{}: no answer in {} s", url.describe(), CALL_TIMEOUT.as_secs())),
+                Ok(Err(CallError::Tls(reason))) => {
+                    return Err(RegistryError::Untrusted {
+                        url: url.describe(),
+                        reason,
+                        fix: format!(
+                            "set {}truststore.location to the CA that signed the registry's certificate (PEM or PKCS12), or check that the URL names the host the certificate is for",
+                            self.ssl_prefix
+                        ),
+                    })
+                }
                 Ok(Err(e)) => reasons.push(format!("{}: {e}", url.describe())),
                 Ok(Ok((status, answer))) if (200..300).contains(&status) => {
                     return serde_json::from_slice(&answer).map_err(|e| RegistryError::Refused {
@@ -609,21 +641,73 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
-/// One HTTP/1.1 exchange with hyper's client connection; the status and body.
+/// One HTTP/1.1 exchange with hyper's client connection, over TLS for an `https://` URL; the
+/// status and body.
 async fn http_call(
+    url: &Url,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    authorization: Option<&str>,
+    body: Option<String>,
+) -> Result<(u16, Vec<u8>), CallError> {
+    let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
+        .await
+        .map_err(|e| CallError::Transport(e.to_string()))?;
+    match (url.tls, tls) {
+        (true, Some(config)) => {
+            let name = rustls::pki_types::ServerName::try_from(url.host.clone())
+                .map_err(|e| CallError::Tls(format!("`{}` is not a TLS server name: {e}", url.host)))?;
+            let stream = tokio_rustls::TlsConnector::from(config).connect(name, stream).await.map_err(|e| {
+                // rustls's own verdicts (a certificate it does not trust, a protocol it refuses) are
+                // configuration; anything else (a reset mid-handshake) is the network.
+                match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+                    Some(tls) => CallError::Tls(tls.to_string()),
+                    None => CallError::Transport(format!("TLS handshake: {e}")),
+                }
+            })?;
+            exchange(stream, url, method, target, headers, authorization, body).await.map_err(CallError::Transport)
+        }
+        (true, None) => Err(CallError::Tls("no TLS configuration for an https URL".into())),
+        (false, _) => {
+            exchange(stream, url, method, target, headers, authorization, body).await.map_err(CallError::Transport)
+        }
+    }
+}
+
+/// Why an exchange failed: the network (retried), or TLS's verdict on the registry (stops).
+enum CallError {
+    Transport(String),
+    Tls(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Transport(e) | CallError::Tls(e) => f.write_str(e),
+        }
+    }
+}
+
+async fn exchange<S>(
+    stream: S,
     url: &Url,
     method: &str,
     target: &str,
     headers: &[(&str, &str)],
     authorization: Option<&str>,
     body: Option<String>,
-) -> Result<(u16, Vec<u8>), String> {
+) -> Result<(u16, Vec<u8>), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use http_body_util::{BodyExt, Full};
-    let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port)).await.map_err(|e| e.to_string())?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
     let driver = tokio::spawn(connection);
-    let host = if url.port == 80 { url.host.clone() } else { format!("{}:{}", url.host, url.port) };
+    let default_port = if url.tls { 443 } else { 80 };
+    let host = if url.port == default_port { url.host.clone() } else { format!("{}:{}", url.host, url.port) };
     let mut request = hyper::Request::builder()
         .method(method)
         .uri(target)
@@ -659,6 +743,8 @@ fn block_on<T: Send>(f: impl std::future::Future<Output = T> + Send) -> T {
         .expect("the schema registry call panicked")
     })
 }
+
+mod tls;
 
 #[cfg(test)]
 mod tests;

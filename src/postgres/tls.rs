@@ -15,7 +15,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use crate::config::{DatabaseConfig, SslMode};
 
@@ -37,7 +37,7 @@ pub fn wants_tls(mode: SslMode) -> (bool, bool) {
 }
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crate::tls::provider()
 }
 
 pub fn client_config(db: &DatabaseConfig) -> Result<ClientConfig, TlsError> {
@@ -63,7 +63,7 @@ pub fn client_config(db: &DatabaseConfig) -> Result<ClientConfig, TlsError> {
         if db.sslmode == SslMode::VerifyFull {
             webpki
         } else {
-            Arc::new(IgnoreHostname(webpki))
+            Arc::new(crate::tls::IgnoreHostname(webpki))
         }
     } else {
         Arc::new(AcceptAnyCertificate(provider))
@@ -90,47 +90,6 @@ fn file_err(key: &'static str, path: &str, e: impl std::fmt::Display) -> TlsErro
 pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
     ServerName::try_from(host.to_string())
         .map_err(|e| TlsError::Config(format!("`{host}` is not a valid TLS server name: {e}")))
-}
-
-/// `verify-ca`: the chain must verify, the host name need not match.
-#[derive(Debug)]
-struct IgnoreHostname(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for IgnoreHostname {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(m, c, d)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(m, c, d)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
 }
 
 /// `prefer` / `require` without a root certificate: encryption without authentication of the server,

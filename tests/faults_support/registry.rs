@@ -11,10 +11,21 @@ use crate::support::{unique, Outbox};
 pub struct Registry {
     dir: PathBuf,
     pub url: String,
+    /// The CA's PEM file of a registry started with TLS.
+    pub ca: Option<String>,
 }
 
 impl Registry {
     pub fn start(name: &str) -> Registry {
+        Self::start_with(name, &[])
+    }
+
+    /// Over https only, with a CA of its own (`scripts/registry.sh start DIR --tls`).
+    pub fn start_tls(name: &str) -> Registry {
+        Self::start_with(name, &["--tls"])
+    }
+
+    fn start_with(name: &str, args: &[&str]) -> Registry {
         let scripts =
             std::env::var("PGOUTBOX_TEST_SCRIPTS").expect("PGOUTBOX_TEST_SCRIPTS: run through scripts/test.sh");
         let dir = std::env::temp_dir().join("pgoutbox-registry-tests").join(unique(name));
@@ -22,12 +33,13 @@ impl Registry {
             .arg(format!("{scripts}/registry.sh"))
             .arg("start")
             .arg(&dir)
+            .args(args)
             .status()
             .expect("run scripts/registry.sh");
         assert!(status.success(), "scripts/registry.sh start failed (log in {})", dir.display());
         let env = std::fs::read_to_string(dir.join("env")).expect("the registry's env file");
-        let url = env.lines().find_map(|l| l.strip_prefix("URL=")).expect("URL= in the env file").to_string();
-        Registry { dir, url }
+        let value = |k: &str| env.lines().find_map(|l| l.strip_prefix(k)).map(str::to_string);
+        Registry { url: value("URL=").expect("URL= in the env file"), ca: value("CA="), dir }
     }
 
     pub fn signal(&self, signal: &str) {
@@ -39,6 +51,27 @@ impl Registry {
     /// An HTTP call to the registry: the status and the body.
     pub fn call(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         use std::io::{Read, Write};
+        if let Some(ca) = &self.ca {
+            let out = Command::new("curl")
+                .args([
+                    "-s",
+                    "-X",
+                    method,
+                    "--cacert",
+                    ca,
+                    "-H",
+                    "content-type: application/json",
+                    "-w",
+                    "\n%{http_code}",
+                ])
+                .args(if body.is_empty() { vec![] } else { vec!["-d", body] })
+                .arg(format!("{}{path}", self.url))
+                .output()
+                .expect("curl");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+            return (code.trim().parse().unwrap_or(0), body.to_string());
+        }
         let addr = self.url.trim_start_matches("http://");
         let mut s = std::net::TcpStream::connect(addr).expect("connect to the registry");
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

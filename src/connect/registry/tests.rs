@@ -243,8 +243,12 @@ fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
     let refused = |props: &[(&str, &str)]| converter("value", props).unwrap_err().to_string();
     let e = refused(&[("value.converter", CONFLUENT_AVRO)]);
     assert!(e.contains("value.converter.schema.registry.url"), "{e}");
-    let e = refused(&[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "https://r:8081")]);
-    assert!(e.contains("TLS to the schema registry is not supported"), "{e}");
+    let e = refused(&[
+        ("value.converter", CONFLUENT_AVRO),
+        ("value.converter.schema.registry.url", "https://r:8081"),
+        ("value.converter.schema.registry.ssl.truststore.location", "/nonexistent/truststore.p12"),
+    ]);
+    assert!(e.contains("value.converter.schema.registry.ssl.truststore.location") && e.contains("cannot read"), "{e}");
     let e = refused(&[("value.converter", "io.confluent.connect.protobuf.ProtobufConverter")]);
     assert!(e.contains("Protobuf and JSON Schema are not"), "{e}");
     let e = refused(&[
