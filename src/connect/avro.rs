@@ -142,7 +142,7 @@ fn base_schema(schema: &Schema, o: Options, names: &mut Names) -> Result<Json, C
                 doc: doc.clone(),
             };
             let earlier = names.converted.iter().find(|(s, _)| *s == required).map(|(_, n)| n.clone());
-            let full = match (earlier, name) {
+            let full = match (earlier.clone(), name) {
                 (Some(n), _) => n,
                 (None, Some(n)) => n.clone(),
                 (None, None) => {
@@ -157,8 +157,14 @@ fn base_schema(schema: &Schema, o: Options, names: &mut Names) -> Result<Json, C
                 Some(i) => (Some(full[..i].to_string()), full[i + 1..].to_string()),
                 None => (None, full.clone()),
             };
-            // Defined once: later uses are the name, short within the same namespace.
+            // Defined once: later uses are the name, short within the same namespace. Another
+            // struct under a name already defined has no Avro schema (Java fails on it too).
             if names.defined.contains(&full) {
+                if earlier.is_none() {
+                    return Err(ConvertError::Avro(format!(
+                        "two different structs are both named `{full}`, and an Avro schema can define a name once; rename one (e.g. with a transform), or flatten the payload"
+                    )));
+                }
                 return Ok(if namespace == names.space { json!(simple) } else { json!(full) });
             }
             check_name(&simple, &full)?;

@@ -29,6 +29,13 @@ pub const APICURIO_AVRO: &str = "io.apicurio.registry.utils.converter.AvroConver
 /// How long one registry URL may take to answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// After a registry did not answer, how long it counts as down (calls fail at once).
+const DOWN_FOR: Duration = Duration::from_secs(5);
+
+/// Apicurio's `apicurio.registry.check-period-ms` default: how long its resolver reuses an id
+/// resolved by content.
+const APICURIO_CHECK_PERIOD: Duration = Duration::from_secs(30);
+
 /// A registry's refusal or absence, as the relay must act on it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
@@ -99,6 +106,10 @@ pub struct RegistryConverter {
     options: avro::Options,
     /// Ids by (topic, Connect schema): the registry is asked once per new pair.
     cache: Mutex<HashMap<(Arc<str>, Schema), i64>>,
+    /// Apicurio: ids by schema content, and when they were resolved.
+    by_content: Mutex<HashMap<Schema, (i64, std::time::Instant)>>,
+    /// Until when the registry counts as down after it did not answer, and why.
+    down: Mutex<Option<(std::time::Instant, RegistryError)>>,
 }
 
 impl PartialEq for RegistryConverter {
@@ -128,6 +139,10 @@ struct Url {
 impl Url {
     fn parse(key: &str, s: &str) -> Result<Url, ConfigError> {
         let s = s.trim();
+        if s.contains('@') {
+            // Never echo it: it may hold a password.
+            return Err(ConfigError::invalid(key, "holds credentials in the URL; set basic.auth.credentials.source=USER_INFO and basic.auth.user.info (or apicurio.auth.username and apicurio.auth.password) instead"));
+        }
         let (tls, rest) = match (s.strip_prefix("https://"), s.strip_prefix("http://")) {
             (Some(rest), _) => (true, rest),
             (None, Some(rest)) => (false, rest),
@@ -297,6 +312,8 @@ impl RegistryConverter {
             flavor,
             options,
             cache: Mutex::new(HashMap::new()),
+            by_content: Mutex::new(HashMap::new()),
+            down: Mutex::new(None),
         })
     }
 
@@ -307,10 +324,14 @@ impl RegistryConverter {
         topic: &str,
         schema: Option<&Schema>,
         value: &Value,
-        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+        headers: Option<&mut Vec<(Arc<str>, Option<Bytes>)>>,
     ) -> Result<Option<Bytes>, ConvertError> {
         if matches!(value, Value::Null) {
-            // Both converters write a null as Kafka's null, with no id and nothing registered.
+            // Both converters write a null as Kafka's null, with no id and nothing registered;
+            // AvroData refuses a null for a required schema.
+            if schema.is_some_and(|s| !s.is_optional()) {
+                return Err(ConvertError::RequiredNull);
+            }
             return Ok(None);
         }
         let Some(schema) = schema else {
@@ -324,12 +345,18 @@ impl RegistryConverter {
         let schema = &*avro::written_schema(schema, apicurio);
         let id = self.id(topic, schema)?;
         let mut out = Vec::with_capacity(64);
+        // Apicurio's serializer writes the id to headers only when it is handed them: Connect's
+        // worker does; a BinaryDataConverter calling its delegate does not.
+        let (use_headers, headers) = match headers {
+            Some(h) => (true, h),
+            None => (false, &mut Vec::new()),
+        };
         match &self.flavor {
             Flavor::Confluent { .. } => {
                 out.push(0);
                 out.extend_from_slice(&(id as i32).to_be_bytes());
             }
-            Flavor::Apicurio { headers: true, id: kind, .. } => {
+            Flavor::Apicurio { headers: true, id: kind, .. } if use_headers => {
                 let part = self.part();
                 let name = match kind {
                     IdKind::Global => format!("apicurio.{part}.globalId"),
@@ -338,7 +365,7 @@ impl RegistryConverter {
                 headers.push((Arc::from(name), Some(Bytes::copy_from_slice(&id.to_be_bytes()))));
                 headers.push((Arc::from(format!("apicurio.{part}.encoding")), Some(Bytes::from_static(b"BINARY"))));
             }
-            Flavor::Apicurio { headers: false, as_confluent, .. } => {
+            Flavor::Apicurio { as_confluent, .. } => {
                 out.push(0);
                 if *as_confluent {
                     out.extend_from_slice(&(id as i32).to_be_bytes());
@@ -361,19 +388,46 @@ impl RegistryConverter {
 
     /// The id of `schema` under `topic`'s subject, from the cache or the registry.
     fn id(&self, topic: &str, schema: &Schema) -> Result<i64, ConvertError> {
-        // Apicurio's resolver, registering, keeps what it registered by content: a schema it
-        // registered for one topic is written with that id on every topic (so it is registered
-        // under the first topic's artifact only), as Debezium's records show.
-        let by_content = matches!(self.flavor, Flavor::Apicurio { auto_register: true, .. });
-        let cache_key = (Arc::from(if by_content { "" } else { topic }), schema.clone());
+        let cache_key = (Arc::<str>::from(topic), schema.clone());
         if let Some(id) = self.cache.lock().expect("registry cache").get(&cache_key) {
             return Ok(*id);
         }
+        // Apicurio's resolver also keeps what it resolved by content for its check period
+        // (`apicurio.registry.check-period-ms`, 30 s): within it, a schema resolved for one topic is
+        // written with that id on another topic, nothing registered for the latter, as Debezium's
+        // records show; after it, the other topic's artifact is asked for.
+        let apicurio = matches!(self.flavor, Flavor::Apicurio { .. });
+        if apicurio {
+            if let Some((id, at)) = self.by_content.lock().expect("registry cache").get(schema) {
+                if at.elapsed() < APICURIO_CHECK_PERIOD {
+                    return Ok(*id);
+                }
+            }
+        }
+        // A registry that just did not answer is not asked again at once: every record (and
+        // heartbeat) would wait out the timeout again.
+        if let Some((until, e)) = &*self.down.lock().expect("registry state") {
+            if std::time::Instant::now() < *until {
+                return Err(ConvertError::Registry(e.clone()));
+            }
+        }
         let text = avro::schema_text(schema, self.options)?;
         let subject = self.subject(topic, schema)?;
-        let id = block_on(self.resolve(&subject, &text)).map_err(ConvertError::Registry)?;
+        let id = match block_on(self.resolve(&subject, &text)) {
+            Ok(id) => id,
+            Err(e) => {
+                if e.is_retryable() {
+                    *self.down.lock().expect("registry state") =
+                        Some((std::time::Instant::now() + DOWN_FOR, e.clone()));
+                }
+                return Err(ConvertError::Registry(e));
+            }
+        };
         tracing::info!(subject = %subject, id, registry = %self.urls[0].describe(), "schema registry: schema registered or found");
         self.cache.lock().expect("registry cache").insert(cache_key, id);
+        if apicurio {
+            self.by_content.lock().expect("registry cache").insert(schema.clone(), (id, std::time::Instant::now()));
+        }
         Ok(id)
     }
 
@@ -381,8 +435,9 @@ impl RegistryConverter {
     fn subject(&self, topic: &str, schema: &Schema) -> Result<String, ConvertError> {
         let record_name = || {
             match schema {
-            Schema::Struct { name: Some(n), .. } => Ok(n.clone()),
-            Schema::Struct { name: None, .. } => Ok("io.confluent.connect.avro.ConnectDefault".to_string()),
+            // Confluent registers an optional struct as a union, which has no name.
+            Schema::Struct { name: Some(n), optional: false, .. } => Ok(n.clone()),
+            Schema::Struct { name: None, optional: false, .. } => Ok("io.confluent.connect.avro.ConnectDefault".to_string()),
             // As Confluent's strategies refuse them.
             _ => Err(ConvertError::Avro(format!(
                 "the {} subject name strategy needs a record schema, and the {} of this record on `{topic}` is {}: use TopicNameStrategy for it",
@@ -437,7 +492,21 @@ impl RegistryConverter {
                     let path = "/groups/default/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false".to_string();
                     self.call(subject, "POST", &path, &headers, Some(text.to_string())).await?
                 } else if *find_latest {
-                    self.call(subject, "GET", &format!("/groups/default/artifacts/{enc}/meta"), &[], None).await?
+                    let meta =
+                        self.call(subject, "GET", &format!("/groups/default/artifacts/{enc}/meta"), &[], None).await?;
+                    // Apicurio writes with the latest version's schema; pgoutbox writes with the
+                    // record's own, so the two must be the same schema.
+                    let global = id_field(subject, &meta, "globalId")?;
+                    let latest = self.call_text(subject, &format!("/ids/globalIds/{global}?dereference=false")).await?;
+                    if !same_schema(&latest, text) {
+                        return Err(RegistryError::Refused {
+                            subject: subject.into(),
+                            status: 200,
+                            message: format!("its latest version differs from the record's schema {text}"),
+                            fix: "pgoutbox writes records only with their own schema; register that schema as the artifact's latest version, or set apicurio.registry.find-latest=false".into(),
+                        });
+                    }
+                    meta
                 } else {
                     let path = format!("/groups/default/artifacts/{enc}/meta?canonical=true");
                     self.call(subject, "POST", &path, &headers[..1], Some(text.to_string())).await?
@@ -503,6 +572,13 @@ impl RegistryConverter {
             reason: reasons.join("; "),
             key: self.url_key.clone(),
         })
+    }
+
+    /// A GET whose answer is a schema's text (not JSON to parse).
+    async fn call_text(&self, subject: &str, path: &str) -> Result<String, RegistryError> {
+        // `call` parses JSON; a schema is JSON, so parse and print it back for the comparison.
+        let v = self.call(subject, "GET", path, &[], None).await?;
+        Ok(v.to_string())
     }
 
     fn refusal(&self, subject: &str, status: u16, answer: &[u8]) -> RegistryError {
@@ -663,8 +739,12 @@ async fn http_call(
                 // rustls's own verdicts (a certificate it does not trust, a protocol it refuses) are
                 // configuration; anything else (a reset mid-handshake) is the network.
                 match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-                    Some(tls) => CallError::Tls(tls.to_string()),
-                    None => CallError::Transport(format!("TLS handshake: {e}")),
+                    Some(
+                        tls @ (rustls::Error::InvalidCertificate(_)
+                        | rustls::Error::NoCertificatesPresented
+                        | rustls::Error::UnsupportedNameType),
+                    ) => CallError::Tls(tls.to_string()),
+                    _ => CallError::Transport(format!("TLS handshake: {e}")),
                 }
             })?;
             exchange(stream, url, method, target, headers, authorization, body).await.map_err(CallError::Transport)

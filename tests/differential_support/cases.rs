@@ -1576,6 +1576,14 @@ fn confluent() -> Vec<String> {
     props
 }
 
+/// `case` with Confluent's AvroConverter for keys and values on both sides (later keys win), on one
+/// partition per topic (the ids are in the key's bytes).
+pub fn with_confluent_avro(case: Case) -> Case {
+    let mut case = case.props(&confluent()).registry(super::registry::Ids::Prefix4Content);
+    case.partitions = 1;
+    case
+}
+
 /// The standard rows through Confluent's AvroConverter on both sides.
 pub fn avro_confluent_converter() -> Case {
     standard("avro_confluent_converter", confluent())

@@ -213,3 +213,12 @@ fn logical_types_and_debezium_names() {
     let int8 = Schema::primitive(Type::Int8, false);
     assert_eq!(schema_text(&int8, Options::default()).unwrap(), r#"{"type":"int","connect.type":"int8"}"#);
 }
+
+#[test]
+fn two_different_structs_of_one_name_are_refused() {
+    let x1 = record(Some("x"), vec![("p", opt(Type::Int32))], true);
+    let x2 = record(Some("x"), vec![("q", opt(Type::String))], true);
+    let s = record(Some("payload"), vec![("a", x1), ("b", x2)], false);
+    let e = schema_text(&s, Options::default()).unwrap_err().to_string();
+    assert!(e.contains("two different structs are both named `x`"), "{e}");
+}

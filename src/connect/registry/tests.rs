@@ -16,6 +16,13 @@ struct Fake {
 }
 
 fn fake(status: u16, body: &'static str) -> Fake {
+    fake_routes(&[("", status, body)])
+}
+
+/// A fake registry answering each request with the first route whose path prefix the request's
+/// path starts with.
+fn fake_routes(routes: &[(&'static str, u16, &'static str)]) -> Fake {
+    let routes = routes.to_vec();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -39,6 +46,9 @@ fn fake(status: u16, body: &'static str) -> Fake {
             let mut body_in = vec![0; length];
             reader.read_exact(&mut body_in).unwrap();
             log.lock().unwrap().push(format!("{head}\n{}", String::from_utf8_lossy(&body_in)));
+            let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+            let (_, status, body) =
+                routes.iter().find(|(p, _, _)| path.starts_with(p)).copied().unwrap_or(("", 404, "{}"));
             let answer = format!(
                 "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
@@ -54,6 +64,29 @@ fn converter(which: &str, props: &[(&str, &str)]) -> Result<RegistryConverter, C
     let mut r = Reader::new(&entries);
     let class = entries[&format!("{which}.converter")].clone();
     RegistryConverter::parse(&mut r, which, &class)
+}
+
+trait EncodeH {
+    fn encode_h(
+        &self,
+        topic: &str,
+        schema: Option<&Schema>,
+        value: &Value,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, ConvertError>;
+}
+
+impl EncodeH for RegistryConverter {
+    /// As Connect's worker calls a converter: with the record's headers.
+    fn encode_h(
+        &self,
+        topic: &str,
+        schema: Option<&Schema>,
+        value: &Value,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, ConvertError> {
+        self.encode(topic, schema, value, Some(headers))
+    }
 }
 
 fn json_payload() -> Schema {
@@ -77,10 +110,12 @@ fn confluent_registers_once_and_writes_magic_byte_and_id() {
         ],
     )
     .unwrap();
-    assert!(!format!("{c:?}").contains("letmein"), "{c:?}");
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("letmein") && !shown.contains("ZnJlZD") && !shown.contains("Basic"), "{shown}");
     let mut headers = Vec::new();
     for _ in 0..3 {
-        let bytes = c.encode("outbox.event.order", Some(&json_payload()), &text("{}"), &mut headers).unwrap().unwrap();
+        let bytes =
+            c.encode_h("outbox.event.order", Some(&json_payload()), &text("{}"), &mut headers).unwrap().unwrap();
         assert_eq!(hex::encode(&bytes), "000000000702047b7d");
     }
     assert!(headers.is_empty());
@@ -97,7 +132,7 @@ fn confluent_registers_once_and_writes_magic_byte_and_id() {
     ));
     // A null is Kafka's null, with nothing registered.
     drop(seen);
-    assert_eq!(c.encode("outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap(), None);
+    assert_eq!(c.encode_h("outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap(), None);
     assert_eq!(f.seen.lock().unwrap().len(), 1);
 }
 
@@ -116,7 +151,7 @@ fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
     )
     .unwrap();
     let mut headers = Vec::new();
-    let bytes = c.encode("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
+    let bytes = c.encode_h("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
     assert_eq!(hex::encode(bytes.unwrap()), "06412d31");
     let shown: Vec<(String, String)> =
         headers.iter().map(|(k, v)| (k.to_string(), hex::encode(v.as_deref().unwrap()))).collect();
@@ -159,7 +194,7 @@ fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
         props.extend(extra);
         let c = converter("key", &props).unwrap();
         let mut headers = Vec::new();
-        let bytes = c.encode("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
+        let bytes = c.encode_h("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
         assert_eq!(hex::encode(bytes.unwrap()), expected, "{props:?}");
         assert!(headers.is_empty());
     }
@@ -172,7 +207,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
         &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "http://127.0.0.1:1")],
     )
     .unwrap();
-    let e = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
+    let e = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
     let ConvertError::Registry(e) = e else { panic!("{e:?}") };
     assert!(e.is_retryable(), "{e}");
     assert!(e.to_string().contains("value.converter.schema.registry.url"), "{e}");
@@ -181,7 +216,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
         fake(409, r#"{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema"}"#);
     let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
         .unwrap();
-    let ConvertError::Registry(e) = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
     else {
         panic!()
     };
@@ -192,7 +227,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
     let f = fake(401, r#"{"error_code":401,"message":"Unauthorized"}"#);
     let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
         .unwrap();
-    let ConvertError::Registry(e) = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
     else {
         panic!()
     };
@@ -201,7 +236,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
     let f = fake(503, r#"{"message":"starting"}"#);
     let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
         .unwrap();
-    let ConvertError::Registry(e) = c.encode("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
     else {
         panic!()
     };
@@ -232,7 +267,7 @@ fn subjects_follow_the_configured_strategy() {
             ],
         )
         .unwrap();
-        c.encode("hb", Some(&record), &Value::Struct(vec![Value::Int(1)]), &mut Vec::new()).unwrap();
+        c.encode_h("hb", Some(&record), &Value::Struct(vec![Value::Int(1)]), &mut Vec::new()).unwrap();
         let last = f.seen.lock().unwrap().last().cloned().unwrap();
         assert!(last.starts_with(&format!("POST /subjects/{subject}/versions?normalize=false ")), "{strategy}: {last}");
     }
@@ -296,4 +331,76 @@ fn a_binary_data_converter_delegates_what_is_not_bytes_to_a_registry_converter()
     let out = c.encode_to("t", Some(&Schema::primitive(Type::String, false)), &text("k"), &mut headers).unwrap();
     assert_eq!(hex::encode(out.unwrap()), "0000000009026b");
     assert!(f.seen.lock().unwrap()[0].starts_with("POST /subjects/t-value/versions"));
+}
+
+#[test]
+fn an_apicurio_delegate_of_a_binary_data_converter_writes_the_id_before_the_body() {
+    use crate::connect::Converter;
+    let f = fake(200, r#"{"globalId":5,"contentId":2}"#);
+    let url = format!("{}/apis/registry/v2", f.url);
+    let entries: BTreeMap<String, String> = [
+        ("key.converter", "io.debezium.converters.BinaryDataConverter"),
+        ("key.converter.delegate.converter.type", APICURIO_AVRO),
+        ("key.converter.delegate.converter.type.apicurio.registry.url", url.as_str()),
+        ("key.converter.delegate.converter.type.apicurio.registry.auto-register", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let c = Converter::parse(&mut Reader::new(&entries), "key").unwrap();
+    let mut headers = Vec::new();
+    let out = c.encode_to("t", Some(&Schema::primitive(Type::String, false)), &text("k"), &mut headers).unwrap();
+    // Debezium's BinaryDataConverter hands its delegate no headers: magic byte and 8-byte globalId.
+    assert_eq!(hex::encode(out.unwrap()), "000000000000000005026b");
+    assert!(headers.is_empty(), "{headers:?}");
+}
+
+#[test]
+fn apicurio_find_latest_refuses_a_latest_version_that_is_not_the_records_schema() {
+    let routes = [
+        ("/apis/registry/v2/groups/default/artifacts/t-value/meta", 200, r#"{"globalId":7,"contentId":3}"#),
+        ("/apis/registry/v2/ids/globalIds/7", 200, r#"["null","string"]"#),
+    ];
+    let f = fake_routes(&routes);
+    let url = format!("{}/apis/registry/v2", f.url);
+    let props = [
+        ("value.converter", APICURIO_AVRO),
+        ("value.converter.apicurio.registry.url", url.as_str()),
+        ("value.converter.apicurio.registry.find-latest", "true"),
+    ];
+    let c = converter("value", &props).unwrap();
+    let mut headers = Vec::new();
+    // The latest version is this very schema: its id is used.
+    c.encode_h("t", Some(&Schema::optional(Type::String)), &text("x"), &mut headers).unwrap();
+    assert_eq!(hex::encode(headers[0].1.as_deref().unwrap()), "0000000000000007");
+    // Another schema (the Json-named string) under the same artifact: refused, naming it.
+    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut headers).unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(!e.is_retryable() && e.to_string().contains("latest version differs"), "{e}");
+}
+
+#[test]
+fn a_registry_that_did_not_answer_is_not_asked_again_at_once() {
+    let c = converter(
+        "value",
+        &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "http://127.0.0.1:1")],
+    )
+    .unwrap();
+    let first = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
+    let again = c.encode_h("t2", Some(&Schema::optional(Type::String)), &text("x"), &mut Vec::new()).unwrap_err();
+    // The same error, for the first subject: the second record did not reach the network.
+    assert_eq!(first, again);
+}
+
+#[test]
+fn credentials_in_a_url_are_refused_without_echoing_it() {
+    let e = converter(
+        "value",
+        &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "http://u:pa/ss@h:8081")],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("credentials in the URL") && !e.contains("pa/ss"), "{e}");
 }
