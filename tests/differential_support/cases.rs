@@ -1523,26 +1523,34 @@ pub fn avro_apicurio_ids_in_headers() -> Case {
         .registry(super::registry::Ids::Headers)
 }
 
-/// Expanded payloads: a record schema per payload shape, each a new version of the value subject;
-/// the 8-byte globalId before the body.
-pub fn avro_apicurio_expanded_payload() -> Case {
-    let payloads = [
-        r#"{"id": 1}"#,
-        r#"{"a": {"b": 2, "c": "x"}, "n": null, "e": []}"#,
-        r#"{"arr": [{"x": 1}, {"x": 2, "y": "z"}]}"#,
-        r#"{"big": 12345678901, "f": 1.5, "t": true}"#,
-        r#"{"id": 2}"#,
-    ];
-    // One partition: the key's bytes hold the globalId, which differs between the sides, and so
-    // would the partition the key hashes to.
-    let mut case = Case::new("avro_apicurio_expanded_payload");
+/// Payload shapes for the registry's expansion cases: flat, nested, arrays of records, numbers.
+const EXPANDED: [&str; 4] = [
+    r#"{"id": 1}"#,
+    r#"{"a": {"b": 2, "c": "x"}, "n": null, "e": []}"#,
+    r#"{"arr": [{"x": 1}, {"x": 2, "y": "z"}]}"#,
+    r#"{"big": 12345678901, "f": 1.5, "t": true}"#,
+];
+
+/// `payloads` expanded (`table.expand.json.payload`) under `converters`: a record schema per payload
+/// shape, each a new version of the value subject. One partition: with the id in the key's bytes
+/// the sides' keys differ, and so would the partitions they hash to.
+fn expanded_avro(name: &'static str, converters: Vec<String>, ids: super::registry::Ids, payloads: &[&str]) -> Case {
+    let mut case = Case::new(name);
     case.partitions = 1;
     case.router(&["table.expand.json.payload=true"])
-        .props(&apicurio(&["apicurio.registry.headers.enabled=false"]))
+        .props(&converters)
         .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
         .topics(&[ORDER])
         .records(payloads.len())
-        .registry(super::registry::Ids::Prefix8Global)
+        .registry(ids)
+}
+
+/// Expanded payloads through Apicurio's converter, the 8-byte globalId before the body.
+pub fn avro_apicurio_expanded_payload() -> Case {
+    // A shape seen before (the first) comes back last: no new version for it.
+    let payloads: Vec<&str> = EXPANDED.iter().copied().chain([r#"{"id": 2}"#]).collect();
+    let converters = apicurio(&["apicurio.registry.headers.enabled=false"]);
+    expanded_avro("avro_apicurio_expanded_payload", converters, super::registry::Ids::Prefix8Global, &payloads)
 }
 
 /// Confluent's wire format: Connect runs Apicurio's converter in its Confluent mode (4-byte
@@ -1594,19 +1602,7 @@ pub fn avro_confluent_converter() -> Case {
 
 /// Expanded payloads through Confluent's AvroConverter: the record schemas and their versions.
 pub fn avro_confluent_expanded_payload() -> Case {
-    let payloads = [
-        r#"{"id": 1}"#,
-        r#"{"a": {"b": 2, "c": "x"}, "n": null, "e": []}"#,
-        r#"{"arr": [{"x": 1}, {"x": 2, "y": "z"}]}"#,
-        r#"{"big": 12345678901, "f": 1.5, "t": true}"#,
-    ];
-    Case::new("avro_confluent_expanded_payload")
-        .router(&["table.expand.json.payload=true"])
-        .props(&confluent())
-        .sql(payloads.iter().enumerate().map(|(i, p)| insert("Order", Some(&format!("k-{i}")), Some(p))))
-        .topics(&[ORDER])
-        .records(payloads.len())
-        .registry(super::registry::Ids::Prefix4Content)
+    expanded_avro("avro_confluent_expanded_payload", confluent(), super::registry::Ids::Prefix4Content, &EXPANDED)
 }
 
 /// Connect's Date, Time and Timestamp as Avro logical types, the ids in headers.

@@ -66,27 +66,20 @@ fn converter(which: &str, props: &[(&str, &str)]) -> Result<RegistryConverter, C
     RegistryConverter::parse(&mut r, which, &class)
 }
 
-trait EncodeH {
-    fn encode_h(
-        &self,
-        topic: &str,
-        schema: Option<&Schema>,
-        value: &Value,
-        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
-    ) -> Result<Option<Bytes>, ConvertError>;
+/// As Connect's worker calls a converter: with the record's headers.
+fn encode_h(
+    c: &RegistryConverter,
+    topic: &str,
+    schema: Option<&Schema>,
+    value: &Value,
+    headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+) -> Result<Option<Bytes>, ConvertError> {
+    c.encode(topic, schema, value, Some(headers))
 }
 
-impl EncodeH for RegistryConverter {
-    /// As Connect's worker calls a converter: with the record's headers.
-    fn encode_h(
-        &self,
-        topic: &str,
-        schema: Option<&Schema>,
-        value: &Value,
-        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
-    ) -> Result<Option<Bytes>, ConvertError> {
-        self.encode(topic, schema, value, Some(headers))
-    }
+/// Confluent's AvroConverter as the value converter, against `url`.
+fn confluent_at(url: &str) -> RegistryConverter {
+    converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", url)]).unwrap()
 }
 
 fn json_payload() -> Schema {
@@ -115,7 +108,7 @@ fn confluent_registers_once_and_writes_magic_byte_and_id() {
     let mut headers = Vec::new();
     for _ in 0..3 {
         let bytes =
-            c.encode_h("outbox.event.order", Some(&json_payload()), &text("{}"), &mut headers).unwrap().unwrap();
+            encode_h(&c, "outbox.event.order", Some(&json_payload()), &text("{}"), &mut headers).unwrap().unwrap();
         assert_eq!(hex::encode(&bytes), "000000000702047b7d");
     }
     assert!(headers.is_empty());
@@ -132,7 +125,7 @@ fn confluent_registers_once_and_writes_magic_byte_and_id() {
     ));
     // A null is Kafka's null, with nothing registered.
     drop(seen);
-    assert_eq!(c.encode_h("outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap(), None);
+    assert_eq!(encode_h(&c, "outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap(), None);
     assert_eq!(f.seen.lock().unwrap().len(), 1);
 }
 
@@ -151,7 +144,7 @@ fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
     )
     .unwrap();
     let mut headers = Vec::new();
-    let bytes = c.encode_h("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
+    let bytes = encode_h(&c, "t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
     assert_eq!(hex::encode(bytes.unwrap()), "06412d31");
     let shown: Vec<(String, String)> =
         headers.iter().map(|(k, v)| (k.to_string(), hex::encode(v.as_deref().unwrap()))).collect();
@@ -194,7 +187,8 @@ fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
         props.extend(extra);
         let c = converter("key", &props).unwrap();
         let mut headers = Vec::new();
-        let bytes = c.encode_h("t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
+        let bytes =
+            encode_h(&c, "t", Some(&Schema::primitive(Type::String, false)), &text("A-1"), &mut headers).unwrap();
         assert_eq!(hex::encode(bytes.unwrap()), expected, "{props:?}");
         assert!(headers.is_empty());
     }
@@ -202,12 +196,8 @@ fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
 
 #[test]
 fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
-    let c = converter(
-        "value",
-        &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "http://127.0.0.1:1")],
-    )
-    .unwrap();
-    let e = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
+    let c = confluent_at("http://127.0.0.1:1");
+    let e = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
     let ConvertError::Registry(e) = e else { panic!("{e:?}") };
     assert!(e.is_retryable(), "{e}");
     assert!(e.to_string().contains("value.converter.schema.registry.url"), "{e}");
@@ -216,7 +206,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
         fake(409, r#"{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema"}"#);
     let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
         .unwrap();
-    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    let ConvertError::Registry(e) = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
     else {
         panic!()
     };
@@ -227,7 +217,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
     let f = fake(401, r#"{"error_code":401,"message":"Unauthorized"}"#);
     let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
         .unwrap();
-    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    let ConvertError::Registry(e) = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
     else {
         panic!()
     };
@@ -236,7 +226,7 @@ fn a_registry_that_does_not_answer_is_retried_and_one_that_refuses_stops() {
     let f = fake(503, r#"{"message":"starting"}"#);
     let c = converter("value", &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", &f.url)])
         .unwrap();
-    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    let ConvertError::Registry(e) = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
     else {
         panic!()
     };
@@ -267,7 +257,7 @@ fn subjects_follow_the_configured_strategy() {
             ],
         )
         .unwrap();
-        c.encode_h("hb", Some(&record), &Value::Struct(vec![Value::Int(1)]), &mut Vec::new()).unwrap();
+        encode_h(&c, "hb", Some(&record), &Value::Struct(vec![Value::Int(1)]), &mut Vec::new()).unwrap();
         let last = f.seen.lock().unwrap().last().cloned().unwrap();
         assert!(last.starts_with(&format!("POST /subjects/{subject}/versions?normalize=false ")), "{strategy}: {last}");
     }
@@ -371,10 +361,10 @@ fn apicurio_find_latest_refuses_a_latest_version_that_is_not_the_records_schema(
     let c = converter("value", &props).unwrap();
     let mut headers = Vec::new();
     // The latest version is this very schema: its id is used.
-    c.encode_h("t", Some(&Schema::optional(Type::String)), &text("x"), &mut headers).unwrap();
+    encode_h(&c, "t", Some(&Schema::optional(Type::String)), &text("x"), &mut headers).unwrap();
     assert_eq!(hex::encode(headers[0].1.as_deref().unwrap()), "0000000000000007");
     // Another schema (the Json-named string) under the same artifact: refused, naming it.
-    let ConvertError::Registry(e) = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut headers).unwrap_err()
+    let ConvertError::Registry(e) = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut headers).unwrap_err()
     else {
         panic!()
     };
@@ -383,13 +373,9 @@ fn apicurio_find_latest_refuses_a_latest_version_that_is_not_the_records_schema(
 
 #[test]
 fn a_registry_that_did_not_answer_is_not_asked_again_at_once() {
-    let c = converter(
-        "value",
-        &[("value.converter", CONFLUENT_AVRO), ("value.converter.schema.registry.url", "http://127.0.0.1:1")],
-    )
-    .unwrap();
-    let first = c.encode_h("t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
-    let again = c.encode_h("t2", Some(&Schema::optional(Type::String)), &text("x"), &mut Vec::new()).unwrap_err();
+    let c = confluent_at("http://127.0.0.1:1");
+    let first = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err();
+    let again = encode_h(&c, "t2", Some(&Schema::optional(Type::String)), &text("x"), &mut Vec::new()).unwrap_err();
     // The same error, for the first subject: the second record did not reach the network.
     assert_eq!(first, again);
 }
