@@ -526,19 +526,26 @@ impl RegistryConverter {
         body: Option<String>,
     ) -> Result<serde_json::Value, RegistryError> {
         let mut reasons = Vec::new();
-        for url in &self.urls {
-            let target = format!("{}{path}", url.path);
-            let tls = self.tls.as_ref().map(|t| t.config.clone());
-            let call = http_call(
-                url,
-                tls,
-                method,
-                &target,
-                headers,
-                self.authorization.as_ref().map(|a| a.0.as_str()),
-                body.clone(),
-            );
-            match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        // A conflict between concurrent registrations (Apicurio answers 409 "already exists" when
+        // another client created an artifact or version at the same moment) is asked again at once,
+        // a few times; an answer that is only slow or failing goes to the next URL.
+        let mut rounds = 0;
+        'rounds: loop {
+            rounds += 1;
+            let mut conflict = false;
+            for url in &self.urls {
+                let target = format!("{}{path}", url.path);
+                let tls = self.tls.as_ref().map(|t| t.config.clone());
+                let call = http_call(
+                    url,
+                    tls,
+                    method,
+                    &target,
+                    headers,
+                    self.authorization.as_ref().map(|a| a.0.as_str()),
+                    body.clone(),
+                );
+                match tokio::time::timeout(CALL_TIMEOUT, call).await {
                 Err(_) => reasons.push(format!("{}: no answer in {} s", url.describe(), CALL_TIMEOUT.as_secs())),
                 Ok(Err(CallError::Tls(reason))) => {
                     return Err(RegistryError::Untrusted {
@@ -563,8 +570,17 @@ impl RegistryConverter {
                 Ok(Ok((status, answer))) if status >= 500 || status == 408 || status == 429 => {
                     reasons.push(format!("{}: HTTP {status} {}", url.describe(), message(&answer)))
                 }
+                Ok(Ok((409, answer))) if message(&answer).contains("already exists") => {
+                    reasons.push(format!("{}: HTTP 409 {}", url.describe(), message(&answer)));
+                    conflict = true;
+                }
                 Ok(Ok((status, answer))) => return Err(self.refusal(subject, status, &answer)),
             }
+            }
+            if !conflict || rounds >= 3 {
+                break 'rounds;
+            }
+            tokio::time::sleep(Duration::from_millis(100 * rounds)).await;
         }
         Err(RegistryError::Unavailable {
             urls: self.urls.iter().map(Url::describe).collect::<Vec<_>>().join(", "),

@@ -390,3 +390,16 @@ fn credentials_in_a_url_are_refused_without_echoing_it() {
     .to_string();
     assert!(e.contains("credentials in the URL") && !e.contains("pa/ss"), "{e}");
 }
+
+#[test]
+fn a_conflict_between_concurrent_registrations_is_asked_again_then_waited_out() {
+    let f =
+        fake(409, r#"{"error_code":409,"message":"An artifact with ID 't-value' in group 'null' already exists."}"#);
+    let c = confluent_at(&f.url);
+    let ConvertError::Registry(e) = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(e.is_retryable(), "{e}");
+    assert_eq!(f.seen.lock().unwrap().len(), 3, "asked three times");
+}
