@@ -417,7 +417,14 @@ kafka_start() {
     if [ ! -f "$dir/env" ]; then
         [ -f "$dir/tls/ca.pem" ] || test_certificates "$dir/tls"
         local voters="" plain="" sasl="" saslplain="" mtls="" wrong="" node_env="" ports
-        ports=($(free_ports $(( nodes * 6 ))))
+        # Two spare ports: the caller's KAFKA_PLAIN_PORT and KAFKA_ADVERTISED_PORT were free when it
+        # chose them and are not held, so free_ports may hand them out again (a fault test once got
+        # its proxy's port for the MTLS listener).
+        local p2
+        ports=()
+        for p2 in $(free_ports $(( nodes * 6 + 2 ))); do
+            [ "$p2" = "${KAFKA_PLAIN_PORT:-}" ] || [ "$p2" = "${KAFKA_ADVERTISED_PORT:-}" ] || ports+=("$p2")
+        done
         for i in $(seq 1 "$nodes"); do
             local p s sp m w c a k=$(( (i - 1) * 6 ))
             p=${ports[k]}; s=${ports[k+1]}; sp=${ports[k+2]}; m=${ports[k+3]}; w=${ports[k+4]}; c=${ports[k+5]}
