@@ -90,8 +90,20 @@ impl Converter {
     ///
     /// A registry converter needs the record's topic: [`Converter::encode_to`].
     pub fn encode(&self, schema: Option<&Schema>, value: &Value) -> Result<Option<Bytes>, ConvertError> {
+        self.encode_to("", schema, value, &mut Vec::new())
+    }
+
+    /// `fromConnectData(topic, headers, schema, value)`: [`Converter::encode`], with the topic a
+    /// registry converter names its subject after and the headers it writes ids to.
+    pub fn encode_to(
+        &self,
+        topic: &str,
+        schema: Option<&Schema>,
+        value: &Value,
+        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
+    ) -> Result<Option<Bytes>, ConvertError> {
         match self {
-            Converter::Registry(r) => r.encode("", schema, value, Some(&mut Vec::new())),
+            Converter::Registry(r) => r.encode(topic, schema, value, Some(headers)),
             Converter::Json { schemas } => json::json_converter(*schemas, schema, value),
             Converter::String => Ok(string::encode(schema, value)),
             Converter::Binary => match value {
@@ -107,33 +119,10 @@ impl Converter {
                 _ => match delegate {
                     Delegate::String => Converter::String.encode(schema, value),
                     Delegate::Json { schemas } => Converter::Json { schemas: *schemas }.encode(schema, value),
-                    Delegate::Registry(r) => r.encode("", schema, value, None),
+                    // Debezium's BinaryDataConverter calls its delegate without the record's headers.
+                    Delegate::Registry(r) => r.encode(topic, schema, value, None),
                 },
             },
-        }
-    }
-
-    /// `fromConnectData(topic, headers, schema, value)`: [`Converter::encode`], with the topic a
-    /// registry converter names its subject after and the headers it writes ids to.
-    pub fn encode_to(
-        &self,
-        topic: &str,
-        schema: Option<&Schema>,
-        value: &Value,
-        headers: &mut Vec<(Arc<str>, Option<Bytes>)>,
-    ) -> Result<Option<Bytes>, ConvertError> {
-        match self {
-            Converter::Registry(r) => r.encode(topic, schema, value, Some(headers)),
-            Converter::BinaryOr(Delegate::Registry(r))
-                if !matches!(
-                    (schema, value),
-                    (None | Some(Schema::Primitive { ty: super::Type::Bytes, .. }), Value::Bytes(_) | Value::Null)
-                ) =>
-            {
-                // Debezium's BinaryDataConverter calls its delegate without the record's headers.
-                r.encode(topic, schema, value, None)
-            }
-            _ => self.encode(schema, value),
         }
     }
 

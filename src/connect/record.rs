@@ -70,8 +70,9 @@ pub struct Converters {
 impl Converters {
     /// The record's key, value and headers as the converters write them.
     pub fn encode(&self, record: &Record) -> Result<Encoded, ConvertError> {
-        // A registry converter's id headers follow the record's own, the key's first (Connect
-        // converts the headers after the key and the value, which add theirs on the way).
+        // A registry converter's id headers follow the record's own, the key's first: Connect
+        // converts the record's headers first, then the key and the value, whose converters append
+        // theirs.
         let mut ids = Vec::new();
         let key = self.key.encode_to(&record.topic, record.key.schema(), &record.key.value, &mut ids)?;
         let value = self.value.encode_to(&record.topic, record.value.schema(), &record.value.value, &mut ids)?;
