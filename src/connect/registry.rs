@@ -347,16 +347,12 @@ impl RegistryConverter {
         let mut out = Vec::with_capacity(64);
         // Apicurio's serializer writes the id to headers only when it is handed them: Connect's
         // worker does; a BinaryDataConverter calling its delegate does not.
-        let (use_headers, headers) = match headers {
-            Some(h) => (true, h),
-            None => (false, &mut Vec::new()),
-        };
-        match &self.flavor {
-            Flavor::Confluent { .. } => {
+        match (&self.flavor, headers) {
+            (Flavor::Confluent { .. }, _) => {
                 out.push(0);
                 out.extend_from_slice(&(id as i32).to_be_bytes());
             }
-            Flavor::Apicurio { headers: true, id: kind, .. } if use_headers => {
+            (Flavor::Apicurio { headers: true, id: kind, .. }, Some(headers)) => {
                 let part = self.part();
                 let name = match kind {
                     IdKind::Global => format!("apicurio.{part}.globalId"),
@@ -365,7 +361,7 @@ impl RegistryConverter {
                 headers.push((Arc::from(name), Some(Bytes::copy_from_slice(&id.to_be_bytes()))));
                 headers.push((Arc::from(format!("apicurio.{part}.encoding")), Some(Bytes::from_static(b"BINARY"))));
             }
-            Flavor::Apicurio { as_confluent, .. } => {
+            (Flavor::Apicurio { as_confluent, .. }, _) => {
                 out.push(0);
                 if *as_confluent {
                     out.extend_from_slice(&(id as i32).to_be_bytes());
@@ -440,10 +436,9 @@ impl RegistryConverter {
             Schema::Struct { name: None, optional: false, .. } => Ok("io.confluent.connect.avro.ConnectDefault".to_string()),
             // As Confluent's strategies refuse them.
             _ => Err(ConvertError::Avro(format!(
-                "the {} subject name strategy needs a record schema, and the {} of this record on `{topic}` is {}: use TopicNameStrategy for it",
-                if self.is_key { "key" } else { "value" },
-                self.part(),
-                schema.java_type()
+                "the {part} subject name strategy needs a record schema, and the {part} of this record on `{topic}` is {}: use TopicNameStrategy for it",
+                schema.java_type(),
+                part = self.part(),
             ))),
         }
         };
@@ -471,14 +466,7 @@ impl RegistryConverter {
                     .await?;
                 if *use_latest && !*auto_register {
                     let latest = v["schema"].as_str().unwrap_or_default();
-                    if !same_schema(latest, text) {
-                        return Err(RegistryError::Refused {
-                            subject: subject.into(),
-                            status: 200,
-                            message: format!("its latest version differs from the record's schema {text}"),
-                            fix: "pgoutbox writes records only with their own schema; register that schema as the subject's latest version, or set use.latest.version=false".into(),
-                        });
-                    }
+                    same_as_latest(subject, latest, text, "use.latest.version")?;
                 }
                 id_field(subject, &v, "id")
             }
@@ -497,15 +485,10 @@ impl RegistryConverter {
                     // Apicurio writes with the latest version's schema; pgoutbox writes with the
                     // record's own, so the two must be the same schema.
                     let global = id_field(subject, &meta, "globalId")?;
-                    let latest = self.call_text(subject, &format!("/ids/globalIds/{global}?dereference=false")).await?;
-                    if !same_schema(&latest, text) {
-                        return Err(RegistryError::Refused {
-                            subject: subject.into(),
-                            status: 200,
-                            message: format!("its latest version differs from the record's schema {text}"),
-                            fix: "pgoutbox writes records only with their own schema; register that schema as the artifact's latest version, or set apicurio.registry.find-latest=false".into(),
-                        });
-                    }
+                    let latest = self
+                        .call(subject, "GET", &format!("/ids/globalIds/{global}?dereference=false"), &[], None)
+                        .await?;
+                    same_as_latest(subject, &latest.to_string(), text, "apicurio.registry.find-latest")?;
                     meta
                 } else {
                     let path = format!("/groups/default/artifacts/{enc}/meta?canonical=true");
@@ -529,9 +512,7 @@ impl RegistryConverter {
         // A conflict between concurrent registrations (Apicurio answers 409 "already exists" when
         // another client created an artifact or version at the same moment) is asked again at once,
         // a few times; an answer that is only slow or failing goes to the next URL.
-        let mut rounds = 0;
-        'rounds: loop {
-            rounds += 1;
+        for round in 1..=3u64 {
             let mut conflict = false;
             for url in &self.urls {
                 let target = format!("{}{path}", url.path);
@@ -546,41 +527,43 @@ impl RegistryConverter {
                     body.clone(),
                 );
                 match tokio::time::timeout(CALL_TIMEOUT, call).await {
-                Err(_) => reasons.push(format!("{}: no answer in {} s", url.describe(), CALL_TIMEOUT.as_secs())),
-                Ok(Err(CallError::Tls(reason))) => {
-                    return Err(RegistryError::Untrusted {
-                        url: url.describe(),
-                        reason,
-                        fix: format!(
-                            "set {}truststore.location to the CA that signed the registry's certificate (PEM or PKCS12), or check that the URL names the host the certificate is for",
-                            self.ssl_prefix
-                        ),
-                    })
+                    Err(_) => reasons.push(format!("{}: no answer in {} s", url.describe(), CALL_TIMEOUT.as_secs())),
+                    Ok(Err(CallError::Tls(reason))) => {
+                        return Err(RegistryError::Untrusted {
+                            url: url.describe(),
+                            reason,
+                            fix: format!(
+                                "set {}truststore.location to the CA that signed the registry's certificate (PEM or PKCS12), or check that the URL names the host the certificate is for",
+                                self.ssl_prefix
+                            ),
+                        })
+                    }
+                    Ok(Err(e)) => reasons.push(format!("{}: {e}", url.describe())),
+                    Ok(Ok((status, answer))) if (200..300).contains(&status) => {
+                        return serde_json::from_slice(&answer).map_err(|e| RegistryError::Refused {
+                            subject: subject.into(),
+                            status,
+                            message: format!("an answer that is not JSON ({e})"),
+                            fix: format!("check that {} names a schema registry's API", self.url_key),
+                        })
+                    }
+                    // The registry is there but failing: another URL may do better, else retry later.
+                    Ok(Ok((status, answer))) if status >= 500 || status == 408 || status == 429 => {
+                        reasons.push(format!("{}: HTTP {status} {}", url.describe(), message(&answer)))
+                    }
+                    Ok(Ok((409, answer))) if message(&answer).contains("already exists") => {
+                        reasons.push(format!("{}: HTTP 409 {}", url.describe(), message(&answer)));
+                        conflict = true;
+                    }
+                    Ok(Ok((status, answer))) => return Err(self.refusal(subject, status, &answer)),
                 }
-                Ok(Err(e)) => reasons.push(format!("{}: {e}", url.describe())),
-                Ok(Ok((status, answer))) if (200..300).contains(&status) => {
-                    return serde_json::from_slice(&answer).map_err(|e| RegistryError::Refused {
-                        subject: subject.into(),
-                        status,
-                        message: format!("an answer that is not JSON ({e})"),
-                        fix: format!("check that {} names a schema registry's API", self.url_key),
-                    })
-                }
-                // The registry is there but failing: another URL may do better, else retry later.
-                Ok(Ok((status, answer))) if status >= 500 || status == 408 || status == 429 => {
-                    reasons.push(format!("{}: HTTP {status} {}", url.describe(), message(&answer)))
-                }
-                Ok(Ok((409, answer))) if message(&answer).contains("already exists") => {
-                    reasons.push(format!("{}: HTTP 409 {}", url.describe(), message(&answer)));
-                    conflict = true;
-                }
-                Ok(Ok((status, answer))) => return Err(self.refusal(subject, status, &answer)),
             }
+            if !conflict {
+                break;
             }
-            if !conflict || rounds >= 3 {
-                break 'rounds;
+            if round < 3 {
+                tokio::time::sleep(Duration::from_millis(100 * round)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100 * rounds)).await;
         }
         Err(RegistryError::Unavailable {
             urls: self.urls.iter().map(Url::describe).collect::<Vec<_>>().join(", "),
@@ -588,13 +571,6 @@ impl RegistryConverter {
             reason: reasons.join("; "),
             key: self.url_key.clone(),
         })
-    }
-
-    /// A GET whose answer is a schema's text (not JSON to parse).
-    async fn call_text(&self, subject: &str, path: &str) -> Result<String, RegistryError> {
-        // `call` parses JSON; a schema is JSON, so parse and print it back for the comparison.
-        let v = self.call(subject, "GET", path, &[], None).await?;
-        Ok(v.to_string())
     }
 
     fn refusal(&self, subject: &str, status: u16, answer: &[u8]) -> RegistryError {
@@ -638,12 +614,23 @@ fn refuse_byte_changing_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), 
     Ok(())
 }
 
-/// Whether two Avro schema texts are the same schema (whitespace aside).
-fn same_schema(a: &str, b: &str) -> bool {
-    match (serde_json::from_str::<serde_json::Value>(a), serde_json::from_str::<serde_json::Value>(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
+/// `use.latest.version` / `find-latest`: the latest version's schema must be the record's own
+/// (the same schema, whitespace aside), for pgoutbox writes records only with their own schema.
+fn same_as_latest(subject: &str, latest: &str, text: &str, option: &str) -> Result<(), RegistryError> {
+    let same =
+        match (serde_json::from_str::<serde_json::Value>(latest), serde_json::from_str::<serde_json::Value>(text)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => latest == text,
+        };
+    if same {
+        return Ok(());
     }
+    Err(RegistryError::Refused {
+        subject: subject.into(),
+        status: 200,
+        message: format!("its latest version differs from the record's schema {text}"),
+        fix: format!("pgoutbox writes records only with their own schema; register that schema as the latest version, or set {option}=false"),
+    })
 }
 
 fn id_field(subject: &str, v: &serde_json::Value, field: &str) -> Result<i64, RegistryError> {
