@@ -25,41 +25,34 @@ const DEFAULT_NAME: &str = "ConnectDefault";
 /// The precision AvroData gives a Decimal without `connect.decimal.precision`.
 const DEFAULT_DECIMAL_PRECISION: i64 = 64;
 
-/// How the converter maps schemas (`connect.meta.data`, `enhanced.avro.schema.support`).
+/// How the converter maps schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
+    /// `connect.meta.data`: the `connect.*` properties.
     pub connect_meta_data: bool,
-    pub enhanced: bool,
+    /// A top-level optional struct as its bare record, without the union: Apicurio's serializer
+    /// takes the schema of the datum, and the datum of an optional struct is the record itself;
+    /// Confluent's takes the Connect schema's Avro schema, the union included.
+    pub bare_optional_struct: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { connect_meta_data: true, enhanced: false }
+        Options { connect_meta_data: true, bare_optional_struct: false }
+    }
+}
+
+impl Options {
+    /// Whether the top of `schema` is written without its optional union.
+    fn bare_top(self, schema: &Schema) -> bool {
+        self.bare_optional_struct && matches!(schema, Schema::Struct { .. })
     }
 }
 
 /// The Avro schema of a Connect schema, as the JSON the converter registers (Avro's
 /// `Schema.toString()`: compact, members in Avro's order).
 pub fn schema_text(schema: &Schema, options: Options) -> Result<String, ConvertError> {
-    Ok(to_avro(schema, options, &mut Names::default(), false)?.to_string())
-}
-
-/// The schema a record is written with: Apicurio's serializer takes the schema of the datum, and
-/// the datum of an optional struct is the record itself, so it registers and writes the bare
-/// record (no union); Confluent's takes the Connect schema's Avro schema, the union included.
-pub fn written_schema(schema: &Schema, apicurio: bool) -> std::borrow::Cow<'_, Schema> {
-    match schema {
-        Schema::Struct { name, fields, optional: true, version, doc } if apicurio => {
-            std::borrow::Cow::Owned(Schema::Struct {
-                name: name.clone(),
-                fields: fields.clone(),
-                optional: false,
-                version: *version,
-                doc: doc.clone(),
-            })
-        }
-        _ => std::borrow::Cow::Borrowed(schema),
-    }
+    Ok(to_avro(schema, options, &mut Names::default(), options.bare_top(schema))?.to_string())
 }
 
 /// What Avro's printer keeps while it writes a schema: the records already defined (printed by
@@ -245,8 +238,8 @@ fn check_name(part: &str, full: &str) -> Result<(), ConvertError> {
 }
 
 /// The Avro binary encoding of `value` under the Avro schema of `schema` (optional = union).
-pub fn write(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), ConvertError> {
-    write_inner(schema, value, out, false)
+pub fn write(schema: &Schema, value: &Value, out: &mut Vec<u8>, options: Options) -> Result<(), ConvertError> {
+    write_inner(schema, value, out, options.bare_top(schema))
 }
 
 fn write_inner(schema: &Schema, value: &Value, out: &mut Vec<u8>, ignore_optional: bool) -> Result<(), ConvertError> {

@@ -104,8 +104,9 @@ pub struct RegistryConverter {
     authorization: Option<Authorization>,
     flavor: Flavor,
     options: avro::Options,
-    /// Ids by (topic, Connect schema): the registry is asked once per new pair.
-    cache: Mutex<HashMap<(Arc<str>, Schema), i64>>,
+    /// Ids by topic and Connect schema: the registry is asked once per new pair. Nested, so that a
+    /// record's lookup borrows its topic and schema instead of cloning them.
+    cache: Mutex<HashMap<Arc<str>, HashMap<Schema, i64>>>,
     /// Apicurio: ids by schema content, and when they were resolved.
     by_content: Mutex<HashMap<Schema, (i64, std::time::Instant)>>,
     /// Until when the registry counts as down after it did not answer, and why.
@@ -296,8 +297,10 @@ impl RegistryConverter {
         refuse_byte_changing_options(r, prefix)?;
         let options = avro::Options {
             connect_meta_data: r.bool_or(&key("connect.meta.data"), true)?,
-            enhanced: r.bool_or(&key("enhanced.avro.schema.support"), false)?,
+            bare_optional_struct: class == APICURIO_AVRO,
         };
+        // Checked and accepted: nothing the Event Router writes depends on it.
+        r.bool_or(&key("enhanced.avro.schema.support"), false)?;
         // Read, so they are not reported as ignored: a cache size changes no byte.
         r.str(&key("schemas.cache.config"));
         Ok(RegistryConverter {
@@ -341,8 +344,6 @@ impl RegistryConverter {
                 self.part()
             )));
         };
-        let apicurio = matches!(self.flavor, Flavor::Apicurio { .. });
-        let schema = &*avro::written_schema(schema, apicurio);
         let id = self.id(topic, schema)?;
         let mut out = Vec::with_capacity(64);
         // Apicurio's serializer writes the id to headers only when it is handed them: Connect's
@@ -370,7 +371,7 @@ impl RegistryConverter {
                 }
             }
         }
-        avro::write(schema, value, &mut out)?;
+        avro::write(schema, value, &mut out, self.options)?;
         Ok(Some(Bytes::from(out)))
     }
 
@@ -384,8 +385,7 @@ impl RegistryConverter {
 
     /// The id of `schema` under `topic`'s subject, from the cache or the registry.
     fn id(&self, topic: &str, schema: &Schema) -> Result<i64, ConvertError> {
-        let cache_key = (Arc::<str>::from(topic), schema.clone());
-        if let Some(id) = self.cache.lock().expect("registry cache").get(&cache_key) {
+        if let Some(id) = self.cache.lock().expect("registry cache").get(topic).and_then(|ids| ids.get(schema)) {
             return Ok(*id);
         }
         // Apicurio's resolver also keeps what it resolved by content for its check period
@@ -420,7 +420,7 @@ impl RegistryConverter {
             }
         };
         tracing::info!(subject = %subject, id, registry = %self.urls[0].describe(), "schema registry: schema registered or found");
-        self.cache.lock().expect("registry cache").insert(cache_key, id);
+        self.cache.lock().expect("registry cache").entry(Arc::from(topic)).or_default().insert(schema.clone(), id);
         if apicurio {
             self.by_content.lock().expect("registry cache").insert(schema.clone(), (id, std::time::Instant::now()));
         }

@@ -11,7 +11,7 @@ fn text(s: &str) -> Value {
 
 fn encoded(schema: &Schema, value: &Value) -> String {
     let mut out = Vec::new();
-    write(schema, value, &mut out).unwrap();
+    write(schema, value, &mut out, Options::default()).unwrap();
     hex::encode(out)
 }
 
@@ -104,7 +104,7 @@ fn numbers_are_zigzag_varints_and_little_endian_floats() {
 #[test]
 fn a_required_null_and_an_invalid_name_are_refused() {
     let key = Schema::primitive(Type::String, false);
-    assert_eq!(write(&key, &Value::Null, &mut Vec::new()), Err(ConvertError::RequiredNull));
+    assert_eq!(write(&key, &Value::Null, &mut Vec::new(), Options::default()), Err(ConvertError::RequiredNull));
     // Avro checks names, not namespaces.
     let ok = Schema::Struct {
         name: Some("my-topic.Value".into()),
