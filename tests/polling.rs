@@ -1312,14 +1312,17 @@ async fn partitioned_pollers_killed_under_a_steady_writer_keep_each_aggregates_c
     };
     let started = std::time::Instant::now();
     let mut kills = 0;
-    while started.elapsed() < Duration::from_secs(14) {
+    // By hand, longer and against the cluster PGOUTBOX_TEST_BROKER names (e.g. three nodes):
+    // PGOUTBOX_KILL_SECONDS (14) of kills, the fourth victim dead for PGOUTBOX_DEAD_SECONDS (3).
+    let (kill_for, dead_for) = (env_or("PGOUTBOX_KILL_SECONDS", 14), env_or("PGOUTBOX_DEAD_SECONDS", 3));
+    while started.elapsed() < Duration::from_secs(kill_for) {
         tokio::time::sleep(Duration::from_millis(400 + u64::from(next() % 800))).await;
         let i = (next() % 3) as usize;
         relays[i].kill9();
         kills += 1;
         // The fourth victim stays dead for a while.
         if kills == 4 {
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            tokio::time::sleep(Duration::from_secs(dead_for)).await;
         }
         relays[i].restart();
     }
