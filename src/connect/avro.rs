@@ -306,7 +306,7 @@ fn long(n: i64, out: &mut Vec<u8>) {
 
 /// The UTF-8 bytes Java writes for a string: a lone surrogate (which a `json` column's `\uD800`
 /// escape leaves in the generalised form `ED A0 80`) becomes `?`, as `String.getBytes(UTF_8)` does.
-fn java_utf8(s: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(super) fn java_utf8(s: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if std::str::from_utf8(s).is_ok() {
         return std::borrow::Cow::Borrowed(s);
     }

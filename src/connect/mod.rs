@@ -18,6 +18,7 @@ pub mod converter;
 pub mod header;
 pub mod java;
 pub mod json;
+pub mod protobuf;
 pub mod record;
 pub mod registry;
 pub mod string;
@@ -223,6 +224,9 @@ pub enum ConvertError {
     /// A schema or value Avro cannot hold (AvroData's `DataException`).
     #[error("{0}")]
     Avro(String),
+    /// A schema or value Protobuf cannot hold (ProtobufData's `DataException`).
+    #[error("{0}")]
+    Protobuf(String),
     /// The schema registry did not give the schema's id: not the record's fault.
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),

@@ -1,9 +1,10 @@
 //! The schema-registry converters: Confluent's `io.confluent.connect.avro.AvroConverter` and
-//! Apicurio 2.x's `io.apicurio.registry.utils.converter.AvroConverter`. A record's Connect schema is
-//! mapped to Avro (`avro`), registered (or looked up) once per subject and schema, and the record
-//! written as the converter's wire format: Confluent's magic byte and 4-byte id before the Avro body,
-//! or Apicurio's ids in `apicurio.{key,value}.globalId` headers (its default), or its 8-byte
-//! globalId (or 4-byte id with `as-confluent`) before the body.
+//! `io.confluent.connect.protobuf.ProtobufConverter`, and Apicurio 2.x's
+//! `io.apicurio.registry.utils.converter.AvroConverter`. A record's Connect schema is mapped to Avro
+//! (`avro`) or Protobuf (`protobuf`), registered (or looked up) once per subject and schema, and the
+//! record written as the converter's wire format: Confluent's magic byte and 4-byte id before the
+//! body (Protobuf's message indexes first), or Apicurio's ids in `apicurio.{key,value}.globalId`
+//! headers (its default), or its 8-byte globalId (or 4-byte id with `as-confluent`) before the body.
 //!
 //! Registry calls are off the per-record path: the id is cached per (topic, schema), so a registry
 //! is asked once per new schema. That call blocks the caller (the relay's single-threaded runtime
@@ -19,11 +20,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::avro;
 use super::config::{ConfigError, Reader};
+use super::{avro, protobuf};
 use super::{ConvertError, Schema, Value};
 
 pub const CONFLUENT_AVRO: &str = "io.confluent.connect.avro.AvroConverter";
+pub const CONFLUENT_PROTOBUF: &str = "io.confluent.connect.protobuf.ProtobufConverter";
 pub const APICURIO_AVRO: &str = "io.apicurio.registry.utils.converter.AvroConverter";
 
 /// How long one registry URL may take to answer.
@@ -54,6 +56,23 @@ pub enum RegistryError {
 impl RegistryError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, RegistryError::Unavailable { .. })
+    }
+}
+
+/// What the body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Avro(avro::Options),
+    Protobuf,
+}
+
+impl Format {
+    /// The error of a schema or value this format cannot hold.
+    fn error(self, message: String) -> ConvertError {
+        match self {
+            Format::Avro(_) => ConvertError::Avro(message),
+            Format::Protobuf => ConvertError::Protobuf(message),
+        }
     }
 }
 
@@ -103,7 +122,7 @@ pub struct RegistryConverter {
     tls: Option<tls::Tls>,
     authorization: Option<Authorization>,
     flavor: Flavor,
-    options: avro::Options,
+    format: Format,
     /// Ids by topic and Connect schema: the registry is asked once per new pair. Nested, so that a
     /// record's lookup borrows its topic and schema instead of cloning them.
     cache: Mutex<HashMap<Arc<str>, HashMap<Schema, i64>>>,
@@ -121,7 +140,7 @@ impl PartialEq for RegistryConverter {
             && self.tls == other.tls
             && self.authorization == other.authorization
             && self.flavor == other.flavor
-            && self.options == other.options
+            && self.format == other.format
     }
 }
 
@@ -200,7 +219,7 @@ impl RegistryConverter {
         let which = if is_key { "key" } else { "value" };
         let key = |k: &str| format!("{prefix}{k}");
         let (class, url_key, urls, authorization, flavor) = match class {
-            CONFLUENT_AVRO => {
+            CONFLUENT_AVRO | CONFLUENT_PROTOBUF => {
                 let url_key = key("schema.registry.url");
                 let urls: Vec<Url> = r
                     .required(&url_key, "the schema registry's URL (several separated by commas)")?
@@ -228,7 +247,8 @@ impl RegistryConverter {
                     auto_register: r.bool_or(&key("auto.register.schemas"), true)?,
                     use_latest: r.bool_or(&key("use.latest.version"), false)?,
                 };
-                (CONFLUENT_AVRO, url_key, urls, authorization, flavor)
+                let class = if class == CONFLUENT_AVRO { CONFLUENT_AVRO } else { CONFLUENT_PROTOBUF };
+                (class, url_key, urls, authorization, flavor)
             }
             APICURIO_AVRO => {
                 let url_key = key("apicurio.registry.url");
@@ -286,21 +306,26 @@ impl RegistryConverter {
                 (APICURIO_AVRO, url_key, vec![url], authorization, flavor)
             }
             other => {
-                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; the Avro converters are supported ({CONFLUENT_AVRO}, {APICURIO_AVRO}); Protobuf and JSON Schema are not")));
+                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; supported: {CONFLUENT_AVRO}, {CONFLUENT_PROTOBUF}, {APICURIO_AVRO} (JSON Schema converters and Apicurio's Protobuf converter are not)")));
             }
         };
         let ssl_prefix = match class {
-            CONFLUENT_AVRO => key("schema.registry.ssl."),
+            CONFLUENT_AVRO | CONFLUENT_PROTOBUF => key("schema.registry.ssl."),
             _ => key("apicurio.registry.request.ssl."),
         };
         let tls = if urls.iter().any(|u| u.tls) { Some(tls::parse(r, &ssl_prefix)?) } else { None };
         refuse_byte_changing_options(r, prefix)?;
-        let options = avro::Options {
-            connect_meta_data: r.bool_or(&key("connect.meta.data"), true)?,
-            bare_optional_struct: class == APICURIO_AVRO,
+        let format = if class == CONFLUENT_PROTOBUF {
+            refuse_protobuf_options(r, prefix)?;
+            Format::Protobuf
+        } else {
+            // Checked and accepted: nothing the Event Router writes depends on it.
+            r.bool_or(&key("enhanced.avro.schema.support"), false)?;
+            Format::Avro(avro::Options {
+                connect_meta_data: r.bool_or(&key("connect.meta.data"), true)?,
+                bare_optional_struct: class == APICURIO_AVRO,
+            })
         };
-        // Checked and accepted: nothing the Event Router writes depends on it.
-        r.bool_or(&key("enhanced.avro.schema.support"), false)?;
         // Read, so they are not reported as ignored: a cache size changes no byte.
         r.str(&key("schemas.cache.config"));
         Ok(RegistryConverter {
@@ -313,7 +338,7 @@ impl RegistryConverter {
             tls,
             authorization,
             flavor,
-            options,
+            format,
             cache: Mutex::new(HashMap::new()),
             by_content: Mutex::new(HashMap::new()),
             down: Mutex::new(None),
@@ -330,15 +355,15 @@ impl RegistryConverter {
         headers: Option<&mut Vec<(Arc<str>, Option<Bytes>)>>,
     ) -> Result<Option<Bytes>, ConvertError> {
         if matches!(value, Value::Null) {
-            // Both converters write a null as Kafka's null, with no id and nothing registered;
-            // AvroData refuses a null for a required schema.
+            // Every converter writes a null as Kafka's null, with no id and nothing registered;
+            // AvroData and ProtobufData refuse a null for a required schema.
             if schema.is_some_and(|s| !s.is_optional()) {
                 return Err(ConvertError::RequiredNull);
             }
             return Ok(None);
         }
         let Some(schema) = schema else {
-            return Err(ConvertError::Avro(format!(
+            return Err(self.format.error(format!(
                 "{} needs a schema; this {} has none (schemaless data)",
                 self.class,
                 self.part()
@@ -371,7 +396,10 @@ impl RegistryConverter {
                 }
             }
         }
-        avro::write(schema, value, &mut out, self.options)?;
+        match self.format {
+            Format::Avro(options) => avro::write(schema, value, &mut out, options)?,
+            Format::Protobuf => protobuf::write(schema, value, &mut out)?,
+        }
         Ok(Some(Bytes::from(out)))
     }
 
@@ -407,8 +435,14 @@ impl RegistryConverter {
                 return Err(ConvertError::Registry(e.clone()));
             }
         }
-        let text = avro::schema_text(schema, self.options)?;
-        let subject = self.subject(topic, schema)?;
+        let (text, record_name) = match self.format {
+            Format::Avro(options) => (avro::schema_text(schema, options)?, None),
+            Format::Protobuf => {
+                let proto = protobuf::schema_of(schema)?;
+                (proto.text, Some(proto.record_name))
+            }
+        };
+        let subject = self.subject(topic, schema, record_name)?;
         let id = match block_on(self.resolve(&subject, &text)) {
             Ok(id) => id,
             Err(e) => {
@@ -427,15 +461,19 @@ impl RegistryConverter {
         Ok(id)
     }
 
-    /// The subject (Confluent) or artifact id (Apicurio) of a schema on a topic.
-    fn subject(&self, topic: &str, schema: &Schema) -> Result<String, ConvertError> {
+    /// The subject (Confluent) or artifact id (Apicurio) of a schema on a topic; a Protobuf record's
+    /// name is its message's full name (`google.protobuf.StringValue` for a string).
+    fn subject(&self, topic: &str, schema: &Schema, protobuf_name: Option<String>) -> Result<String, ConvertError> {
         let record_name = || {
+            if let Some(name) = &protobuf_name {
+                return Ok(name.clone());
+            }
             match schema {
             // Confluent registers an optional struct as a union, which has no name.
             Schema::Struct { name: Some(n), optional: false, .. } => Ok(n.clone()),
             Schema::Struct { name: None, optional: false, .. } => Ok("io.confluent.connect.avro.ConnectDefault".to_string()),
             // As Confluent's strategies refuse them.
-            _ => Err(ConvertError::Avro(format!(
+            _ => Err(self.format.error(format!(
                 "the {part} subject name strategy needs a record schema, and the {part} of this record on `{topic}` is {}: use TopicNameStrategy for it",
                 schema.java_type(),
                 part = self.part(),
@@ -453,7 +491,11 @@ impl RegistryConverter {
         let enc = percent_encode(subject);
         match &self.flavor {
             Flavor::Confluent { auto_register, use_latest, .. } => {
-                let body = serde_json::json!({ "schema": text }).to_string();
+                let body = match self.format {
+                    Format::Avro(_) => serde_json::json!({ "schema": text }),
+                    Format::Protobuf => serde_json::json!({ "schemaType": "PROTOBUF", "schema": text }),
+                }
+                .to_string();
                 let (method, path, body) = if *auto_register {
                     ("POST", format!("/subjects/{enc}/versions?normalize=false"), Some(body))
                 } else if *use_latest {
@@ -611,6 +653,30 @@ fn refuse_byte_changing_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), 
             return Err(ConfigError::invalid(key, "is not supported: pgoutbox writes Apicurio's default header names, id handler and artifact names (TopicIdStrategy); remove it or keep Kafka Connect for this connector"));
         }
     }
+    Ok(())
+}
+
+/// ProtobufConverter options that change the schema or the bytes (in 7.0 or in later versions),
+/// which pgoutbox writes only as the defaults do.
+fn refuse_protobuf_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), ConfigError> {
+    for flag in
+        ["wrapper.for.nullables", "optional.for.nullables", "generate.struct.for.nulls", "wrapper.for.raw.primitives"]
+    {
+        let key = format!("{prefix}{flag}");
+        let default = flag == "wrapper.for.raw.primitives";
+        if r.bool_or(&key, default)? != default {
+            return Err(ConfigError::invalid(
+                &key,
+                format!("is not supported: pgoutbox writes Protobuf as ProtobufConverter's defaults do ({flag}={default}); remove it"),
+            ));
+        }
+    }
+    // Checked and accepted: nothing the Event Router writes has enums or unions, and references
+    // are not registered for the schemas pgoutbox writes.
+    for flag in ["enhanced.protobuf.schema.support", "generate.index.for.unions", "int.for.enums", "skip.known.types"] {
+        r.bool_or(&format!("{prefix}{flag}"), false)?;
+    }
+    r.str(&format!("{prefix}reference.subject.name.strategy"));
     Ok(())
 }
 

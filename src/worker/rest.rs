@@ -614,6 +614,7 @@ fn other_plugins() -> Vec<(String, &'static str, &'static str)> {
         ("io.debezium.converters.ByteArrayConverter", DEBEZIUM_VERSION),
         // The registry converters report no version (Connect lists them without one).
         (crate::connect::registry::CONFLUENT_AVRO, UNDEFINED_VERSION),
+        (crate::connect::registry::CONFLUENT_PROTOBUF, UNDEFINED_VERSION),
         (crate::connect::registry::APICURIO_AVRO, UNDEFINED_VERSION),
     ] {
         out.push((c.to_string(), "converter", v));

@@ -274,8 +274,8 @@ fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
         ("value.converter.schema.registry.ssl.truststore.location", "/nonexistent/truststore.p12"),
     ]);
     assert!(e.contains("value.converter.schema.registry.ssl.truststore.location") && e.contains("cannot read"), "{e}");
-    let e = refused(&[("value.converter", "io.confluent.connect.protobuf.ProtobufConverter")]);
-    assert!(e.contains("Protobuf and JSON Schema are not"), "{e}");
+    let e = refused(&[("value.converter", "io.confluent.connect.json.JsonSchemaConverter")]);
+    assert!(e.contains("JSON Schema converters and Apicurio's Protobuf converter are not"), "{e}");
     let e = refused(&[
         ("value.converter", APICURIO_AVRO),
         ("value.converter.apicurio.registry.url", "http://r:8080/apis/registry/v3"),
@@ -402,4 +402,67 @@ fn a_conflict_between_concurrent_registrations_is_asked_again_then_waited_out() 
     };
     assert!(e.is_retryable(), "{e}");
     assert_eq!(f.seen.lock().unwrap().len(), 3, "asked three times");
+}
+
+#[test]
+fn protobuf_registers_a_protobuf_schema_and_writes_the_message_indexes_before_the_body() {
+    let f = fake(200, r#"{"id":9}"#);
+    let c = converter(
+        "value",
+        &[
+            ("value.converter", CONFLUENT_PROTOBUF),
+            ("value.converter.schema.registry.url", &f.url),
+            (
+                "value.converter.value.subject.name.strategy",
+                "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+            ),
+        ],
+    )
+    .unwrap();
+    let mut headers = Vec::new();
+    // A string payload is google.protobuf.StringValue, the eighth message of wrappers.proto.
+    let bytes = encode_h(&c, "outbox.event.order", Some(&json_payload()), &text("{}"), &mut headers).unwrap().unwrap();
+    assert_eq!(hex::encode(&bytes), "0000000009020e0a027b7d");
+    let seen = f.seen.lock().unwrap();
+    assert!(seen[0].starts_with("POST /subjects/google.protobuf.StringValue/versions?normalize=false "), "{}", seen[0]);
+    let body: serde_json::Value = serde_json::from_str(seen[0].split("\r\n\n").last().unwrap().trim()).unwrap();
+    assert_eq!(body["schemaType"], "PROTOBUF");
+    assert_eq!(body["schema"], crate::connect::protobuf::WRAPPERS);
+    drop(seen);
+    assert_eq!(encode_h(&c, "outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap(), None);
+    // A required null is refused, as ProtobufData refuses it.
+    let required = Schema::primitive(Type::String, false);
+    assert!(matches!(
+        encode_h(&c, "outbox.event.order", Some(&required), &Value::Null, &mut headers),
+        Err(ConvertError::RequiredNull)
+    ));
+}
+
+#[test]
+fn protobuf_options_that_change_the_bytes_are_refused() {
+    for (key, value) in
+        [("wrapper.for.nullables", "true"), ("generate.struct.for.nulls", "true"), ("scrub.invalid.names", "true")]
+    {
+        let full = format!("value.converter.{key}");
+        let e = converter(
+            "value",
+            &[
+                ("value.converter", CONFLUENT_PROTOBUF),
+                ("value.converter.schema.registry.url", "http://r:8081"),
+                (&full, value),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(&full), "{e}");
+    }
+    converter(
+        "value",
+        &[
+            ("value.converter", CONFLUENT_PROTOBUF),
+            ("value.converter.schema.registry.url", "http://r:8081"),
+            ("value.converter.enhanced.protobuf.schema.support", "true"),
+            ("value.converter.wrapper.for.nullables", "false"),
+        ],
+    )
+    .unwrap();
 }
