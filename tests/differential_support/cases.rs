@@ -1614,3 +1614,52 @@ pub fn avro_apicurio_temporal_connect() -> Case {
 pub fn avro_apicurio_temporal_adaptive() -> Case {
     temporal("avro_apicurio_temporal_adaptive", "adaptive", apicurio(&[])).registry(super::registry::Ids::Headers)
 }
+
+const CONFLUENT_PROTOBUF: &str = "io.confluent.connect.protobuf.ProtobufConverter";
+
+/// Confluent's ProtobufConverter (7.0.16, from the Debezium 3.6.3 runner's jars) as key and value
+/// converter, against Apicurio's Confluent-compatible API.
+fn confluent_protobuf() -> Vec<String> {
+    let mut props = Vec::new();
+    for part in ["key", "value"] {
+        props.push(format!("{part}.converter={CONFLUENT_PROTOBUF}"));
+        props.push(format!("{part}.converter.schema.registry.url={{registry}}/apis/ccompat/v7"));
+    }
+    props
+}
+
+/// The standard rows through ProtobufConverter: string keys and JSON payloads as
+/// google.protobuf.StringValue of wrappers.proto, a null payload as Kafka's null.
+pub fn protobuf_confluent_converter() -> Case {
+    standard("protobuf_confluent_converter", confluent_protobuf())
+        .sql([insert("Order", Some("agg-null"), None)])
+        .records(STANDARD_RECORDS + 1)
+        .registry(super::registry::Ids::Prefix4Content)
+}
+
+/// Expanded payloads through ProtobufConverter: messages with nested messages, repeated fields
+/// (packed numbers, messages), proto3 defaults left out, and a version per shape.
+pub fn protobuf_confluent_expanded_payload() -> Case {
+    let payloads: Vec<&str> = EXPANDED
+        .iter()
+        .copied()
+        .chain([r#"{"id": 0, "s": "", "t": false, "nums": [1, -2, 300], "o": {"p": {"q": -1}}}"#, r#"{"id": 2}"#])
+        .collect();
+    expanded_avro(
+        "protobuf_confluent_expanded_payload",
+        confluent_protobuf(),
+        super::registry::Ids::Prefix4Content,
+        &payloads,
+    )
+}
+
+/// Additional fields in the envelope: the value a named struct (`<topic>.Value`'s namespace as
+/// the package) with an int32 and strings beside the payload.
+pub fn protobuf_confluent_envelope() -> Case {
+    let mut case =
+        placement("protobuf_confluent_envelope", "type:envelope:eventType,aggregateid:envelope,part:envelope:p")
+            .props(&confluent_protobuf())
+            .registry(super::registry::Ids::Prefix4Content);
+    case.partitions = 1;
+    case
+}

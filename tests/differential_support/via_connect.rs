@@ -49,6 +49,9 @@ pub const REGISTRY: &[fn() -> Case] = &[
     super::cases::avro_confluent_expanded_payload,
     super::cases::avro_apicurio_temporal_connect,
     super::cases::avro_apicurio_temporal_adaptive,
+    super::cases::protobuf_confluent_converter,
+    super::cases::protobuf_confluent_expanded_payload,
+    super::cases::protobuf_confluent_envelope,
 ];
 
 /// The connector's properties with the topic-prefixing router appended (later keys win in both
