@@ -186,8 +186,12 @@ async fn records_match_debezium_in_kafka_connect() {
     // `PGOUTBOX_CONNECT_DIFFERENTIAL_AVRO=1`: every chosen case with Confluent's AvroConverter for
     // keys and values on both sides instead of its own converters (a sweep of the Connect-to-Avro
     // mapping over every column type and placement; by hand, not in CI).
-    let cases = if std::env::var("PGOUTBOX_CONNECT_DIFFERENTIAL_AVRO").is_ok_and(|v| v == "1") {
+    // `PGOUTBOX_CONNECT_DIFFERENTIAL_PROTOBUF=1`: the same with Confluent's ProtobufConverter.
+    let sweep = |var: &str| std::env::var(var).is_ok_and(|v| v == "1");
+    let cases = if sweep("PGOUTBOX_CONNECT_DIFFERENTIAL_AVRO") {
         cases.into_iter().map(dsupport::cases::with_confluent_avro).collect()
+    } else if sweep("PGOUTBOX_CONNECT_DIFFERENTIAL_PROTOBUF") {
+        cases.into_iter().map(dsupport::cases::with_confluent_protobuf).collect()
     } else {
         cases
     };

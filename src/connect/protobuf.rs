@@ -230,19 +230,29 @@ impl File {
                     }
                     Some(DECIMAL) => {
                         self.import("confluent/type/decimal.proto");
-                        let scale =
-                            parameters.iter().find(|(k, _)| k == "scale").map(|(_, v)| v.as_str()).unwrap_or("0");
-                        if parameters.iter().any(|(k, _)| k != "scale") {
+                        let param = |k: &str| parameters.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+                        if let Some((other, _)) =
+                            parameters.iter().find(|(k, _)| k != "scale" && k != "connect.decimal.precision")
+                        {
                             return Err(ConvertError::Protobuf(format!(
-                                "field `{field}` is a Decimal with parameters besides its scale ({}), whose Protobuf options pgoutbox does not reproduce; use decimal.handling.mode=string or double",
-                                parameters.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+                                "field `{field}` is a Decimal with a parameter `{other}`, whose Protobuf option pgoutbox does not reproduce; use decimal.handling.mode=string or double"
                             )));
                         }
-                        ("confluent.type.Decimal".to_string(), Some(meta("value", scale, "key", "scale")))
+                        // The precision parameter (as `precision`) first, then the scale.
+                        let mut entries = Vec::new();
+                        if let Some(p) = param("connect.decimal.precision") {
+                            entries.push([("value", p), ("key", "precision")]);
+                        }
+                        entries.push([("value", param("scale").unwrap_or("0")), ("key", "scale")]);
+                        ("confluent.type.Decimal".to_string(), Some(meta(&entries)))
                     }
                     _ => match ty {
-                        Type::Int8 => ("int32".to_string(), Some(meta("key", "connect.type", "value", "int8"))),
-                        Type::Int16 => ("int32".to_string(), Some(meta("key", "connect.type", "value", "int16"))),
+                        Type::Int8 => {
+                            ("int32".to_string(), Some(meta(&[[("key", "connect.type"), ("value", "int8")]])))
+                        }
+                        Type::Int16 => {
+                            ("int32".to_string(), Some(meta(&[[("key", "connect.type"), ("value", "int16")]])))
+                        }
                         Type::Int32 => ("int32".to_string(), None),
                         Type::Int64 => ("int64".to_string(), None),
                         Type::Float32 => ("float".to_string(), None),
@@ -265,6 +275,9 @@ impl File {
                 "message `{name}` would have a field and a nested message both named `{clash}`, which Protobuf refuses (\"{clash}\" is already defined); rename the field or the struct"
             )));
         }
+        if lines.is_empty() && nested.is_empty() {
+            return Ok(format!("message {name} {{}}\n"));
+        }
         let mut out = format!("message {name} {{\n{lines}");
         if !nested.is_empty() {
             // An empty line, then the nested messages indented (a message nested deeper gets its own
@@ -284,12 +297,14 @@ fn same_fields(a: &Schema, b: &Schema) -> bool {
     matches!((a, b), (Schema::Struct { fields: x, .. }, Schema::Struct { fields: y, .. }) if x == y)
 }
 
-/// Confluent's `(confluent.field_meta)` option with one parameter, as wire-schema renders it (the
-/// two entries in the order the converter puts them).
-fn meta(k1: &str, v1: &str, k2: &str, v2: &str) -> String {
-    format!(
-        "(confluent.field_meta) = {{\n    params: [\n      {{\n        {k1}: \"{v1}\",\n        {k2}: \"{v2}\"\n      }}\n    ]\n  }}"
-    )
+/// Confluent's `(confluent.field_meta)` option with its parameters, as wire-schema renders it (each
+/// entry's two fields in the order the converter puts them).
+fn meta(entries: &[[(&str, &str); 2]]) -> String {
+    let items: Vec<String> = entries
+        .iter()
+        .map(|[(k1, v1), (k2, v2)]| format!("{{\n        {k1}: \"{v1}\",\n        {k2}: \"{v2}\"\n      }}"))
+        .collect();
+    format!("(confluent.field_meta) = {{\n    params: [\n      {}\n    ]\n  }}", items.join(",\n      "))
 }
 
 /// Every line of `text` two spaces further in.
@@ -441,7 +456,8 @@ fn scalar(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), Conve
             varint(s.len() as u64, out);
             out.extend_from_slice(&s);
         }
-        (Type::Bytes, Value::Bytes(b)) => {
+        // Debezium's VariableScaleDecimal holds its unscaled value as a Decimal's.
+        (Type::Bytes, Value::Bytes(b)) | (Type::Bytes, Value::Decimal { unscaled: b, .. }) => {
             varint(b.len() as u64, out);
             out.extend_from_slice(b);
         }
@@ -461,11 +477,19 @@ fn logical(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), Conv
     };
     match (schema.name(), value) {
         (Some(TIMESTAMP), Value::JavaDate { millis, .. }) => {
-            put(1, millis.div_euclid(1000), out);
+            // google.protobuf.Timestamp holds 0001-01-01 to 9999-12-31; the converter refuses the rest
+            // (PostgreSQL's infinity among them, as time.precision.mode=connect gives it).
+            let seconds = millis.div_euclid(1000);
+            if !(-62_135_596_800..=253_402_300_799).contains(&seconds) {
+                return Err(ConvertError::Protobuf(format!(
+                    "Timestamp is not valid: {seconds} seconds from the epoch is outside google.protobuf.Timestamp's 0001-01-01 to 9999-12-31 (ProtobufConverter refuses it)"
+                )));
+            }
+            put(1, seconds, out);
             put(2, millis.rem_euclid(1000) * 1_000_000, out);
         }
         (Some(DATE), Value::JavaDate { millis, .. }) => {
-            let (y, m, d) = civil(millis.div_euclid(86_400_000));
+            let (y, m, d) = calendar_date(millis.div_euclid(86_400_000));
             put(1, y, out);
             put(2, m, out);
             put(3, d, out);
@@ -494,8 +518,31 @@ fn logical(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), Conv
     Ok(())
 }
 
-/// The year, month and day of a day counted from 1970-01-01 (proleptic Gregorian, as
-/// `java.time.LocalDate`).
+/// The first day of the Gregorian calendar (1582-10-15) counted from 1970-01-01.
+const GREGORIAN_CUTOVER_DAY: i64 = -141_427;
+
+/// The year, month and day of a day counted from 1970-01-01 as `java.util.GregorianCalendar` gives
+/// them, which the converter reads them through: Julian before 1582-10-15, the year of its era
+/// (1 BC is year 1).
+fn calendar_date(days: i64) -> (i64, i64, i64) {
+    let (year, month, day) = if days < GREGORIAN_CUTOVER_DAY { julian(days) } else { civil(days) };
+    (if year <= 0 { 1 - year } else { year }, month, day)
+}
+
+/// The Julian calendar's year (astronomical), month and day of a day counted from 1970-01-01.
+fn julian(days: i64) -> (i64, i64, i64) {
+    // From the Julian day number, in the calendar's 4-year cycles shifted to start in March.
+    let c = days + 2_440_588 + 32_082;
+    let d = (4 * c + 3).div_euclid(1461);
+    let e = c - (1461 * d).div_euclid(4);
+    let m = (5 * e + 2).div_euclid(153);
+    let day = e - (153 * m + 2).div_euclid(5) + 1;
+    let month = m + 3 - 12 * m.div_euclid(10);
+    let year = d - 4800 + m.div_euclid(10);
+    (year, month, day)
+}
+
+/// The proleptic Gregorian year, month and day of a day counted from 1970-01-01.
 fn civil(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

@@ -1663,3 +1663,11 @@ pub fn protobuf_confluent_envelope() -> Case {
     case.partitions = 1;
     case
 }
+
+/// `case` with Confluent's ProtobufConverter for keys and values on both sides (later keys win), on
+/// one partition per topic (the ids are in the key's bytes).
+pub fn with_confluent_protobuf(case: Case) -> Case {
+    let mut case = case.props(&confluent_protobuf()).registry(super::registry::Ids::Prefix4Content);
+    case.partitions = 1;
+    case
+}

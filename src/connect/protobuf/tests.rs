@@ -376,3 +376,86 @@ fn a_message_named_as_its_field_gets_message_appended() {
     let schema = strukt(Some("T"), false, vec![("x", y), ("y", opt(Type::String))]);
     assert!(matches!(schema_of(&schema), Err(ConvertError::Protobuf(m)) if m.contains("both named `y`")));
 }
+
+#[test]
+fn a_decimals_precision_is_an_option_before_its_scale() {
+    let decimal = |scale: &str, precision: Option<&str>, optional: bool| {
+        let mut d = Schema::named(Type::Bytes, optional, DECIMAL);
+        if let Schema::Primitive { parameters, .. } = &mut d {
+            parameters.push(("scale".into(), scale.into()));
+            if let Some(p) = precision {
+                parameters.push(("connect.decimal.precision".into(), p.into()));
+            }
+        }
+        d
+    };
+    let schema = strukt(
+        Some("N"),
+        false,
+        vec![
+            ("p", decimal("2", Some("10"), true)),
+            ("z", decimal("0", None, true)),
+            ("n", decimal("3", Some("5"), false)),
+        ],
+    );
+    let value = |unscaled: &'static [u8], text: &'static [u8]| Value::Decimal {
+        unscaled: Bytes::from_static(unscaled),
+        text: Bytes::from_static(text),
+    };
+    let (t, b) = converted(
+        &schema,
+        &Value::Struct(vec![value(&[0x04, 0xd2], b"12.34"), value(&[0], b"0"), value(&[0xff], b"-0.001")]),
+    );
+    let option = |p: Option<&str>, s: &str| {
+        let precision = p.map_or(String::new(), |p| {
+            format!("      {{\n        value: \"{p}\",\n        key: \"precision\"\n      }},\n")
+        });
+        format!(" [(confluent.field_meta) = {{\n    params: [\n{precision}      {{\n        value: \"{s}\",\n        key: \"scale\"\n      }}\n    ]\n  }}]")
+    };
+    assert_eq!(
+        t,
+        format!(
+            "syntax = \"proto3\";\n\nimport \"confluent/type/decimal.proto\";\n\nmessage N {{\n  confluent.type.Decimal p = 1{};\n  confluent.type.Decimal z = 2{};\n  confluent.type.Decimal n = 3{};\n}}\n",
+            option(Some("10"), "2"),
+            option(None, "0"),
+            option(Some("5"), "3")
+        )
+    );
+    // The precision written is the value's own (BigDecimal.precision()), not the parameter.
+    assert_eq!(b, "000a080a0204d21004180212050a010010011a070a01ff10011803");
+}
+
+#[test]
+fn dates_before_1582_are_julian_as_javas_calendar_gives_them() {
+    // 0001-01-01 (proleptic Gregorian, day -719162) is January 3rd of year 1 in the Julian calendar.
+    assert_eq!(calendar_date(-719_162), (1, 1, 3));
+    assert_eq!(calendar_date(GREGORIAN_CUTOVER_DAY), (1582, 10, 15));
+    assert_eq!(calendar_date(GREGORIAN_CUTOVER_DAY - 1), (1582, 10, 4));
+    assert_eq!(calendar_date(0), (1970, 1, 1));
+    assert_eq!(calendar_date(19_724), (2024, 1, 2));
+    assert_eq!(calendar_date(2_932_896), (9999, 12, 31));
+}
+
+#[test]
+fn an_empty_struct_is_an_empty_message_on_one_line() {
+    let schema = strukt(Some("payload"), false, vec![]);
+    assert_eq!(
+        converted(&schema, &Value::Struct(vec![])),
+        ("syntax = \"proto3\";\n\nmessage payload {}\n".into(), "00".into())
+    );
+}
+
+#[test]
+fn a_timestamp_outside_0001_to_9999_is_refused() {
+    let schema = strukt(Some("T"), false, vec![("ts", Schema::named(Type::Int64, false, TIMESTAMP))]);
+    let at = |millis: i64| {
+        let mut out = Vec::new();
+        write(&schema, &Value::Struct(vec![Value::JavaDate { millis, number: millis }]), &mut out).map(|()| out)
+    };
+    assert!(
+        matches!(at(9_223_372_036_825_200_000), Err(ConvertError::Protobuf(m)) if m.contains("Timestamp is not valid"))
+    );
+    assert!(at(-62_135_596_800_001).is_err());
+    assert!(at(-62_135_596_800_000).is_ok());
+    assert!(at(253_402_300_799_999).is_ok());
+}
