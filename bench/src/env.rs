@@ -11,7 +11,7 @@ pub struct Services {
     brokers: Vec<(String, PathBuf)>,
     /// Directories of the Kafka clusters started.
     kafkas: Vec<(String, PathBuf)>,
-    /// The converter lines every relay's config gets (JsonConverter unless `--avro`).
+    /// The converter lines every relay's config gets (JsonConverter unless `--avro` or `--protobuf`).
     pub converters: String,
     /// The schema registry's directory, when one runs.
     registry: Option<PathBuf>,
@@ -48,8 +48,9 @@ impl Services {
     }
 
     /// Starts a schema registry (scripts/registry.sh) and switches every relay to Confluent's
-    /// AvroConverter for keys and values, through the registry's Confluent-compatible API.
-    pub fn avro(&mut self) -> anyhow::Result<()> {
+    /// `converter` (its AvroConverter or ProtobufConverter) for keys and values, through the
+    /// registry's Confluent-compatible API.
+    pub fn registry_converter(&mut self, converter: &str) -> anyhow::Result<()> {
         let dir = self.root.join("registry");
         let status = Command::new("bash").arg(self.scripts.join("registry.sh")).arg("start").arg(&dir).status()?;
         anyhow::ensure!(status.success(), "scripts/registry.sh start failed");
@@ -61,11 +62,7 @@ impl Services {
             .ok_or_else(|| anyhow::anyhow!("no URL= in {}", dir.display()))?;
         self.converters = ["key", "value"]
             .iter()
-            .map(|p| {
-                format!(
-                    "{p}.converter=io.confluent.connect.avro.AvroConverter\n{p}.converter.schema.registry.url={url}/apis/ccompat/v7\n"
-                )
-            })
+            .map(|p| format!("{p}.converter={converter}\n{p}.converter.schema.registry.url={url}/apis/ccompat/v7\n"))
             .collect();
         Ok(())
     }

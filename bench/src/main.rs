@@ -82,8 +82,12 @@ pub struct Args {
     /// Both relays write keys and values with Confluent's AvroConverter through a schema registry
     /// (Apicurio Registry's Confluent-compatible API, started by scripts/registry.sh) instead of
     /// JsonConverter; Debezium's side uses Confluent's converter 7.0.16 from its jars.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "protobuf")]
     pub avro: bool,
+    /// As --avro with Confluent's ProtobufConverter (Debezium's side: the converter 7.0.16 from its
+    /// jars, with Google's common protos 2.x that scripts/install.sh fetched first on its classpath).
+    #[arg(long)]
+    pub protobuf: bool,
     /// With --polling: the table size the poll query is timed up to.
     #[arg(long, default_value_t = 1_000_000)]
     pub polling_table_rows: usize,
@@ -116,8 +120,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut svc = env::Services::start(root.join("scripts"))?;
     if args.avro {
-        svc.avro()?;
+        svc.registry_converter("io.confluent.connect.avro.AvroConverter")?;
         eprintln!("converters: Confluent's AvroConverter through a schema registry");
+    }
+    if args.protobuf {
+        svc.registry_converter("io.confluent.connect.protobuf.ProtobufConverter")?;
+        // Read by scripts/debezium.sh, which Debezium's side runs through.
+        std::env::set_var("PGOUTBOX_DEBEZIUM_PROTOBUF", "1");
+        eprintln!("converters: Confluent's ProtobufConverter through a schema registry");
     }
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
     let sql = workload::connect(svc.pg_port).await?;

@@ -213,7 +213,13 @@ pub fn table(r: &Results) -> String {
         r.args.payload_bytes,
         r.payload_bytes as f64 / 1e6,
         r.args.aggregates,
-        if r.args.avro { "Confluent's AvroConverter (schema registry)" } else { "JsonConverter" }
+        if r.args.avro {
+            "Confluent's AvroConverter (schema registry)"
+        } else if r.args.protobuf {
+            "Confluent's ProtobufConverter (schema registry)"
+        } else {
+            "JsonConverter"
+        }
     );
     s.push_str(&format!(
         "{:<52} {:>12} {:>8} {:>12} {:>10} {:>10} {:>10}\n",
@@ -289,7 +295,7 @@ pub fn write(r: &Results, out: &Path) -> anyhow::Result<()> {
         "workload": {
             "events": r.events, "events_per_txn": r.args.events_per_txn, "payload_bytes": r.args.payload_bytes,
             "aggregates": r.args.aggregates, "partitions": r.args.partitions, "payload_total_bytes": r.payload_bytes,
-            "converter": if r.args.avro { "avro" } else { "json" },
+            "converter": if r.args.avro { "avro" } else if r.args.protobuf { "protobuf" } else { "json" },
         },
         "pgoutbox": p.map(|c| contender_json(r, c)),
         "debezium": r.debezium.as_ref().map(|c| contender_json(r, c)),
