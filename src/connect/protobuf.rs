@@ -200,7 +200,21 @@ impl File {
                         message.push_str("Message");
                     }
                     check_identifier(&message, element.name().unwrap_or(&message))?;
-                    match nested.iter().find(|(n, _, _)| *n == message) {
+                    if message == name {
+                        // The converter takes a struct named as the message it is in for that message
+                        // itself: nothing is declared, and the field refers back to the enclosing
+                        // message, whose descriptor then writes the inner value. That works only
+                        // when the inner struct has the same fields (or none); otherwise the converter
+                        // fails the record ("Cannot find field"), and so does pgoutbox.
+                        let empty = matches!(element, Schema::Struct { fields, .. } if fields.is_empty());
+                        if !(empty || same_fields(schema, element)) {
+                            return Err(ConvertError::Protobuf(format!(
+                                "field `{field}` of message `{name}` holds a struct that is also named `{name}` (after the \"Message\" suffix) but has other fields: ProtobufConverter takes it for the enclosing message and cannot write it; rename the struct or the field (e.g. a JSON payload's nested key)"
+                            )));
+                        }
+                        (message, None)
+                    } else {
+                        match nested.iter().find(|(n, _, _)| *n == message) {
                         // Declared once per name; the converter takes the first declaration.
                         Some((_, first, _)) if same_fields(first, element) => {}
                         Some(_) => {
@@ -213,7 +227,8 @@ impl File {
                             nested.push((message.clone(), element.clone(), body));
                         }
                     }
-                    (message, None)
+                        (message, None)
+                    }
                 }
                 Schema::Primitive { ty, name: logical, parameters, .. } => match logical.as_deref() {
                     Some(TIMESTAMP) => {
@@ -351,8 +366,9 @@ fn message(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), Conv
 
 /// Field `number` of `value`: nothing for a null or proto3's default.
 fn field(number: u32, schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), ConvertError> {
+    // ProtobufData leaves a null out whether or not the Connect schema allows it.
     if matches!(value, Value::Null) {
-        return if schema.is_optional() { Ok(()) } else { Err(ConvertError::RequiredNull) };
+        return Ok(());
     }
     match (schema, value) {
         (Schema::Array { items, .. }, Value::Array(values)) => {
@@ -383,10 +399,13 @@ fn field(number: u32, schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Resu
             Err(ConvertError::InvalidType { schema: schema.java_type(), found: v.java_class() })
         }
         (Schema::Primitive { .. }, v) if !is_message(schema) => {
-            let is_default = match v {
-                Value::Int(0) | Value::Bool(false) => true,
-                Value::Float(f) => f.to_bits() == 0,
-                Value::String(b) | Value::Bytes(b) => b.is_empty(),
+            // Only a value of the schema's own type (any other is refused by `element`).
+            let Schema::Primitive { ty, .. } = schema else { unreachable!("a primitive") };
+            let is_default = match (ty, v) {
+                (Type::Int8 | Type::Int16 | Type::Int32 | Type::Int64, Value::Int(0)) => true,
+                (Type::Boolean, Value::Bool(false)) => true,
+                (Type::Float32 | Type::Float64, Value::Float(f)) => f.to_bits() == 0,
+                (Type::String, Value::String(b)) | (Type::Bytes, Value::Bytes(b)) => b.is_empty(),
                 _ => false,
             };
             if is_default {

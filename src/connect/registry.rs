@@ -356,8 +356,8 @@ impl RegistryConverter {
     ) -> Result<Option<Bytes>, ConvertError> {
         if matches!(value, Value::Null) {
             // Every converter writes a null as Kafka's null, with no id and nothing registered;
-            // AvroData and ProtobufData refuse a null for a required schema.
-            if schema.is_some_and(|s| !s.is_optional()) {
+            // AvroData refuses a null for a required schema (ProtobufData does not).
+            if matches!(self.format, Format::Avro(_)) && schema.is_some_and(|s| !s.is_optional()) {
                 return Err(ConvertError::RequiredNull);
             }
             return Ok(None);
@@ -671,9 +671,15 @@ fn refuse_protobuf_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), Confi
             ));
         }
     }
-    // Checked and accepted: nothing the Event Router writes has enums or unions, and references
-    // are not registered for the schemas pgoutbox writes.
-    for flag in ["enhanced.protobuf.schema.support", "generate.index.for.unions", "int.for.enums", "skip.known.types"] {
+    // Checked and accepted: nothing the Event Router writes has enums or unions.
+    let skip_known = format!("{prefix}skip.known.types");
+    if !r.bool_or(&skip_known, true)? {
+        return Err(ConfigError::invalid(
+            &skip_known,
+            "is not supported: with false the converter registers Google's and Confluent's own types as subjects and references them; pgoutbox registers schemas without references (skip.known.types=true, the default)",
+        ));
+    }
+    for flag in ["enhanced.protobuf.schema.support", "generate.index.for.unions", "int.for.enums"] {
         r.bool_or(&format!("{prefix}{flag}"), false)?;
     }
     r.str(&format!("{prefix}reference.subject.name.strategy"));

@@ -459,3 +459,34 @@ fn a_timestamp_outside_0001_to_9999_is_refused() {
     assert!(at(-62_135_596_800_000).is_ok());
     assert!(at(253_402_300_799_999).is_ok());
 }
+
+#[test]
+fn a_struct_named_as_its_enclosing_message_is_that_message() {
+    // {"data": {"data": {}}} expanded: the inner struct is taken for the enclosing dataMessage.
+    let inner = strukt(Some("payload.data.data"), true, vec![]);
+    let data = strukt(Some("payload.data"), true, vec![("data", inner)]);
+    let schema = strukt(Some("payload"), false, vec![("data", data)]);
+    let (t, b) = converted(&schema, &Value::Struct(vec![Value::Struct(vec![Value::Struct(vec![])])]));
+    assert_eq!(
+        t,
+        "syntax = \"proto3\";\n\nmessage payload {\n  dataMessage data = 1;\n\n  message dataMessage {\n    dataMessage data = 1;\n  }\n}\n"
+    );
+    assert_eq!(b, "000a020a00");
+    // {"data": {"data": {"id": 1}}}: the converter cannot write the inner struct with the outer's
+    // fields, and neither does pgoutbox.
+    let inner = strukt(Some("payload.data.data"), true, vec![("id", opt(Type::Int32))]);
+    let data = strukt(Some("payload.data"), true, vec![("data", inner)]);
+    let schema = strukt(Some("payload"), false, vec![("data", data)]);
+    assert!(matches!(schema_of(&schema), Err(ConvertError::Protobuf(m)) if m.contains("also named `dataMessage`")));
+}
+
+#[test]
+fn nulls_are_left_out_and_mistyped_defaults_refused() {
+    let schema = strukt(Some("T"), false, vec![("a", req(Type::String)), ("b", req(Type::Boolean))]);
+    assert_eq!(converted(&schema, &Value::Struct(vec![Value::Null, Value::Null])).1, "00");
+    let mut out = Vec::new();
+    assert!(matches!(
+        write(&schema, &Value::Struct(vec![text("x"), Value::Int(0)]), &mut out),
+        Err(ConvertError::InvalidType { .. })
+    ));
+}
