@@ -1643,7 +1643,12 @@ pub fn protobuf_confluent_expanded_payload() -> Case {
     let payloads: Vec<&str> = EXPANDED
         .iter()
         .copied()
-        .chain([r#"{"id": 0, "s": "", "t": false, "nums": [1, -2, 300], "o": {"p": {"q": -1}}}"#, r#"{"id": 2}"#])
+        .chain([
+            r#"{"id": 0, "s": "", "t": false, "nums": [1, -2, 300], "o": {"p": {"q": -1}}}"#,
+            // A struct named as the message it is in: taken for that message.
+            r#"{"data": {"data": {}}}"#,
+            r#"{"id": 2}"#,
+        ])
         .collect();
     expanded_avro(
         "protobuf_confluent_expanded_payload",
