@@ -21,6 +21,7 @@
 //!   which of its messages (StringValue is the eighth).
 
 use super::avro::{DATE, DECIMAL, TIME, TIMESTAMP};
+use super::java::date::gregorian_calendar_date;
 use super::{ConvertError, Schema, Type, Value};
 
 /// What the converter registers for a primitive at the top: `google/protobuf/wrappers.proto` as
@@ -508,7 +509,7 @@ fn logical(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), Conv
             put(2, millis.rem_euclid(1000) * 1_000_000, out);
         }
         (Some(DATE), Value::JavaDate { millis, .. }) => {
-            let (y, m, d) = calendar_date(millis.div_euclid(86_400_000));
+            let (y, m, d) = gregorian_calendar_date(millis.div_euclid(86_400_000));
             put(1, y, out);
             put(2, m, out);
             put(3, d, out);
@@ -535,44 +536,6 @@ fn logical(schema: &Schema, value: &Value, out: &mut Vec<u8>) -> Result<(), Conv
         _ => return Err(invalid()),
     }
     Ok(())
-}
-
-/// The first day of the Gregorian calendar (1582-10-15) counted from 1970-01-01.
-const GREGORIAN_CUTOVER_DAY: i64 = -141_427;
-
-/// The year, month and day of a day counted from 1970-01-01 as `java.util.GregorianCalendar` gives
-/// them, which the converter reads them through: Julian before 1582-10-15, the year of its era
-/// (1 BC is year 1).
-fn calendar_date(days: i64) -> (i64, i64, i64) {
-    let (year, month, day) = if days < GREGORIAN_CUTOVER_DAY { julian(days) } else { civil(days) };
-    (if year <= 0 { 1 - year } else { year }, month, day)
-}
-
-/// The Julian calendar's year (astronomical), month and day of a day counted from 1970-01-01.
-fn julian(days: i64) -> (i64, i64, i64) {
-    // From the Julian day number, in the calendar's 4-year cycles shifted to start in March.
-    let c = days + 2_440_588 + 32_082;
-    let d = (4 * c + 3).div_euclid(1461);
-    let e = c - (1461 * d).div_euclid(4);
-    let m = (5 * e + 2).div_euclid(153);
-    let day = e - (153 * m + 2).div_euclid(5) + 1;
-    let month = m + 3 - 12 * m.div_euclid(10);
-    let year = d - 4800 + m.div_euclid(10);
-    (year, month, day)
-}
-
-/// The proleptic Gregorian year, month and day of a day counted from 1970-01-01.
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// `BigDecimal.precision()` of an unscaled value (two's-complement big-endian): its decimal digits,

@@ -45,16 +45,25 @@ pub fn java_date_values_string(millis: i64) -> String {
     }
 }
 
+/// The first day of the Gregorian calendar (1582-10-15) counted from 1970-01-01.
+pub const GREGORIAN_CUTOVER_DAYS: i64 = -141_427;
+
+/// The year, month and day of a day counted from 1970-01-01 as `java.util.GregorianCalendar` (and so
+/// `java.util.Date`) gives them: Julian before 1582-10-15, and the year of its era (1 BC, the
+/// astronomical year 0, is year 1).
+pub fn gregorian_calendar_date(days: i64) -> (i64, i64, i64) {
+    let (y, m, d) = if days >= GREGORIAN_CUTOVER_DAYS { civil_from_days(days) } else { julian_from_days(days) };
+    (if y <= 0 { 1 - y } else { y }, m, d)
+}
+
 /// `java.util.Date.toString()` in a JVM whose time zone is UTC (Connect's `Struct.toString`):
-/// `EEE MMM dd HH:mm:ss zzz yyyy`, Julian calendar before 1582-10-15 as `java.util.Date` does.
+/// `EEE MMM dd HH:mm:ss zzz yyyy`, Julian calendar before 1582-10-15 as `java.util.Date` does, the
+/// year of its era with no era marker.
 pub fn java_date_to_string(millis: i64) -> String {
     const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    const GREGORIAN_CUTOVER_DAYS: i64 = -141_427; // 1582-10-15
     let (days, ms) = (millis.div_euclid(MILLIS_PER_DAY), millis.rem_euclid(MILLIS_PER_DAY));
-    let (y, m, d) = if days >= GREGORIAN_CUTOVER_DAYS { civil_from_days(days) } else { julian_from_days(days) };
-    // The year of the era: 1 BC (astronomical year 0) prints as 1, with no era marker.
-    let y = if y <= 0 { 1 - y } else { y };
+    let (y, m, d) = gregorian_calendar_date(days);
     format!(
         "{} {} {d:02} {:02}:{:02}:{:02} UTC {y}",
         WEEKDAYS[(days + 4).rem_euclid(7) as usize],

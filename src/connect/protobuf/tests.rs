@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::connect::java::date::GREGORIAN_CUTOVER_DAYS;
 
 fn text(s: &str) -> Value {
     Value::String(Bytes::copy_from_slice(s.as_bytes()))
@@ -428,12 +429,12 @@ fn a_decimals_precision_is_an_option_before_its_scale() {
 #[test]
 fn dates_before_1582_are_julian_as_javas_calendar_gives_them() {
     // 0001-01-01 (proleptic Gregorian, day -719162) is January 3rd of year 1 in the Julian calendar.
-    assert_eq!(calendar_date(-719_162), (1, 1, 3));
-    assert_eq!(calendar_date(GREGORIAN_CUTOVER_DAY), (1582, 10, 15));
-    assert_eq!(calendar_date(GREGORIAN_CUTOVER_DAY - 1), (1582, 10, 4));
-    assert_eq!(calendar_date(0), (1970, 1, 1));
-    assert_eq!(calendar_date(19_724), (2024, 1, 2));
-    assert_eq!(calendar_date(2_932_896), (9999, 12, 31));
+    assert_eq!(gregorian_calendar_date(-719_162), (1, 1, 3));
+    assert_eq!(gregorian_calendar_date(GREGORIAN_CUTOVER_DAYS), (1582, 10, 15));
+    assert_eq!(gregorian_calendar_date(GREGORIAN_CUTOVER_DAYS - 1), (1582, 10, 4));
+    assert_eq!(gregorian_calendar_date(0), (1970, 1, 1));
+    assert_eq!(gregorian_calendar_date(19_724), (2024, 1, 2));
+    assert_eq!(gregorian_calendar_date(2_932_896), (9999, 12, 31));
 }
 
 #[test]
