@@ -225,10 +225,7 @@ fn meta(props: &mut Map<String, Json>, schema: &Schema, o: Options, connect_type
 /// Avro's name rule (`[A-Za-z_][A-Za-z0-9_]*`); AvroData fails on anything else, and so does the
 /// converter: a Connect name such as `my-topic.Value` has no Avro schema.
 fn check_name(part: &str, full: &str) -> Result<(), ConvertError> {
-    let mut chars = part.chars();
-    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
+    if super::is_identifier(part) {
         Ok(())
     } else {
         Err(ConvertError::Avro(format!(

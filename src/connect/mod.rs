@@ -232,5 +232,13 @@ pub enum ConvertError {
     Registry(#[from] registry::RegistryError),
 }
 
+/// The name rule Avro and Protobuf share (`[A-Za-z_][A-Za-z0-9_]*`): their converters fail on any
+/// other name.
+pub(crate) fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests;

@@ -330,10 +330,7 @@ fn indent(text: &str) -> String {
 
 /// Protobuf's identifier rule; the converter fails on anything else.
 fn check_identifier(part: &str, full: &str) -> Result<(), ConvertError> {
-    let mut chars = part.chars();
-    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
+    if super::is_identifier(part) {
         Ok(())
     } else {
         Err(ConvertError::Protobuf(format!(
