@@ -1576,9 +1576,15 @@ pub fn avro_confluent_wire_format_numerics() -> Case {
 /// Confluent's AvroConverter (7.0.16, from the Debezium 3.6.3 runner's jars) as key and value
 /// converter, against Apicurio's Confluent-compatible API.
 fn confluent() -> Vec<String> {
+    confluent_converter(CONFLUENT)
+}
+
+/// Confluent's `class` (a converter of the Debezium 3.6.3 runner's jars) as key and value converter,
+/// against Apicurio's Confluent-compatible API.
+fn confluent_converter(class: &str) -> Vec<String> {
     let mut props = Vec::new();
     for part in ["key", "value"] {
-        props.push(format!("{part}.converter={CONFLUENT}"));
+        props.push(format!("{part}.converter={class}"));
         props.push(format!("{part}.converter.schema.registry.url={{registry}}/apis/ccompat/v7"));
     }
     props
@@ -1620,12 +1626,7 @@ const CONFLUENT_PROTOBUF: &str = "io.confluent.connect.protobuf.ProtobufConverte
 /// Confluent's ProtobufConverter (7.0.16, from the Debezium 3.6.3 runner's jars) as key and value
 /// converter, against Apicurio's Confluent-compatible API.
 fn confluent_protobuf() -> Vec<String> {
-    let mut props = Vec::new();
-    for part in ["key", "value"] {
-        props.push(format!("{part}.converter={CONFLUENT_PROTOBUF}"));
-        props.push(format!("{part}.converter.schema.registry.url={{registry}}/apis/ccompat/v7"));
-    }
-    props
+    confluent_converter(CONFLUENT_PROTOBUF)
 }
 
 /// The standard rows through ProtobufConverter: string keys and JSON payloads as
