@@ -175,6 +175,52 @@ impl File {
         }
     }
 
+    /// The message type of field `field` of message `name` (whose struct is `schema`), a struct
+    /// `element`, declaring it in `nested` the first time.
+    fn struct_type(
+        &mut self,
+        name: &str,
+        schema: &Schema,
+        field: &str,
+        element: &Schema,
+        nested: &mut Vec<(String, Schema, String)>,
+    ) -> Result<String, ConvertError> {
+        // A message named as the field that holds it gets "Message" appended.
+        let mut message = self.name_of(element);
+        if message == field {
+            message.push_str("Message");
+        }
+        check_identifier(&message, element.name().unwrap_or(&message))?;
+        if message == name {
+            // The converter takes a struct named as the message it is in for that message itself:
+            // nothing is declared, and the field refers back to the enclosing message, whose
+            // descriptor then writes the inner value. That works only when the inner struct has the
+            // same fields (or none); otherwise the converter fails the record ("Cannot find field"),
+            // and so does pgoutbox.
+            let empty = matches!(element, Schema::Struct { fields, .. } if fields.is_empty());
+            if !(empty || same_fields(schema, element)) {
+                return Err(ConvertError::Protobuf(format!(
+                    "field `{field}` of message `{name}` holds a struct that is also named `{name}` (after the \"Message\" suffix) but has other fields: ProtobufConverter takes it for the enclosing message and cannot write it; rename the struct or the field (e.g. a JSON payload's nested key)"
+                )));
+            }
+            return Ok(message);
+        }
+        match nested.iter().find(|(n, _, _)| *n == message) {
+            // Declared once per name; the converter takes the first declaration.
+            Some((_, first, _)) if same_fields(first, element) => {}
+            Some(_) => {
+                return Err(ConvertError::Protobuf(format!(
+                    "two different structs named `{message}` in message `{name}`: a Protobuf message declares each nested message name once; rename one of them"
+                )))
+            }
+            None => {
+                let body = self.message(&message, element)?;
+                nested.push((message.clone(), element.clone(), body));
+            }
+        }
+        Ok(message)
+    }
+
     /// `message <name> { ... }` with its nested messages, unindented, ending in a newline.
     fn message(&mut self, name: &str, schema: &Schema) -> Result<String, ConvertError> {
         let Schema::Struct { fields, .. } = schema else { unreachable!("a message is a struct") };
@@ -194,43 +240,7 @@ impl File {
                 other => (false, other),
             };
             let (ty, options) = match element {
-                Schema::Struct { .. } => {
-                    // A message named as the field that holds it gets "Message" appended.
-                    let mut message = self.name_of(element);
-                    if message == *field {
-                        message.push_str("Message");
-                    }
-                    check_identifier(&message, element.name().unwrap_or(&message))?;
-                    if message == name {
-                        // The converter takes a struct named as the message it is in for that message
-                        // itself: nothing is declared, and the field refers back to the enclosing
-                        // message, whose descriptor then writes the inner value. That works only
-                        // when the inner struct has the same fields (or none); otherwise the converter
-                        // fails the record ("Cannot find field"), and so does pgoutbox.
-                        let empty = matches!(element, Schema::Struct { fields, .. } if fields.is_empty());
-                        if !(empty || same_fields(schema, element)) {
-                            return Err(ConvertError::Protobuf(format!(
-                                "field `{field}` of message `{name}` holds a struct that is also named `{name}` (after the \"Message\" suffix) but has other fields: ProtobufConverter takes it for the enclosing message and cannot write it; rename the struct or the field (e.g. a JSON payload's nested key)"
-                            )));
-                        }
-                        (message, None)
-                    } else {
-                        match nested.iter().find(|(n, _, _)| *n == message) {
-                        // Declared once per name; the converter takes the first declaration.
-                        Some((_, first, _)) if same_fields(first, element) => {}
-                        Some(_) => {
-                            return Err(ConvertError::Protobuf(format!(
-                                "two different structs named `{message}` in message `{name}`: a Protobuf message declares each nested message name once; rename one of them"
-                            )))
-                        }
-                        None => {
-                            let body = self.message(&message, element)?;
-                            nested.push((message.clone(), element.clone(), body));
-                        }
-                    }
-                        (message, None)
-                    }
-                }
+                Schema::Struct { .. } => (self.struct_type(name, schema, field, element, &mut nested)?, None),
                 Schema::Primitive { ty, name: logical, parameters, .. } => match logical.as_deref() {
                     Some(TIMESTAMP) => {
                         self.import("google/protobuf/timestamp.proto");
