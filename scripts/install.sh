@@ -202,6 +202,20 @@ install_confluent_protobuf_converter() {
     plugin_folder confluent-protobuf-converter "$tmp"
     log "Confluent's ProtobufConverter $CONFLUENT_CONVERTER_VERSION: a Connect plugin in $out"
 }
+# The Prometheus JMX exporter's agent (one jar, no dependencies), with which the metrics differential
+# scrapes the reference Connect worker as operators scrape Connect + Debezium.
+install_jmx_exporter() {
+    local tmp
+    [ -f "$JMX_EXPORTER_JAR" ] && return 0
+    command -v mvn >/dev/null || die "Maven is missing (apt-get install maven)"
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.jmxexporter.XXXXXX")
+    mvn -q -B dependency:copy -Dartifact="io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_EXPORTER_VERSION" \
+        -DoutputDirectory="$tmp" >"$PGOUTBOX_CACHE/jmx-exporter-install.log" 2>&1 \
+        || { tail -20 "$PGOUTBOX_CACHE/jmx-exporter-install.log" >&2; rm -rf "$tmp"; die "fetching the JMX exporter $JMX_EXPORTER_VERSION from Maven Central failed"; }
+    mkdir -p "$(dirname "$JMX_EXPORTER_JAR")"
+    mv "$tmp/jmx_prometheus_javaagent-$JMX_EXPORTER_VERSION.jar" "$JMX_EXPORTER_JAR"
+    rm -rf "$tmp"
+}
 if [ "$with_kafka" = 1 ]; then
     install_kafka
 fi
@@ -216,6 +230,7 @@ if [ "$with_debezium" = 1 ]; then
     bash "$here/debezium.sh" install || die "installing the Debezium reference runner failed"
     install_confluent_converter
     install_confluent_protobuf_converter
+    install_jmx_exporter
 fi
 broker=$(broker_bin memory) || die "no broker binary after install"
 log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)$([ "$with_kafka" = 1 ] && echo "; Apache Kafka $KAFKA_VERSION")"

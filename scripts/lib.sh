@@ -46,6 +46,11 @@ COMMON_PROTOS_VERSION=2.29.0
 # (scripts/confluent-protobuf/ByteUtils.java) goes on the reference worker's classpath.
 CONFLUENT_PROTOBUF_SHIM="$PGOUTBOX_CACHE/confluent-converter-$CONFLUENT_CONVERTER_VERSION-worker-shim"
 
+# The Prometheus JMX exporter's Java agent (Maven Central), for the reference Connect worker's
+# metrics (connect_start with CONNECT_METRICS).
+JMX_EXPORTER_VERSION=1.0.1
+JMX_EXPORTER_JAR="$PGOUTBOX_CACHE/jmx-exporter-$JMX_EXPORTER_VERSION/jmx_prometheus_javaagent.jar"
+
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
 broker_bin() {
@@ -531,8 +536,14 @@ kafka_stop() {
 # Writes DIR/env (REST=host:port).
 # EXTRA: more worker properties, one per line (later keys win), e.g. exactly.once.source.support=enabled.
 # Started again on the same DIR it joins the same group and reads the same topics (a worker restart).
+# CONNECT_METRICS=PORT:CONFIG: the JMX exporter's agent serves the worker's MBeans on
+# 127.0.0.1:PORT/metrics, named by the exporter configuration CONFIG.
 connect_start() {
-    local dir=$1 bootstrap=$2 extra=${3:-} port group plugins t classpath_extra
+    local dir=$1 bootstrap=$2 extra=${3:-} port group plugins t classpath_extra agent=
+    if [ -n "${CONNECT_METRICS:-}" ]; then
+        [ -f "$JMX_EXPORTER_JAR" ] || die "the JMX exporter is not in $JMX_EXPORTER_JAR; run scripts/install.sh"
+        agent="-javaagent:$JMX_EXPORTER_JAR=127.0.0.1:$CONNECT_METRICS"
+    fi
     mkdir -p "$dir"
     [ -d "$DEBEZIUM_PLUGIN_PATH/debezium-connector-postgres" ] || die "the Debezium plugin is not in $DEBEZIUM_PLUGIN_PATH; run scripts/install.sh"
     plugins=$DEBEZIUM_PLUGIN_PATH
@@ -562,7 +573,7 @@ offset.flush.interval.ms=1000
 $extra
 PROPS
     (
-        exec java -Xms128m -Xmx${CONNECT_HEAP:-512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+        exec java -Xms128m -Xmx${CONNECT_HEAP:-512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true ${agent:+"$agent"} \
             -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
             -Dkafka.logs.dir="$dir" -cp "$KAFKA_LIBS/*$classpath_extra" org.apache.kafka.connect.cli.ConnectDistributed \
             "$dir/worker.properties" >>"$dir/stdout.log" 2>&1

@@ -17,17 +17,28 @@ pub struct Connect {
     broker: String,
     extra: String,
     addr: String,
+    /// `CONNECT_METRICS` for `connect-start` (the JMX exporter's `port:config`), if any.
+    metrics: Option<String>,
 }
 
 impl Connect {
     pub fn start(dir: PathBuf, broker: &str, extra: &str) -> Connect {
-        let mut c = Connect { dir, broker: broker.to_string(), extra: extra.to_string(), addr: String::new() };
+        Connect::start_with_metrics(dir, broker, extra, None)
+    }
+
+    /// With `metrics` (`port:exporter-config`), the JMX exporter serves the worker's MBeans.
+    pub fn start_with_metrics(dir: PathBuf, broker: &str, extra: &str, metrics: Option<String>) -> Connect {
+        let mut c = Connect { dir, broker: broker.to_string(), extra: extra.to_string(), addr: String::new(), metrics };
         c.restart();
         c
     }
 
     pub fn restart(&mut self) {
-        let out = Command::new("bash")
+        let mut command = Command::new("bash");
+        if let Some(m) = &self.metrics {
+            command.env("CONNECT_METRICS", m);
+        }
+        let out = command
             .arg(scripts_dir().join("services.sh"))
             .args(["connect-start", &self.dir.to_string_lossy(), &self.broker, &self.extra])
             .output()
