@@ -93,13 +93,32 @@ pub struct Metrics {
     pub stalled: AtomicU8,
     /// Outbox rows deleted or archived by pruning (`pipeline::prune`).
     pub pruned_rows: AtomicU64,
-    /// Changes of the captured tables read but turned into no record: operations
-    /// `skipped.operations` names, UPDATEs the Event Router ignores, rows a Filter transform
-    /// dropped (Debezium's NumberOfEventsFiltered).
+    /// Changes the connector itself filtered out, as Debezium's NumberOfEventsFiltered counts them:
+    /// changes of tables the lists do not capture that the publication still sent, and logical
+    /// decoding messages left out. What transforms drop (the Event Router's ignored UPDATEs and
+    /// DELETEs, a Filter) is not counted: in Connect that happens after the connector.
     pub events_filtered: AtomicU64,
-    /// UPDATEs and DELETEs of the captured tables read (Debezium's TotalNumberOf{Update,Delete}EventsSeen).
+    /// INSERTs, UPDATEs and DELETEs read, filtered ones included and skipped operations
+    /// (`skipped.operations`) left out (Debezium's TotalNumberOf{Create,Update,Delete}EventsSeen).
+    pub inserts_seen: AtomicU64,
     pub updates_seen: AtomicU64,
     pub deletes_seen: AtomicU64,
+    /// Records the connector's task produced before transforms, as Connect's source-record-poll
+    /// counts them: a snapshot row, a captured INSERT, UPDATE or logical decoding message one each,
+    /// a DELETE two (its change event and its tombstone, Debezium's `tombstones.on.delete=true`),
+    /// a polled row one.
+    pub records_polled: AtomicU64,
+    /// Logical decoding messages read (Debezium 3.7's TotalNumberOfLogicalMessageEventsSeen).
+    pub messages_seen: AtomicU64,
+    /// When the task last met an error under `errors.tolerance` (Connect's last-error-timestamp),
+    /// in milliseconds since the epoch (0: none).
+    pub last_error_ms: AtomicU64,
+    /// How long each write of the connector's offset took (Connect's offset-commit time), over
+    /// Connect's metrics window.
+    pub offset_commits: Mutex<Window>,
+    /// Records read and not yet acknowledged, as sampled at each batch and each scrape (Connect's
+    /// source-record-active-count-avg and -max).
+    pub active_counts: Mutex<Window>,
     /// Records written by the connector's task since it started: batches polled from the source
     /// and the time each took, for Connect's source-task and connector-task metrics.
     pub batches: Mutex<Batches>,
@@ -241,8 +260,28 @@ impl Metrics {
         stats.reported.then_some(stats)
     }
 
+    /// Records read and not yet acknowledged, now; sampled into `active_counts`.
+    pub fn sample_active_count(&self, now: std::time::Instant) -> u64 {
+        let active = Self::get(&self.events_seen).saturating_sub(Self::get(&self.events_acked));
+        self.active_counts.lock().unwrap_or_else(|e| e.into_inner()).record(active as f64, now);
+        active
+    }
+
+    /// An error met under `errors.tolerance=all`, now.
+    pub fn record_error(&self) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        self.last_error_ms.store(now.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// A write of the connector's offset that took `took`.
+    pub fn record_offset_commit(&self, took: std::time::Duration) {
+        let mut w = self.offset_commits.lock().unwrap_or_else(|e| e.into_inner());
+        w.record(took.as_secs_f64() * 1e3, std::time::Instant::now());
+    }
+
     /// A batch of `records` read from the source in `took`, handed to the sink.
     pub fn record_batch(&self, records: u64, took: std::time::Duration) {
+        self.sample_active_count(std::time::Instant::now());
         let mut b = self.batches.lock().unwrap_or_else(|e| e.into_inner());
         b.count += 1;
         b.records += records;
@@ -271,6 +310,10 @@ pub struct Snapshot {
     pub ended_ms: u64,
     pub completed: bool,
     pub aborted: bool,
+    /// The task started without one (an existing slot, or `snapshot.mode=no_data`).
+    pub skipped: bool,
+    /// Rows the Event Router could not turn into a record during the snapshot.
+    pub erroneous: u64,
     pub total_tables: u64,
     pub remaining_tables: u64,
     /// Rows read per table (`schema.table`), in the order the tables were read.
@@ -325,6 +368,40 @@ pub struct Throughput {
 
 /// The window Connect's rates cover.
 pub const RATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Values over Connect's sample window, for its `-avg` and `-max` metrics: Connect keeps two samples
+/// of `metrics.sample.window.ms` (30 s), so a value counts for 30 to 60 seconds; here for 60.
+#[derive(Debug, Default, Clone)]
+pub struct Window {
+    values: std::collections::VecDeque<(std::time::Instant, f64)>,
+}
+
+impl Window {
+    const SPAN: std::time::Duration = std::time::Duration::from_secs(60);
+
+    pub fn record(&mut self, v: f64, now: std::time::Instant) {
+        self.values.push_back((now, v));
+        self.expire(now);
+    }
+
+    fn expire(&mut self, now: std::time::Instant) {
+        while self.values.front().is_some_and(|(t, _)| now.duration_since(*t) > Self::SPAN) {
+            self.values.pop_front();
+        }
+    }
+
+    /// The average and the maximum of the values in the window; NaN for both when it holds none,
+    /// as Connect's stats give them.
+    pub fn avg_max(&mut self, now: std::time::Instant) -> (f64, f64) {
+        self.expire(now);
+        if self.values.is_empty() {
+            return (f64::NAN, f64::NAN);
+        }
+        let sum: f64 = self.values.iter().map(|(_, v)| v).sum();
+        let max = self.values.iter().map(|(_, v)| *v).fold(f64::NEG_INFINITY, f64::max);
+        (sum / self.values.len() as f64, max)
+    }
+}
 
 impl Throughput {
     /// Adds `counts` at `now`; returns each count's rate per second over the window (0 until two

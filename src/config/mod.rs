@@ -212,14 +212,15 @@ impl TableFilter {
     }
 }
 
-/// `skipped.operations`: the operations the connector does not emit. Only two matter to the Event
+/// `skipped.operations`: the operations the connector does not emit. Two matter to the Event
 /// Router: skipped inserts publish nothing, skipped updates are not even checked against
-/// `table.op.invalid.behavior`. Deletes and truncates never become outbox events, so `d` and `t`
-/// are accepted and change nothing.
+/// `table.op.invalid.behavior`. Deletes and truncates never become outbox events; a skipped delete
+/// is left out of Debezium's event counters, as Debezium leaves out every skipped operation.
 #[derive(Debug, Clone, Default)]
 pub struct SkippedOps {
     pub insert: bool,
     pub update: bool,
+    pub delete: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -791,7 +792,8 @@ fn parse_skipped(v: Option<&str>) -> Result<SkippedOps, ConfigError> {
         match op {
             "c" => s.insert = true,
             "u" => s.update = true,
-            "d" | "t" | "none" => {}
+            "d" => s.delete = true,
+            "t" | "none" => {}
             _ => return Err(invalid("skipped.operations", "lists an operation that is not one of c, u, d, t, none")),
         }
     }

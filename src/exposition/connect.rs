@@ -171,6 +171,21 @@ pub fn connector(sheet: &mut Sheet, s: &Source<'_>, now: std::time::Instant) {
         &[],
         paused,
     );
+    let (commit_avg, commit_max) = m.offset_commits.lock().unwrap_or_else(|e| e.into_inner()).avg_max(now);
+    add(
+        "kafka_connect_connector_task_offset_commit_avg_time_ms",
+        "Milliseconds a write of the connector's offset took, on average over the last minute",
+        Kind::Gauge,
+        &[],
+        commit_avg,
+    );
+    add(
+        "kafka_connect_connector_task_offset_commit_max_time_ms",
+        "Milliseconds the slowest write of the connector's offset took over the last minute",
+        Kind::Gauge,
+        &[],
+        commit_max,
+    );
     let batches = m.batches.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let per_batch = |v: f64| if batches.count > 0 { v / batches.count as f64 } else { 0.0 };
     add(
@@ -187,11 +202,11 @@ pub fn connector(sheet: &mut Sheet, s: &Source<'_>, now: std::time::Instant) {
         &[],
         batches.max_records as f64,
     );
-    let (polled, written) = (g(&m.events_seen), g(&m.events_acked));
+    let (polled, written) = (g(&m.records_polled), g(&m.events_acked));
     let [poll_rate, write_rate] = m.throughput.lock().unwrap_or_else(|e| e.into_inner()).rates([polled, written], now);
     add(
         "kafka_connect_source_task_source_record_poll_total",
-        "Records read from the source",
+        "Records the task produced before transforms (snapshot rows, changes, a DELETE's tombstone)",
         Kind::Counter,
         &[],
         polled as f64,
@@ -217,12 +232,28 @@ pub fn connector(sheet: &mut Sheet, s: &Source<'_>, now: std::time::Instant) {
         &[],
         write_rate,
     );
+    let active = m.sample_active_count(now);
+    let (active_avg, active_max) = m.active_counts.lock().unwrap_or_else(|e| e.into_inner()).avg_max(now);
     add(
         "kafka_connect_source_task_source_record_active_count",
         "Records read and not yet acknowledged",
         Kind::Gauge,
         &[],
-        polled.saturating_sub(written) as f64,
+        active as f64,
+    );
+    add(
+        "kafka_connect_source_task_source_record_active_count_avg",
+        "Records read and not yet acknowledged, on average over the last minute (sampled at each batch and each scrape)",
+        Kind::Gauge,
+        &[],
+        active_avg,
+    );
+    add(
+        "kafka_connect_source_task_source_record_active_count_max",
+        "Records read and not yet acknowledged, at most over the last minute (sampled at each batch and each scrape)",
+        Kind::Gauge,
+        &[],
+        active_max,
     );
     add(
         "kafka_connect_source_task_poll_batch_avg_time_ms",
@@ -257,6 +288,13 @@ pub fn connector(sheet: &mut Sheet, s: &Source<'_>, now: std::time::Instant) {
         errors,
     );
     add("kafka_connect_task_error_total_errors_logged", "Errors logged", Kind::Gauge, &[], errors);
+    add(
+        "kafka_connect_task_error_last_error_timestamp",
+        "When the task last met an error, in milliseconds since the epoch (0: never)",
+        Kind::Gauge,
+        &[],
+        g(&m.last_error_ms) as f64,
+    );
     add(
         "kafka_connect_task_error_total_retries",
         "Retried operations (pgoutbox retries inside the producer: see kafka_producer_record_retry_total)",
@@ -434,8 +472,9 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     let last = g(&m.last_event_ms);
     let since = |at: u64| if at == 0 { -1.0 } else { now_ms.saturating_sub(at) as f64 };
     let (creates, updates, deletes, filtered) =
-        (g(&m.events_seen), g(&m.updates_seen), g(&m.deletes_seen), g(&m.events_filtered));
-    let erroneous = g(&m.route_errors) as f64;
+        (g(&m.inserts_seen), g(&m.updates_seen), g(&m.deletes_seen), g(&m.events_filtered));
+    let snapshot_erroneous = m.snapshot.lock().unwrap_or_else(|e| e.into_inner()).erroneous;
+    let erroneous = g(&m.route_errors).saturating_sub(snapshot_erroneous) as f64;
     let (capacity, remaining) = m.queue().map_or((0.0, 0.0), |(c, r)| (c as f64, r as f64));
     let streaming = "streaming";
     add(
@@ -493,13 +532,31 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     add(
         streaming,
         "TotalNumberOfEventsSeen",
-        "Changes of the captured tables read",
+        "Changes read (skipped operations left out, filtered ones included)",
         (creates + updates + deletes) as f64,
     );
-    add(streaming, "TotalNumberOfCreateEventsSeen", "INSERTs of the captured tables read", creates as f64);
-    add(streaming, "TotalNumberOfUpdateEventsSeen", "UPDATEs of the captured tables read", updates as f64);
-    add(streaming, "TotalNumberOfDeleteEventsSeen", "DELETEs of the captured tables read", deletes as f64);
-    add(streaming, "NumberOfEventsFiltered", "Changes read that became no record (skipped operations, UPDATEs and DELETEs the Event Router ignores, rows a Filter dropped)", filtered as f64);
+    add(streaming, "TotalNumberOfCreateEventsSeen", "INSERTs read", creates as f64);
+    add(streaming, "TotalNumberOfUpdateEventsSeen", "UPDATEs read", updates as f64);
+    add(streaming, "TotalNumberOfDeleteEventsSeen", "DELETEs read", deletes as f64);
+    add(streaming, "TotalNumberOfReadEventsSeen", "Rows read by an incremental snapshot (pgoutbox runs none)", 0.0);
+    add(
+        streaming,
+        "TotalNumberOfLogicalMessageEventsSeen",
+        "Logical decoding messages read",
+        g(&m.messages_seen) as f64,
+    );
+    add(
+        streaming,
+        "NumberOfEventsFiltered",
+        "Changes the connector filtered out (tables the lists do not capture); what transforms drop is not counted",
+        filtered as f64,
+    );
+    add(
+        streaming,
+        "NumberOfUnchangedEventsSkipped",
+        "UPDATEs skipped for changing nothing (-1: skip.messages.without.change is off, as pgoutbox has it)",
+        -1.0,
+    );
     add(
         streaming,
         "NumberOfEventsSkipped",
@@ -510,6 +567,7 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     add(streaming, "NumberOfCommittedTransactions", "Transactions read", g(&m.transactions_seen) as f64);
     add(streaming, "QueueTotalCapacity", "Batches the queue between source and sink holds", capacity);
     add(streaming, "QueueRemainingCapacity", "Batches free in the queue between source and sink", remaining);
+    queue_bytes(&mut add, streaming);
     let snap = m.snapshot.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let snapshot = "snapshot";
     let running = state == RelayState::Snapshotting;
@@ -522,18 +580,22 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     add(snapshot, "SnapshotDurationInSeconds", "How long the snapshot took (so far)", duration as f64);
     add(snapshot, "TotalTableCount", "Tables the snapshot reads", snap.total_tables as f64);
     add(snapshot, "RemainingTableCount", "Tables the snapshot has still to read", snap.remaining_tables as f64);
-    add(snapshot, "TotalNumberOfEventsSeen", "Records the snapshot produced", snap.events as f64);
+    add(snapshot, "SnapshotSkipped", "1 if the task started without a snapshot", f64::from(u8::from(snap.skipped)));
+    add(snapshot, "SnapshotPausedDurationInSeconds", "How long the snapshot was paused (never)", 0.0);
+    let rows = snap.rows_scanned.iter().map(|(_, n)| n).sum::<u64>() as f64;
+    add(snapshot, "TotalNumberOfEventsSeen", "Rows the snapshot read", rows);
+    add(snapshot, "TotalNumberOfReadEventsSeen", "Rows the snapshot read", rows);
+    for op in ["Create", "Update", "Delete"] {
+        add(snapshot, &format!("TotalNumberOf{op}EventsSeen"), "Changes a snapshot reads none of", 0.0);
+    }
+    // Rows a transform drops are not filtered events to Debezium (transforms run after it).
+    add(snapshot, "NumberOfEventsFiltered", "Rows the connector filtered out of the snapshot (none)", 0.0);
+    add(snapshot, "NumberOfEventsSkipped", "NumberOfEventsFiltered under its old name", 0.0);
     add(
         snapshot,
-        "NumberOfEventsFiltered",
-        "Rows the snapshot read that became no record",
-        snap.rows_scanned.iter().map(|(_, n)| n).sum::<u64>().saturating_sub(snap.events) as f64,
-    );
-    add(
-        snapshot,
-        "NumberOfEventsSkipped",
-        "NumberOfEventsFiltered under its old name",
-        snap.rows_scanned.iter().map(|(_, n)| n).sum::<u64>().saturating_sub(snap.events) as f64,
+        "NumberOfErroneousEvents",
+        "Rows of the snapshot the Event Router could not turn into a record",
+        snap.erroneous as f64,
     );
     add(
         snapshot,
@@ -543,6 +605,7 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     );
     add(snapshot, "QueueTotalCapacity", "Batches the queue between source and sink holds", capacity);
     add(snapshot, "QueueRemainingCapacity", "Batches free in the queue between source and sink", remaining);
+    queue_bytes(&mut add, snapshot);
     for (table, rows) in &snap.rows_scanned {
         let labels = [("context", "snapshot"), ("name", s.server), ("plugin", "postgres"), ("table", table.as_str())];
         sheet.add(
@@ -553,4 +616,12 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
             *rows as f64,
         );
     }
+}
+
+/// Debezium's queue limit in bytes (`max.queue.size.in.bytes`, 0: none, its default) and what the
+/// queue holds under it, which Debezium only measures under a limit: pgoutbox bounds its queue in
+/// batches and has no such limit, so both are 0, as Debezium reports them by default.
+fn queue_bytes(add: &mut impl FnMut(&str, &str, &str, f64), context: &str) {
+    add(context, "MaxQueueSizeInBytes", "The queue's limit in bytes (0: none)", 0.0);
+    add(context, "CurrentQueueSizeInBytes", "Bytes in the queue, measured under a byte limit only", 0.0);
 }

@@ -394,6 +394,8 @@ mod tests {
         let m = Metrics::default();
         m.events_acked.store(42, Ordering::Relaxed);
         m.events_seen.store(43, Ordering::Relaxed);
+        m.inserts_seen.store(40, Ordering::Relaxed);
+        m.updates_seen.store(3, Ordering::Relaxed);
         m.confirmed_lsn.store(0x1_0000_0010, Ordering::Relaxed);
         m.last_event_ms.store(1_000, Ordering::Relaxed);
         m.behind_source_ms.store(7, Ordering::Relaxed);
@@ -413,6 +415,8 @@ mod tests {
             format!("debezium_metrics_{attr}{{context=\"streaming\",name=\"dbserver1\",plugin=\"postgres\"}}")
         };
         assert_eq!(sample(&text, &dbz("TotalNumberOfEventsSeen")), "43");
+        assert_eq!(sample(&text, &dbz("TotalNumberOfCreateEventsSeen")), "40");
+        assert_eq!(sample(&text, &dbz("NumberOfUnchangedEventsSkipped")), "-1");
         assert_eq!(sample(&text, &dbz("MilliSecondsBehindSource")), "7");
         assert_eq!(sample(&text, &dbz("MilliSecondsSinceLastEvent")), "2500");
         assert_eq!(sample(&text, &dbz("Connected")), "1");
@@ -520,6 +524,7 @@ mod tests {
     #[test]
     fn connect_names_follow_the_task_states() {
         let (running, paused, stopped) = (Metrics::default(), Metrics::default(), Metrics::default());
+        running.records_polled.store(5, Ordering::Relaxed);
         running.events_seen.store(5, Ordering::Relaxed);
         running.events_acked.store(4, Ordering::Relaxed);
         let text = render(

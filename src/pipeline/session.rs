@@ -253,7 +253,12 @@ pub async fn run(
     let recorder_stop = CancellationToken::new();
     let recorder = cfg.exactly_once.is_none().then(|| {
         let recorded = started.resume.map_or(started.start, |Resume(p)| p.commit.max(started.start));
-        let recorder = OffsetRecorder { offsets: offsets.clone(), slot: cfg.slot_name.clone(), recorded };
+        let recorder = OffsetRecorder {
+            offsets: offsets.clone(),
+            slot: cfg.slot_name.clone(),
+            recorded,
+            metrics: metrics.clone(),
+        };
         tokio::spawn(recorder.run(confirmed_seen.clone(), cfg.offset_flush_interval, recorder_stop.clone()))
     });
     if let Some(eos) = &cfg.exactly_once {
@@ -335,6 +340,7 @@ struct OffsetRecorder {
     /// The position the topic holds for this slot: the session's start, or a committed offset
     /// beyond it (Debezium's, on a migration), which must not be taken back.
     recorded: Lsn,
+    metrics: Arc<Metrics>,
 }
 
 impl OffsetRecorder {
@@ -362,8 +368,12 @@ impl OffsetRecorder {
         if at <= self.recorded {
             return;
         }
+        let started = std::time::Instant::now();
         match self.offsets.store(&SourceOffset::slot_copy(&self.slot, at)).await {
-            Ok(()) => self.recorded = at,
+            Ok(()) => {
+                self.recorded = at;
+                self.metrics.record_offset_commit(started.elapsed());
+            }
             Err(e) => tracing::warn!(
                 topic = %self.offsets.topic(),
                 position = %at,
@@ -436,6 +446,11 @@ async fn start(
         SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
         SnapshotMode::Always => !state.snapshot_taken,
     };
+    if !snapshot_wanted {
+        // Debezium's SnapshotSkipped, unless this task already took one.
+        let mut snap = ctx.metrics.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        snap.skipped = !snap.completed && !snap.aborted;
+    }
     let slot = obtain_slot(&ctx, &sql, &mut conn, existing, snapshot_wanted).await?;
     state.snapshot_taken |= snapshot_wanted;
     slot::validate(&slot, cfg)?;

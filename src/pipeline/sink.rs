@@ -306,6 +306,8 @@ impl Sink {
         self.serve(Ok(()))?;
         self.checkpoint.kafka_committed(below);
         self.metrics.kafka_transactions.fetch_add(1, Ordering::Relaxed);
+        // Under exactly once the offset is written by this commit (Connect's offset commit too).
+        self.metrics.record_offset_commit(began.elapsed());
         self.publish();
         Ok(true)
     }
@@ -499,6 +501,7 @@ impl Sink {
     fn tolerate(&mut self, seq: u64, f: DeliveryFailure) -> Result<(), RelayError> {
         tracing::warn!(event = %f.event_id, topic = %f.topic, error = %f.error, "skipping an event the broker refused (errors.tolerance=all)");
         self.metrics.delivery_errors.fetch_add(1, Ordering::Relaxed);
+        self.metrics.record_error();
         let Some(dlq) = self.tolerance.dead_letter_topic.clone() else {
             self.checkpoint.acked(seq);
             return Ok(());

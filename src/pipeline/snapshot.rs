@@ -117,6 +117,8 @@ impl Tables<'_> {
                 Err(e) => {
                     let letter = super::reader::tolerate_route_error(self.cfg, &qualified, &names, &tuple, e)?;
                     self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.record_error();
+                    snapshot_stats(self.metrics).erroneous += 1;
                     if letter.is_some() {
                         self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -125,6 +127,7 @@ impl Tables<'_> {
             };
             batch_bytes += record.as_ref().map_or(0, |r| r.size());
             scanned += 1;
+            self.metrics.records_polled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.events += u64::from(record.is_some());
             batch.extend(record.map(Item::Event));
             if batch.len() == BATCH || batch_bytes >= super::reader::BATCH_MAX_BYTES {

@@ -216,6 +216,7 @@ impl Batch<'_> {
         }
         tracing::debug!(rows = read.len(), ?partitions, "polling: batch read");
         self.metrics.events_seen.fetch_add(read.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.records_polled.fetch_add(read.len() as u64, std::sync::atomic::Ordering::Relaxed);
         self.metrics.record_batch(read.len() as u64, began.elapsed());
         let mut waiting = Waiting::new(self.metrics, self.ack_timeout, fetched);
         if let Some(chunk) = unsent {
@@ -262,6 +263,7 @@ impl Batch<'_> {
                 let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
                 let letter = crate::pipeline::tolerate_route_error(self.cfg, &table.qualified(), &names, tuple, e)?;
                 self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.record_error();
                 if letter.is_some() {
                     self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }

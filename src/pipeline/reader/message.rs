@@ -35,6 +35,8 @@ impl Reader<'_> {
         if !capture.captures(&m.prefix) {
             return Ok(());
         }
+        self.metrics.messages_seen.fetch_add(1, Relaxed);
+        self.metrics.records_polled.fetch_add(1, Relaxed);
         if m.transactional {
             if self.published_already(lsn) {
                 return Ok(());
@@ -53,9 +55,8 @@ impl Reader<'_> {
         let message = Message { prefix: &m.prefix, content: &m.content };
         let before = self.batch.len();
         match self.router.route_message(decode, &message, now) {
-            Ok(None) => {
-                self.metrics.events_filtered.fetch_add(1, Relaxed);
-            }
+            // A transform dropped it: not Debezium's filtered event (transforms run after it).
+            Ok(None) => {}
             Ok(Some(record)) => self.push_routed(record, now),
             Err(e) => {
                 let row = TupleData {
@@ -65,6 +66,7 @@ impl Reader<'_> {
                 let origin = format!("the messages of prefix `{}`", m.prefix);
                 let letter = tolerate_route_error(self.cfg, &origin, &columns, &row, e)?;
                 self.metrics.route_errors.fetch_add(1, Relaxed);
+                self.metrics.record_error();
                 if let Some(record) = letter {
                     self.metrics.dead_letters.fetch_add(1, Relaxed);
                     self.push_event(record);

@@ -534,20 +534,13 @@ impl<'a> Reader<'a> {
                 }
             }
             LogicalMessage::Update(u) => {
-                if matches!(self.relations.get(&u.relation), Some(Some(_))) {
-                    self.metrics.updates_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if !self.cfg.skipped.update {
-                        self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
-                    }
+                if self.count_change(u.relation, &self.metrics.updates_seen, self.cfg.skipped.update) {
+                    self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
                 }
             }
             // DELETEs are dropped silently by the Event Router (the usual cleanup of published rows).
             LogicalMessage::Delete(d) => {
-                if matches!(self.relations.get(&d.relation), Some(Some(_))) {
-                    self.metrics.deletes_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                self.count_change(d.relation, &self.metrics.deletes_seen, self.cfg.skipped.delete);
             }
             LogicalMessage::Truncate(_) => {}
             LogicalMessage::Message(m) => self.on_message(&m, lsn)?,
@@ -568,24 +561,47 @@ impl Reader<'_> {
         self.skip_transaction || self.resume.is_some_and(|r| r.skips_change(self.xid, lsn, self.change.1))
     }
 
+    /// Counts a change of relation `relation` in `seen` as Debezium's event counters do, and says
+    /// whether it is a captured table's change to go on with: a skipped operation
+    /// (`skipped.operations`) is not counted at all, a change of a table the lists do not capture
+    /// (a publication wider than them) is counted as seen and filtered.
+    fn count_change(&self, relation: Oid, seen: &std::sync::atomic::AtomicU64, skipped: bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.relations.get(&relation) {
+            Some(_) if skipped => false,
+            Some(Some(_)) => {
+                seen.fetch_add(1, Relaxed);
+                // A DELETE is its change event and its tombstone.
+                let records = if std::ptr::eq(seen, &self.metrics.deletes_seen) { 2 } else { 1 };
+                self.metrics.records_polled.fetch_add(records, Relaxed);
+                true
+            }
+            Some(None) => {
+                seen.fetch_add(1, Relaxed);
+                self.metrics.events_filtered.fetch_add(1, Relaxed);
+                false
+            }
+            None => false,
+        }
+    }
+
     /// An INSERT into a captured table: its record, or under `errors.tolerance=all` its dead letter
     /// (or nothing).
     fn on_insert(&mut self, i: &pgoutput::Insert) -> Result<(), RelayError> {
-        let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) else { return Ok(()) };
-        if self.cfg.skipped.insert {
-            self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !self.count_change(i.relation, &self.metrics.inserts_seen, self.cfg.skipped.insert) {
             return Ok(());
         }
+        let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) else { return Ok(()) };
         let now = now_ms();
         match self.router.route(plan, &i.new, now) {
             // A transform dropped it (Filter): the position passes it like any row without an event.
-            Ok(None) => {
-                self.metrics.events_filtered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
+            // Not a filtered event to Debezium: in Connect transforms run after the connector.
+            Ok(None) => {}
             Ok(Some(record)) => self.push_routed(record, now),
             Err(e) => {
                 let letter = tolerate_route_error(self.cfg, table, columns, &i.new, e)?;
                 self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.record_error();
                 if let Some(record) = letter {
                     self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.push_event(record);
