@@ -154,6 +154,14 @@ async fn rollback_from_pgoutbox_to_kafka_connect_resumes_where_pgoutbox_stopped(
     dsupport::rollback_connect::run().await;
 }
 
+/// Connect + Debezium 3.7.1's metrics through the Prometheus JMX exporter (Debezium's and Strimzi's
+/// rules) against a `pgoutbox connect` worker's, after the same snapshot and changes: the same series
+/// and labels, and the same counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_match_debezium_in_kafka_connect() {
+    dsupport::metrics_connect::run().await;
+}
+
 /// The newest Debezium (3.7.1, from Maven Central) in Apache Kafka Connect itself against pgoutbox, record
 /// by record: a representative case per family in the suite, every case with
 /// `PGOUTBOX_CONNECT_DIFFERENTIAL=all`, or the cases named there, separated by commas

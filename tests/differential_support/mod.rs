@@ -12,6 +12,7 @@ pub mod compare;
 pub mod connect;
 pub mod debezium;
 pub mod harness;
+pub mod metrics_connect;
 pub mod migration;
 pub mod migration_connect;
 pub mod registry;

@@ -1,0 +1,359 @@
+//! The metrics differential: Apache Kafka Connect running Debezium 3.7.1, scraped through the
+//! Prometheus JMX exporter (tests/fixtures/jmx-exporter-connect.yml: Debezium's exporter rules for its
+//! connector MBeans, Strimzi's for Connect's), against a `pgoutbox connect` worker's own `/metrics`,
+//! with the same connector created over REST on each and the same changes read by both.
+//!
+//! Every series of the compared families (`debezium_metrics_*`, and Connect's worker, connector and
+//! task families `kafka_connect_*`) must exist on both sides with the same labels, but for the
+//! differences [`ALLOWED`] lists with their reasons; each listed difference must still occur, so that
+//! the list cannot outlive what it excuses. The counters that depend only on the workload (events
+//! seen per operation, transactions, filtered and erroneous events, the snapshot's, records polled and
+//! written, statuses) must have the same values; times, rates, ratios and queue sizes are left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::connect::Connect;
+use super::debezium::tail;
+use crate::support::{call, create_topics, http_get, unique, unsafe_sigterm, wait_exit, Env};
+
+/// Differences between the two sides' series that are by design: (the series' name, the side that
+/// has it, why).
+const ALLOWED: &[(&str, Side, &str)] = &[
+    (
+        "debezium_metrics_NumberOfEventsSkipped",
+        Side::Pgoutbox,
+        "NumberOfEventsFiltered under its name before Debezium 1.x, which Debezium's Grafana dashboard still queries",
+    ),
+    (
+        "kafka_connect_worker_rebalance_leader_name",
+        Side::Connect,
+        "pgoutbox's workers share the config topic without a leader (docs/operations.md)",
+    ),
+    (
+        "kafka_connect_worker_rebalance_connect_protocol",
+        Side::Connect,
+        "pgoutbox's workers do not speak Connect's group protocol",
+    ),
+];
+
+/// Series whose values depend on timing or on how each side is built, not on the changes read:
+/// compared by name and labels only.
+const VALUE_EXEMPT: &[&str] = &[
+    "MilliSeconds",
+    "Duration",
+    // pgoutbox's queue holds batches, Debezium's records (docs/operations.md).
+    "QueueTotalCapacity",
+    "QueueRemainingCapacity",
+    "_rate",
+    "_ratio",
+    "_time_ms",
+    "_avg",
+    "_max",
+    "batch_size",
+    "rebalance",
+    "kafka_connect_worker_connector_startup",
+    "kafka_connect_worker_task_startup",
+];
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Side {
+    Connect,
+    Pgoutbox,
+}
+
+/// Connect's connector version label is Debezium's release (3.7.1.Final here); pgoutbox's is the
+/// release whose records it matches (`config::DEBEZIUM_VERSION`). Its value is not compared.
+const VERSION_LABEL: &str = "connector_version";
+
+type Series = BTreeMap<String, f64>;
+
+pub async fn run() {
+    let _turn = super::turn().await;
+    let env = Env::get();
+    let u = unique("metrics");
+    let dir = std::env::temp_dir().join("pgoutbox-differential").join(&u);
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = format!("outbox_{u}");
+    let sql = env.sql().await;
+    sql.batch_execute(&format!(
+        "CREATE TABLE public.{table} (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
+         aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)"
+    ))
+    .await
+    .unwrap();
+    let insert = |agg: &str| {
+        format!("INSERT INTO {table} VALUES (gen_random_uuid(), 'order', '{agg}', 'created', '{{\"a\": 1}}');")
+    };
+    // Two rows for the snapshot.
+    sql.batch_execute(&format!("{}{}", insert("s1"), insert("s2"))).await.unwrap();
+    let (dbz, pgo) = (format!("{u}d"), format!("{u}p"));
+    let topics: Vec<String> = [&dbz, &pgo].iter().map(|p| format!("{p}.outbox.event.order")).collect();
+    create_topics(&env.broker, &topics, 1).await;
+
+    let exporter_port = free_port();
+    let exporter = format!("{exporter_port}:{}", fixture("jmx-exporter-connect.yml").display());
+    let connect = tokio::task::block_in_place(|| {
+        Connect::start_with_metrics(dir.join(format!("connect-{u}")), &env.broker, "", Some(exporter.clone()))
+    });
+    let worker_addr = format!("127.0.0.1:{}", free_port());
+    let mut worker = Worker::start(&dir, &env.broker, &worker_addr, &u);
+
+    let name = format!("metrics-{u}");
+    let server = format!("srv{u}");
+    for (side, prefix) in [(Side::Connect, &dbz), (Side::Pgoutbox, &pgo)] {
+        let slot = format!("slot_{prefix}");
+        let config = serde_json::json!({
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": "127.0.0.1",
+            "database.port": env.pg_port.to_string(),
+            "database.user": "postgres",
+            "database.dbname": "postgres",
+            "topic.prefix": server,
+            "plugin.name": "pgoutput",
+            "slot.name": slot,
+            "publication.name": format!("pub_{prefix}"),
+            "publication.autocreate.mode": "filtered",
+            "table.include.list": format!("public.{table}"),
+            "status.update.interval.ms": "500",
+            "transforms": "outbox,side",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.side.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.side.regex": "(.*)",
+            "transforms.side.replacement": format!("{prefix}.$1"),
+        });
+        let body = serde_json::json!({ "name": name, "config": config });
+        let (code, answer) = match side {
+            Side::Connect => connect.call("POST", "/connectors", &body.to_string()),
+            Side::Pgoutbox => {
+                let (code, v) = call(&worker_addr, "POST", "/connectors", Some(&body));
+                (code, v.to_string())
+            }
+        };
+        assert_eq!(code, 201, "creating the connector on {side:?}: {answer}\n{}", logs(&connect, &worker));
+    }
+    let broker = env.broker.clone();
+    let read = |topic: &str, n: usize| {
+        let records = crate::support::consume(&broker, &[topic.to_string()], n, Duration::from_secs(120));
+        assert_eq!(records.len(), n, "records in {topic}\n{}", logs(&connect, &worker));
+    };
+    tokio::task::block_in_place(|| topics.iter().for_each(|t| read(t, 2)));
+
+    // Streaming: three transactions of two events, an UPDATE the Event Router ignores with a
+    // warning, and a DELETE it drops.
+    for i in 0..3 {
+        sql.batch_execute(&format!("BEGIN; {}{} COMMIT;", insert(&format!("a{i}")), insert(&format!("b{i}"))))
+            .await
+            .unwrap();
+    }
+    sql.batch_execute(&format!("UPDATE {table} SET type = 'changed' WHERE aggregateid = 'a0'")).await.unwrap();
+    sql.batch_execute(&format!("DELETE FROM {table} WHERE aggregateid = 'b0'")).await.unwrap();
+    tokio::task::block_in_place(|| topics.iter().for_each(|t| read(t, 8)));
+
+    let connect_metrics = format!("127.0.0.1:{exporter_port}");
+    // Until both have read every change and had every record acknowledged (Connect commits its
+    // offsets every second), and the figures stopped moving.
+    let settled = |addr: &str| {
+        let s = scrape(addr);
+        let seen =
+            s.iter().find(|(k, _)| k.starts_with("debezium_metrics_TotalNumberOfEventsSeen{context=\"streaming\""));
+        let active = s.iter().find(|(k, _)| k.starts_with("kafka_connect_source_task_source_record_active_count{"));
+        seen.is_some_and(|(_, v)| *v == 8.0) && active.is_some_and(|(_, v)| *v == 0.0)
+    };
+    let start = Instant::now();
+    while !(settled(&connect_metrics) && settled(&worker_addr)) && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let (theirs, ours) = (compared(scrape(&connect_metrics)), compared(scrape(&worker_addr)));
+    let problems = differences(&theirs, &ours);
+    let report = format!(
+        "{} difference(s) between Kafka Connect + Debezium's metrics and pgoutbox's:\n{}\n\n--- Connect's series:\n{}\n--- pgoutbox's series:\n{}\n{}",
+        problems.len(),
+        problems.join("\n"),
+        render(&theirs),
+        render(&ours),
+        logs(&connect, &worker)
+    );
+    worker.stop();
+    drop(connect);
+    for prefix in [&dbz, &pgo] {
+        let _ = sql.batch_execute(&format!("SELECT pg_drop_replication_slot('slot_{prefix}')")).await;
+        let _ = sql.batch_execute(&format!("DROP PUBLICATION IF EXISTS pub_{prefix}")).await;
+    }
+    let _ = sql.batch_execute(&format!("DROP TABLE {table}")).await;
+    assert!(problems.is_empty(), "{report}");
+    eprintln!("[metrics differential] {} series identical by name and labels", ours.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The differences that [`ALLOWED`] does not excuse, and the allowances that excused nothing.
+fn differences(theirs: &Series, ours: &Series) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    let family = |key: &str| key.split('{').next().unwrap_or(key).to_string();
+    for (side, have, lack) in [(Side::Connect, theirs, ours), (Side::Pgoutbox, ours, theirs)] {
+        for key in have.keys().filter(|k| !lack.contains_key(*k)) {
+            match ALLOWED.iter().position(|(name, s, _)| *s == side && family(key) == *name) {
+                Some(i) => {
+                    used.insert(i);
+                }
+                None => problems.push(format!("only {side:?} has {key}")),
+            }
+        }
+    }
+    for (i, (name, side, why)) in ALLOWED.iter().enumerate() {
+        if !used.contains(&i) {
+            problems.push(format!("the allowed difference `{name}` only on {side:?} ({why}) did not occur: remove it"));
+        }
+    }
+    for (key, theirs) in theirs {
+        let Some(ours) = ours.get(key) else { continue };
+        if VALUE_EXEMPT.iter().any(|x| key.contains(x)) {
+            continue;
+        }
+        let same = (theirs.is_nan() && ours.is_nan()) || theirs == ours;
+        if !same {
+            problems.push(format!("{key}: Connect {theirs}, pgoutbox {ours}"));
+        }
+    }
+    problems
+}
+
+/// The compared families of a scrape, each series under its name and sorted labels; label values
+/// that name a process (client ids) are replaced by `*`, and so is the connector version's
+/// ([`VERSION_LABEL`]).
+fn compared(series: Vec<(String, f64)>) -> Series {
+    let mut out = Series::new();
+    for (key, v) in series {
+        let (name, labels) = key.split_once('{').map_or((key.as_str(), ""), |(n, l)| (n, l.trim_end_matches('}')));
+        let keep = name.starts_with("debezium_metrics_")
+            || (name.starts_with("kafka_connect_") && !name.starts_with("kafka_connect_metrics_"));
+        if !keep {
+            continue;
+        }
+        let mut pairs: Vec<(String, String)> = split_labels(labels)
+            .into_iter()
+            .map(|(k, v)| {
+                let v = match k.as_str() {
+                    "clientid" | "client" => "*".to_string(),
+                    VERSION_LABEL => "<version>".to_string(),
+                    _ => v,
+                };
+                (k, v)
+            })
+            .collect();
+        pairs.sort();
+        let labels: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        out.insert(format!("{name}{{{}}}", labels.join(",")), v);
+    }
+    out
+}
+
+/// `a="x",b="y"` as pairs (values hold no `",` here).
+fn split_labels(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some((k, after)) = rest.split_once("=\"") {
+        let end = after.find("\",").unwrap_or_else(|| after.rfind('"').unwrap_or(after.len()));
+        out.push((k.trim_start_matches(',').to_string(), after[..end].to_string()));
+        rest = after.get(end + 1..).unwrap_or("");
+    }
+    out
+}
+
+/// Every sample of `addr`'s `/metrics` as (series, value).
+fn scrape(addr: &str) -> Vec<(String, f64)> {
+    let Some((200, body)) = http_get(addr, "/metrics") else { return Vec::new() };
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let value = match value {
+                "NaN" => f64::NAN,
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v.parse().ok()?,
+            };
+            Some((series.to_string(), value))
+        })
+        .collect()
+}
+
+fn render(s: &Series) -> String {
+    s.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join(name)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn logs(connect: &Connect, worker: &Worker) -> String {
+    format!("--- Connect, last lines:\n{}\n--- pgoutbox, last lines:\n{}", connect.log_tail(30), worker.log_tail(30))
+}
+
+/// A `pgoutbox connect` distributed worker, alone in its group.
+struct Worker {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Worker {
+    fn start(dir: &std::path::Path, broker: &str, addr: &str, u: &str) -> Worker {
+        let group = format!("pgoutbox-{u}");
+        let props = dir.join("worker.properties");
+        std::fs::write(
+            &props,
+            format!(
+                "bootstrap.servers={broker}\nlisteners=http://{addr}\ngroup.id={group}\n\
+                 config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n\
+                 offset.storage.topic={group}-offsets\nconfig.storage.replication.factor=1\n\
+                 status.storage.replication.factor=1\noffset.storage.replication.factor=1\n"
+            ),
+        )
+        .unwrap();
+        let log = dir.join("worker.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
+            .args(["connect", "--worker"])
+            .arg(&props)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start pgoutbox connect");
+        let start = Instant::now();
+        while !http_get(addr, "/connectors").is_some_and(|(code, _)| code == 200) {
+            assert!(start.elapsed() < Duration::from_secs(60), "the pgoutbox worker did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Worker { child: Some(child), log }
+    }
+
+    fn log_tail(&self, n: usize) -> String {
+        tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), n)
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe_sigterm(c.id());
+            if wait_exit(&mut c, Duration::from_secs(30)).is_none() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
