@@ -154,6 +154,13 @@ async fn rollback_from_pgoutbox_to_kafka_connect_resumes_where_pgoutbox_stopped(
     dsupport::rollback_connect::run().await;
 }
 
+/// `lsn.flush.mode` against Connect + Debezium 3.7.1: where each mode leaves the slot after an event
+/// and while only tables outside the publication change; `manual` refused by pgoutbox.
+#[tokio::test(flavor = "multi_thread")]
+async fn lsn_flush_modes_match_debezium_in_kafka_connect() {
+    dsupport::flush_connect::run().await;
+}
+
 /// Connect + Debezium 3.7.1's metrics through the Prometheus JMX exporter (Debezium's and Strimzi's
 /// rules) against a `pgoutbox connect` worker's, after the same snapshot and changes: the same series
 /// and labels, and the same counts.

@@ -290,22 +290,22 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join(name)
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn logs(connect: &Connect, worker: &Worker) -> String {
+pub(super) fn logs(connect: &Connect, worker: &Worker) -> String {
     format!("--- Connect, last lines:\n{}\n--- pgoutbox, last lines:\n{}", connect.log_tail(30), worker.log_tail(30))
 }
 
 /// A `pgoutbox connect` distributed worker, alone in its group.
-struct Worker {
+pub(super) struct Worker {
     child: Option<Child>,
     log: PathBuf,
 }
 
 impl Worker {
-    fn start(dir: &std::path::Path, broker: &str, addr: &str, u: &str) -> Worker {
+    pub(super) fn start(dir: &std::path::Path, broker: &str, addr: &str, u: &str) -> Worker {
         let group = format!("pgoutbox-{u}");
         let props = dir.join("worker.properties");
         std::fs::write(
@@ -334,11 +334,11 @@ impl Worker {
         Worker { child: Some(child), log }
     }
 
-    fn log_tail(&self, n: usize) -> String {
+    pub(super) fn log_tail(&self, n: usize) -> String {
         tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), n)
     }
 
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             unsafe_sigterm(c.id());
             if wait_exit(&mut c, Duration::from_secs(30)).is_none() {

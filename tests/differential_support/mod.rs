@@ -11,6 +11,7 @@ pub mod cases;
 pub mod compare;
 pub mod connect;
 pub mod debezium;
+pub mod flush_connect;
 pub mod harness;
 pub mod metrics_connect;
 pub mod migration;
