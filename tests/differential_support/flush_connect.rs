@@ -82,19 +82,19 @@ pub async fn run() {
         })
     };
     let mut report = Vec::new();
-    for i in 0..MODES.len() {
+    for (i, mode) in MODES.iter().enumerate() {
         let (code, answer) = connect.call("POST", "/connectors", &config("d", i).to_string());
-        assert_eq!(code, 201, "creating {} on Connect: {answer}", MODES[i]);
+        assert_eq!(code, 201, "creating {mode} on Connect: {answer}");
     }
-    for i in 0..MODES.len() {
+    for (i, mode) in MODES.iter().enumerate() {
         let (code, answer) = call(&worker_addr, "POST", "/connectors", Some(&config("p", i)));
-        if MODES[i] == "manual" {
+        if *mode == "manual" {
             assert_eq!(code, 400, "pgoutbox must refuse lsn.flush.mode=manual: {code} {answer}");
             let text = answer.to_string();
             assert!(text.contains("lsn.flush.mode"), "the refusal names the key: {text}");
             report.push(format!("pgoutbox refuses manual: {code} {}", answer["message"]));
         } else {
-            assert_eq!(code, 201, "creating {} on pgoutbox: {answer}", MODES[i]);
+            assert_eq!(code, 201, "creating {mode} on pgoutbox: {answer}");
         }
     }
     // Every slot exists once each connector streams: wait for them before the first event.
@@ -153,7 +153,7 @@ pub async fn run() {
         .collect();
     tokio::task::block_in_place(|| {
         for t in &published {
-            let n = crate::support::consume(&broker, &[t.clone()], 1, Duration::from_secs(120)).len();
+            let n = crate::support::consume(&broker, std::slice::from_ref(t), 1, Duration::from_secs(120)).len();
             assert_eq!(n, 1, "the event in {t}\n{}", logs(&connect, &worker));
         }
     });
@@ -167,22 +167,21 @@ pub async fn run() {
     // Connect commits its offsets every second here (offset.flush.interval.ms=1000); give it five.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mut behind = Vec::new();
-    for i in 0..MODES.len() {
+    for (i, mode) in MODES.iter().enumerate() {
         let at = lsn_of(&sql, &slot("d", i)).await;
         assert!(
             at <= before_event,
-            "Debezium under lsn.flush.mode={} confirmed {at:X}, past the last transaction (after {before_event:X}): it no longer stays a transaction behind (created at {created:X})",
-            MODES[i]
+            "Debezium under lsn.flush.mode={mode} confirmed {at:X}, past the last transaction (after {before_event:X}): it no longer stays a transaction behind (created at {created:X})"
         );
-        behind.push(format!("{} {at:X}", MODES[i]));
+        behind.push(format!("{mode} {at:X}"));
     }
     report.push(format!(
         "after the event (past {before_event:X}): Connect's slots at {}; pgoutbox's past it",
         behind.join(", ")
     ));
 
-    for i in 0..MODES.len() {
-        connect.call("DELETE", &format!("/connectors/flush-{}-{u}", MODES[i]), "");
+    for mode in MODES {
+        connect.call("DELETE", &format!("/connectors/flush-{mode}-{u}"), "");
     }
     worker.stop();
     drop(connect);
