@@ -113,6 +113,8 @@ pub struct Metrics {
     /// When the task last met an error under `errors.tolerance` (Connect's last-error-timestamp),
     /// in milliseconds since the epoch (0: none).
     pub last_error_ms: AtomicU64,
+    /// Those errors met with `errors.log.enable=true` (Connect's total-errors-logged).
+    pub errors_logged: AtomicU64,
     /// How long each write of the connector's offset took (Connect's offset-commit time), over
     /// Connect's metrics window.
     pub offset_commits: Mutex<Window>,
@@ -267,8 +269,11 @@ impl Metrics {
         active
     }
 
-    /// An error met under `errors.tolerance=all`, now.
-    pub fn record_error(&self) {
+    /// An error met under `errors.tolerance=all`, now; `logged` under `errors.log.enable=true`.
+    pub fn record_error(&self, logged: bool) {
+        if logged {
+            self.errors_logged.fetch_add(1, Ordering::Relaxed);
+        }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         self.last_error_ms.store(now.as_millis() as u64, Ordering::Relaxed);
     }
@@ -312,8 +317,6 @@ pub struct Snapshot {
     pub aborted: bool,
     /// The task started without one (an existing slot, or `snapshot.mode=no_data`).
     pub skipped: bool,
-    /// Rows the Event Router could not turn into a record during the snapshot.
-    pub erroneous: u64,
     pub total_tables: u64,
     pub remaining_tables: u64,
     /// Rows read per table (`schema.table`), in the order the tables were read.

@@ -227,6 +227,9 @@ pub struct SkippedOps {
 pub struct ErrorTolerance {
     pub tolerate: bool,
     pub dead_letter_topic: Option<String>,
+    /// `errors.log.enable`: Connect counts the errors it logs (task-error-metrics'
+    /// total-errors-logged) only with it; pgoutbox logs every skipped record either way.
+    pub log: bool,
 }
 
 /// `heartbeat.interval.ms` > 0: heartbeat records to `<topic.heartbeat.prefix>.<topic.prefix>`, and
@@ -460,11 +463,13 @@ fn parse_router(r: &mut Reader<'_>, topic_prefix: &str) -> Result<RouterConfig, 
     Ok(router)
 }
 
-/// `errors.tolerance` and its dead-letter topic; the logging keys change nothing pgoutbox writes.
+/// `errors.tolerance` and its dead-letter topic; the logging keys change nothing pgoutbox writes
+/// (`errors.log.enable` only what its metrics count).
 fn parse_errors(r: &mut Reader<'_>) -> Result<ErrorTolerance, ConfigError> {
     let errors = ErrorTolerance {
         tolerate: r.choice("errors.tolerance", false, &[("none", false), ("all", true)])?,
         dead_letter_topic: r.str("errors.deadletterqueue.topic.name").map(str::to_string),
+        log: r.str("errors.log.enable").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
     };
     for k in ["errors.deadletterqueue.context.headers.enable", "errors.log.enable", "errors.log.include.messages"] {
         r.consume(k);

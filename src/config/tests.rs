@@ -760,3 +760,19 @@ fn polling_ack_timeout_defaults_to_a_minute_and_refuses_less_than_a_second() {
         assert_eq!(err_key(&["pgoutbox.relay=polling", &key]), "pgoutbox.polling.ack.timeout.ms");
     }
 }
+
+#[test]
+fn errors_log_enable_is_read_for_what_the_metrics_count() {
+    assert!(!with(&["errors.tolerance=all"]).unwrap().errors.log, "Connect's default is false");
+    assert!(with(&["errors.tolerance=all", "errors.log.enable=true"]).unwrap().errors.log);
+    assert!(!with(&["errors.log.enable=false"]).unwrap().errors.log);
+    let c = with(&["errors.log.enable=true"]).unwrap();
+    assert!(!c.ignored.iter().any(|k| k.key == "errors.log.enable"), "{:?}", c.ignored);
+}
+
+#[test]
+fn a_skipped_delete_is_read() {
+    let c = with(&["skipped.operations=d"]).unwrap();
+    assert!(c.skipped.delete && !c.skipped.insert && !c.skipped.update);
+    assert!(!with(&["skipped.operations=t"]).unwrap().skipped.delete);
+}

@@ -287,7 +287,13 @@ pub fn connector(sheet: &mut Sheet, s: &Source<'_>, now: std::time::Instant) {
         &[],
         errors,
     );
-    add("kafka_connect_task_error_total_errors_logged", "Errors logged", Kind::Gauge, &[], errors);
+    add(
+        "kafka_connect_task_error_total_errors_logged",
+        "Errors logged under errors.log.enable=true",
+        Kind::Gauge,
+        &[],
+        g(&m.errors_logged) as f64,
+    );
     add(
         "kafka_connect_task_error_last_error_timestamp",
         "When the task last met an error, in milliseconds since the epoch (0: never)",
@@ -473,8 +479,6 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     let since = |at: u64| if at == 0 { -1.0 } else { now_ms.saturating_sub(at) as f64 };
     let (creates, updates, deletes, filtered) =
         (g(&m.inserts_seen), g(&m.updates_seen), g(&m.deletes_seen), g(&m.events_filtered));
-    let snapshot_erroneous = m.snapshot.lock().unwrap_or_else(|e| e.into_inner()).erroneous;
-    let erroneous = g(&m.route_errors).saturating_sub(snapshot_erroneous) as f64;
     let (capacity, remaining) = m.queue().map_or((0.0, 0.0), |(c, r)| (c as f64, r as f64));
     let streaming = "streaming";
     add(
@@ -563,7 +567,9 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
         "NumberOfEventsFiltered under its name before Debezium 1.x renamed it",
         filtered as f64,
     );
-    add(streaming, "NumberOfErroneousEvents", "Rows the Event Router could not turn into a record", erroneous);
+    // Debezium counts the changes the connector itself cannot process; a record the Event Router
+    // refuses is a transform's error, counted in kafka_connect_task_error_* as in Connect.
+    add(streaming, "NumberOfErroneousEvents", "Changes the connector could not process (pgoutbox stops instead)", 0.0);
     add(streaming, "NumberOfCommittedTransactions", "Transactions read", g(&m.transactions_seen) as f64);
     add(streaming, "QueueTotalCapacity", "Batches the queue between source and sink holds", capacity);
     add(streaming, "QueueRemainingCapacity", "Batches free in the queue between source and sink", remaining);
@@ -591,12 +597,7 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
     // Rows a transform drops are not filtered events to Debezium (transforms run after it).
     add(snapshot, "NumberOfEventsFiltered", "Rows the connector filtered out of the snapshot (none)", 0.0);
     add(snapshot, "NumberOfEventsSkipped", "NumberOfEventsFiltered under its old name", 0.0);
-    add(
-        snapshot,
-        "NumberOfErroneousEvents",
-        "Rows of the snapshot the Event Router could not turn into a record",
-        snap.erroneous as f64,
-    );
+    add(snapshot, "NumberOfErroneousEvents", "Rows the connector could not process (pgoutbox stops instead)", 0.0);
     add(
         snapshot,
         "MilliSecondsSinceLastEvent",

@@ -501,7 +501,7 @@ impl Sink {
     fn tolerate(&mut self, seq: u64, f: DeliveryFailure) -> Result<(), RelayError> {
         tracing::warn!(event = %f.event_id, topic = %f.topic, error = %f.error, "skipping an event the broker refused (errors.tolerance=all)");
         self.metrics.delivery_errors.fetch_add(1, Ordering::Relaxed);
-        self.metrics.record_error();
+        self.metrics.record_error(self.tolerance.log);
         let Some(dlq) = self.tolerance.dead_letter_topic.clone() else {
             self.checkpoint.acked(seq);
             return Ok(());

@@ -117,8 +117,7 @@ impl Tables<'_> {
                 Err(e) => {
                     let letter = super::reader::tolerate_route_error(self.cfg, &qualified, &names, &tuple, e)?;
                     self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.metrics.record_error();
-                    snapshot_stats(self.metrics).erroneous += 1;
+                    self.metrics.record_error(self.cfg.errors.log);
                     if letter.is_some() {
                         self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }

@@ -263,7 +263,7 @@ impl Batch<'_> {
                 let names: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
                 let letter = crate::pipeline::tolerate_route_error(self.cfg, &table.qualified(), &names, tuple, e)?;
                 self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.metrics.record_error();
+                self.metrics.record_error(self.cfg.errors.log);
                 if letter.is_some() {
                     self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }

@@ -66,7 +66,7 @@ impl Reader<'_> {
                 let origin = format!("the messages of prefix `{}`", m.prefix);
                 let letter = tolerate_route_error(self.cfg, &origin, &columns, &row, e)?;
                 self.metrics.route_errors.fetch_add(1, Relaxed);
-                self.metrics.record_error();
+                self.metrics.record_error(cfg.errors.log);
                 if let Some(record) = letter {
                     self.metrics.dead_letters.fetch_add(1, Relaxed);
                     self.push_event(record);

@@ -601,7 +601,7 @@ impl Reader<'_> {
             Err(e) => {
                 let letter = tolerate_route_error(self.cfg, table, columns, &i.new, e)?;
                 self.metrics.route_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.metrics.record_error();
+                self.metrics.record_error(self.cfg.errors.log);
                 if let Some(record) = letter {
                     self.metrics.dead_letters.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.push_event(record);
