@@ -68,7 +68,8 @@ pub struct Metrics {
     pub slot_lag_ms: AtomicU64,
     /// Outbox events read from the stream (Debezium's TotalNumberOfEventsSeen).
     pub events_seen: AtomicU64,
-    /// Transactions read from the stream (Debezium's NumberOfCommittedTransactions).
+    /// Transactions read from the stream with a change Debezium's event counters count (its
+    /// NumberOfCommittedTransactions: a transaction of skipped operations only is not one).
     pub transactions_seen: AtomicU64,
     /// When the last event was read, in milliseconds since the epoch (0: none yet).
     pub last_event_ms: AtomicU64,

@@ -77,6 +77,9 @@ pub struct Reader<'a> {
     /// Whether the transaction being read has produced a record (for the latency breakdown).
     /// Events routed from the current transaction.
     transaction_events: u64,
+    /// The changes counted in Debezium's event counters when the transaction began: Debezium
+    /// counts a committed transaction only when it dispatched one of its changes.
+    changes_at_begin: u64,
     /// The commit LSN of the transaction being read (Begin's final LSN), for the optional header.
     commit_lsn: Option<std::sync::Arc<str>>,
     /// Highest WAL position received, reported as the write position.
@@ -183,6 +186,7 @@ impl<'a> Reader<'a> {
             relations: HashMap::new(),
             in_transaction: false,
             transaction_events: 0,
+            changes_at_begin: 0,
             commit_lsn: None,
             received,
             batch: Vec::with_capacity(BATCH_MAX),
@@ -482,13 +486,16 @@ impl<'a> Reader<'a> {
                 self.xid = b.xid;
                 self.change = (Lsn::ZERO, 0);
                 self.skip_transaction = self.resume.is_some_and(|r| r.skips_transaction(b.final_lsn));
+                self.changes_at_begin = self.changes_counted();
                 if self.cfg.commit_lsn_header.is_some() {
                     self.commit_lsn = Some(std::sync::Arc::from(b.final_lsn.to_string()));
                 }
             }
             LogicalMessage::Commit(c) => {
                 self.in_transaction = false;
-                self.metrics.transactions_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if self.changes_counted() > self.changes_at_begin {
+                    self.metrics.transactions_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 let events = std::mem::take(&mut self.transaction_events);
                 if events > 0 {
                     let now = crate::postgres::wire::pg_epoch_micros(SystemTime::now());
@@ -559,6 +566,15 @@ impl Reader<'_> {
             _ => (lsn, 1),
         };
         self.skip_transaction || self.resume.is_some_and(|r| r.skips_change(self.xid, lsn, self.change.1))
+    }
+
+    /// The changes Debezium's event counters hold so far (skipped operations are not among them).
+    fn changes_counted(&self) -> u64 {
+        let m = &self.metrics;
+        [&m.inserts_seen, &m.updates_seen, &m.deletes_seen, &m.messages_seen]
+            .iter()
+            .map(|c| crate::metrics::Metrics::get(c))
+            .sum()
     }
 
     /// Counts a change of relation `relation` in `seen` as Debezium's event counters do, and says
