@@ -93,7 +93,8 @@ pub async fn run() {
     // Two connectors on each side: `metrics-…` with the Event Router alone, and `skipping-…`, which
     // also skips UPDATEs (`skipped.operations=u`) and drops the `drop` aggregate's events with
     // Kafka's Filter transform.
-    let variants = [("metrics", "d", "p"), ("skipping", "d2", "p2")];
+    // A third, `nodata-…`, takes no snapshot (`snapshot.mode=no_data`).
+    let variants = [("metrics", "d", "p"), ("skipping", "d2", "p2"), ("nodata", "d3", "p3")];
     let prefixes: Vec<String> = variants.iter().flat_map(|(_, d, p)| [format!("{u}{d}"), format!("{u}{p}")]).collect();
     let topics: Vec<String> = prefixes.iter().map(|p| format!("{p}.outbox.event.order")).collect();
     let mut all_topics = topics.clone();
@@ -146,6 +147,9 @@ pub async fn run() {
                 });
                 config.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
             }
+            if variant == 2 {
+                config["snapshot.mode"] = serde_json::json!("no_data");
+            }
             let body = serde_json::json!({ "name": format!("{name}-{u}"), "config": config });
             let (code, answer) = match side {
                 Side::Connect => connect.call("POST", "/connectors", &body.to_string()),
@@ -162,7 +166,11 @@ pub async fn run() {
         let records = crate::support::consume(&broker, &[topic.to_string()], n, Duration::from_secs(120));
         assert_eq!(records.len(), n, "records in {topic}\n{}", logs(&connect, &worker));
     };
-    tokio::task::block_in_place(|| topics.iter().for_each(|t| read(t, 2)));
+    // The snapshot's two rows, from the connectors that take one (the last two topics are nodata's).
+    let snapshotting = &topics[..topics.len() - 2];
+    tokio::task::block_in_place(|| snapshotting.iter().for_each(|t| read(t, 2)));
+    // nodata's slot exists once it streams: changes after this are its.
+    wait_for_slots(&sql, &prefixes).await;
 
     // Streaming: three transactions of two events, an UPDATE the Event Router ignores with a
     // warning, a DELETE it drops, a row it refuses (skipped under errors.tolerance=all), and one
@@ -188,7 +196,10 @@ pub async fn run() {
     ))
     .await
     .unwrap();
-    tokio::task::block_in_place(|| topics.iter().for_each(|t| read(t, 9)));
+    tokio::task::block_in_place(|| {
+        snapshotting.iter().for_each(|t| read(t, 9));
+        topics[topics.len() - 2..].iter().for_each(|t| read(t, 7));
+    });
 
     let connect_metrics = format!("127.0.0.1:{exporter_port}");
     // Until both sides have seen as many changes per connector, with every record acknowledged
@@ -233,6 +244,24 @@ pub async fn run() {
     assert!(problems.is_empty(), "{report}");
     eprintln!("[metrics differential] {} series identical by name and labels", ours.len());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits (up to two minutes) until every connector's slot exists.
+async fn wait_for_slots(sql: &tokio_postgres::Client, prefixes: &[String]) {
+    let names: Vec<String> = prefixes.iter().map(|p| format!("slot_{p}")).collect();
+    let start = Instant::now();
+    loop {
+        let n: i64 = sql
+            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1)", &[&names])
+            .await
+            .unwrap()
+            .get(0);
+        if n == names.len() as i64 {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "only {n} of the slots {names:?} exist");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The differences that [`ALLOWED`] does not excuse, and the allowances that excused nothing.
