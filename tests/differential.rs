@@ -161,6 +161,13 @@ async fn lsn_flush_modes_match_debezium_in_kafka_connect() {
     dsupport::flush_connect::run().await;
 }
 
+/// `offset.mismatch.strategy` against Connect + Debezium 3.7.1, for a committed offset ahead of the
+/// slot: under each strategy both resume from the same slot and offset and publish the same events.
+#[tokio::test(flavor = "multi_thread")]
+async fn offset_mismatch_strategies_match_debezium_in_kafka_connect() {
+    dsupport::mismatch_connect::run().await;
+}
+
 /// Connect + Debezium 3.7.1's metrics through the Prometheus JMX exporter (Debezium's and Strimzi's
 /// rules) against a `pgoutbox connect` worker's, after the same snapshot and changes: the same series
 /// and labels, and the same counts.

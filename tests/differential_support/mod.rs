@@ -16,6 +16,7 @@ pub mod harness;
 pub mod metrics_connect;
 pub mod migration;
 pub mod migration_connect;
+pub mod mismatch_connect;
 pub mod registry;
 pub mod rollback_connect;
 pub mod via_connect;

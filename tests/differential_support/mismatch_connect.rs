@@ -1,0 +1,273 @@
+//! `offset.mismatch.strategy` (Debezium 3.4) against Kafka Connect + Debezium 3.7.1, for the mismatch
+//! a crash leaves behind: a committed offset ahead of the slot.
+//!
+//! For each strategy, on its own connector name and slot:
+//! 1. Connect's connector runs with `lsn.flush.mode=manual` and publishes three events: its offset
+//!    holds them, its slot stays where it was created. The connector is stopped (its offset kept).
+//! 2. The slot is copied twice (`pg_copy_logical_replication_slot`), and the offset record into an
+//!    offsets topic of pgoutbox's own, so that each side resumes from the same slot and the same
+//!    offset without seeing what the other commits; then a fourth event is written.
+//! 3. Connect resumes the connector on one copy under the strategy; then `pgoutbox run`, with the same
+//!    connector name and topic prefix, on the other copy and the copied offset.
+//!
+//! Each side must publish the same events as many times as the other (by aggregate id): which of
+//! the three the offset holds are published again, and the fourth once.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use pgoutbox::kafka::consume::consume_all;
+
+use super::connect::Connect;
+use super::debezium::tail;
+use crate::support::{create_topics, unique, Env, Relay};
+
+const STRATEGIES: &[&str] = &["no_validation", "trust_offset", "trust_slot", "trust_greater_lsn"];
+
+pub async fn run() {
+    let _turn = super::turn().await;
+    let env = Env::get();
+    let u = unique("mismatch");
+    let dir = std::env::temp_dir().join("pgoutbox-differential").join(&u);
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = format!("outbox_{u}");
+    let sql = env.sql().await;
+    sql.batch_execute(&format!(
+        "CREATE TABLE public.{table} (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
+         aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)"
+    ))
+    .await
+    .unwrap();
+    let connect = tokio::task::block_in_place(|| Connect::start(dir.join(format!("connect-{u}")), &env.broker, ""));
+    let mut outcomes = Vec::new();
+    let mut problems = Vec::new();
+    // `PGOUTBOX_MISMATCH_STRATEGIES`: some of them, separated by commas (by hand).
+    let chosen = std::env::var("PGOUTBOX_MISMATCH_STRATEGIES").unwrap_or_default();
+    let strategies: Vec<&str> =
+        STRATEGIES.iter().copied().filter(|s| chosen.is_empty() || chosen.split(',').any(|c| c == *s)).collect();
+    for (i, strategy) in strategies.iter().enumerate() {
+        match strategy_case(&connect, &env, &sql, &table, &u, i, strategy).await {
+            Ok((connect_counts, pgoutbox_counts)) if connect_counts == pgoutbox_counts => {
+                outcomes.push(format!("{strategy}: {connect_counts:?} on both"))
+            }
+            Ok((c, p)) => problems.push(format!("{strategy}: Connect published {c:?}, pgoutbox {p:?}")),
+            Err(e) => problems.push(format!("{strategy}: {e}")),
+        }
+    }
+    drop(connect);
+    let _ = sql.batch_execute(&format!("DROP TABLE {table}")).await;
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    eprintln!("[offset.mismatch.strategy differential] {}", outcomes.join("; "));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The events each side published after resuming, as aggregate id -> copies.
+type Counts = BTreeMap<String, usize>;
+
+#[allow(clippy::too_many_arguments)]
+async fn strategy_case(
+    connect: &Connect,
+    env: &Env,
+    sql: &tokio_postgres::Client,
+    table: &str,
+    u: &str,
+    i: usize,
+    strategy: &str,
+) -> Result<(Counts, Counts), String> {
+    let name = format!("mm{i}-{u}");
+    let server = format!("srv{u}{i}");
+    let slot = format!("slot_{u}_{i}");
+    let publication = format!("pub_{u}_{i}");
+    let prefix = |phase: &str| format!("{u}{i}{phase}");
+    let topic = |phase: &str| format!("{}.outbox.event.s{i}", prefix(phase));
+    let topics: Vec<String> = ["a", "d", "p"].iter().map(|p| topic(p)).collect();
+    create_topics(&env.broker, &topics, 1).await;
+    let config = |phase: &str, slot: &str, extra: &[(&str, &str)]| {
+        let mut c = serde_json::json!({
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.hostname": "127.0.0.1",
+            "database.port": env.pg_port.to_string(),
+            "database.user": "postgres",
+            "database.dbname": "postgres",
+            "topic.prefix": server,
+            "plugin.name": "pgoutput",
+            "slot.name": slot,
+            "publication.name": publication,
+            "publication.autocreate.mode": "filtered",
+            "table.include.list": format!("public.{table}"),
+            "snapshot.mode": "no_data",
+            "status.update.interval.ms": "500",
+            "transforms": "outbox,side",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.side.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.side.regex": "(.*)",
+            "transforms.side.replacement": format!("{}.$1", prefix(phase)),
+        });
+        for (k, v) in extra {
+            c[*k] = serde_json::json!(v);
+        }
+        c
+    };
+    let insert =
+        |n: usize| format!("INSERT INTO {table} VALUES (gen_random_uuid(), 's{i}', 'e{n}', 'created', '{{}}')");
+
+    // 1. Connect publishes three events without confirming them to the slot.
+    let body = serde_json::json!({ "name": name, "config": config("a", &slot, &[("lsn.flush.mode", "manual")]) });
+    let (code, answer) = connect.call("POST", "/connectors", &body.to_string());
+    if code != 201 {
+        return Err(format!("creating the connector: {code} {answer}"));
+    }
+    wait_slot(sql, &slot).await?;
+    for n in 1..=3 {
+        sql.batch_execute(&insert(n)).await.map_err(|e| e.to_string())?;
+    }
+    let broker = env.broker.clone();
+    let first = tokio::task::block_in_place(|| read_until(&broker, &topic("a"), "e3"));
+    if first.len() != 3 {
+        return Err(format!("Connect published {first:?} of the first three\n{}", server_log(connect)));
+    }
+    // Its offset reaches the offsets topic at the next flush (every second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    connect.call("PUT", &format!("/connectors/{name}/stop"), "");
+    wait_state(connect, &name, "STOPPED")?;
+
+    // 2. The same slot and offset for each side; then one more event.
+    let (slot_d, slot_p) = (format!("{slot}_d"), format!("{slot}_p"));
+    for copy in [&slot_d, &slot_p] {
+        sql.batch_execute(&format!("SELECT pg_copy_logical_replication_slot('{slot}', '{copy}')"))
+            .await
+            .map_err(|e| format!("copying the slot: {e}"))?;
+    }
+    let offsets = format!("offsets_{u}_{i}");
+    copy_offset(&env.broker, &format!("{}-offsets", connect.group()), &offsets, &name).await?;
+    sql.batch_execute(&insert(4)).await.map_err(|e| e.to_string())?;
+
+    // 3. Connect resumes on one copy under the strategy.
+    let resumed = config("d", &slot_d, &[("offset.mismatch.strategy", strategy)]);
+    let (code, answer) = connect.call("PUT", &format!("/connectors/{name}/config"), &resumed.to_string());
+    if !matches!(code, 200 | 201) {
+        return Err(format!("reconfiguring the connector: {code} {answer}"));
+    }
+    connect.call("PUT", &format!("/connectors/{name}/resume"), "");
+    let connect_counts = tokio::task::block_in_place(|| read_until(&broker, &topic("d"), "e4"));
+    connect.call("DELETE", &format!("/connectors/{name}"), "");
+
+    // ... and pgoutbox on the other, reading Connect's offsets topic.
+    let properties: String = config("p", &slot_p, &[("offset.mismatch.strategy", strategy)])
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.as_str().unwrap()))
+        .chain([
+            format!("name={name}\n"),
+            format!("bootstrap.servers={}\n", env.broker),
+            format!("offset.storage.topic={offsets}\n"),
+        ])
+        .collect();
+    let mut relay = Relay::start(&properties);
+    let pgoutbox_counts = tokio::task::block_in_place(|| read_until(&broker, &topic("p"), "e4"));
+    let log = relay.log_text();
+    let exit = relay.stop();
+    for s in [&slot, &slot_d, &slot_p] {
+        let _ = sql.batch_execute(&format!("SELECT pg_drop_replication_slot('{s}')")).await;
+    }
+    let _ = sql.batch_execute(&format!("DROP PUBLICATION IF EXISTS {publication}")).await;
+    if exit.code() != Some(0) {
+        return Err(format!("pgoutbox exited with {exit}:\n{}", tail(&log, 30)));
+    }
+    if !connect_counts.contains_key("e4") {
+        return Err(format!("Connect did not publish the fourth event: {connect_counts:?}\n{}", server_log(connect)));
+    }
+    Ok((connect_counts, pgoutbox_counts))
+}
+
+/// The last record of `from` keyed for connector `name`, written into the new compacted topic `to`.
+async fn copy_offset(broker: &str, from: &str, to: &str, name: &str) -> Result<(), String> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let records = tokio::task::block_in_place(|| {
+        consume_all(broker, &[from], None, Duration::from_secs(2), Duration::from_secs(30)).unwrap_or_default()
+    });
+    let needle = format!("[\"{name}\",");
+    let last = records
+        .iter()
+        .rev()
+        .find(|r| r.key.as_deref().is_some_and(|k| String::from_utf8_lossy(k).starts_with(&needle)))
+        .ok_or_else(|| format!("Connect wrote no offset for {name} in {from}"))?;
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().map_err(|e| e.to_string())?;
+    let topic = NewTopic::new(to, 1, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
+    for r in admin.create_topics(&[topic], &AdminOptions::new()).await.map_err(|e| e.to_string())? {
+        r.map_err(|(t, e)| format!("creating {t}: {e}"))?;
+    }
+    let producer: BaseProducer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker).create().map_err(|e| e.to_string())?;
+    let (key, value) = (last.key.clone().unwrap_or_default(), last.value.clone().unwrap_or_default());
+    producer.send(BaseRecord::to(to).key(&key).payload(&value)).map_err(|(e, _)| e.to_string())?;
+    tokio::task::block_in_place(|| producer.flush(Duration::from_secs(30))).map_err(|e| e.to_string())
+}
+
+/// The records of `topic` by key, read until one keyed `last` is there and the topic then stays
+/// idle for three seconds (or a minute passes).
+fn read_until(broker: &str, topic: &str, last: &str) -> Counts {
+    let start = Instant::now();
+    loop {
+        let records =
+            consume_all(broker, &[topic], None, Duration::from_secs(3), Duration::from_secs(30)).unwrap_or_default();
+        let mut counts = Counts::new();
+        for r in &records {
+            *counts.entry(aggregate_id(r.key.as_deref().unwrap_or_default())).or_default() += 1;
+        }
+        if counts.contains_key(last) || start.elapsed() > Duration::from_secs(60) {
+            return counts;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The aggregate id a record's key holds: JsonConverter's envelope's payload, or the key itself.
+fn aggregate_id(key: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(key) {
+        Ok(serde_json::Value::Object(o)) => o.get("payload").and_then(|p| p.as_str()).unwrap_or_default().to_string(),
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::from_utf8_lossy(key).into_owned(),
+    }
+}
+
+async fn wait_slot(sql: &tokio_postgres::Client, slot: &str) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let n: i64 = sql
+            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if n == 1 {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            return Err(format!("the slot {slot} was never created"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn wait_state(connect: &Connect, name: &str, state: &str) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let (_, body) = connect.call("GET", &format!("/connectors/{name}/status"), "");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        if v["connector"]["state"] == state {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err(format!("the connector never reached {state}: {body}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn server_log(connect: &Connect) -> String {
+    connect.log_tail(30)
+}
