@@ -109,6 +109,9 @@ pub struct Metrics {
     /// a DELETE two (its change event and its tombstone, Debezium's `tombstones.on.delete=true`),
     /// a polled row one.
     pub records_polled: AtomicU64,
+    /// Logical decoding messages the prefix lists leave out: Debezium 3.7 counts them as seen and
+    /// filtered.
+    pub messages_filtered: AtomicU64,
     /// Logical decoding messages read (Debezium 3.7's TotalNumberOfLogicalMessageEventsSeen).
     pub messages_seen: AtomicU64,
     /// When the task last met an error under `errors.tolerance` (Connect's last-error-timestamp),

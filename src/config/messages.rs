@@ -23,6 +23,24 @@ pub enum NonTransactional {
     Publish,
 }
 
+/// Debezium's message prefix lists on their own: whatever pgoutbox relays, Debezium counts a
+/// message they leave out as a filtered event, and pgoutbox's metrics do the same.
+#[derive(Debug, Clone, Default)]
+pub struct Prefixes {
+    pub include: Vec<Regex>,
+    pub exclude: Vec<Regex>,
+}
+
+impl Prefixes {
+    /// Whether messages with this prefix pass the lists.
+    pub fn captures(&self, prefix: &str) -> bool {
+        if !self.include.is_empty() {
+            return self.include.iter().any(|r| r.is_match(prefix));
+        }
+        !self.exclude.iter().any(|r| r.is_match(prefix))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct MessageCapture {
     /// Anchored, case-insensitive, as Debezium matches them; at most one of the two is set.
@@ -45,7 +63,11 @@ pub const NON_TRANSACTIONAL_KEY: &str = "pgoutbox.messages.non.transactional";
 
 /// The capture, `Some` when the chain decodes messages (`decodes`); `None` otherwise, with a warning
 /// for each message key set that then changes nothing.
-pub fn parse(r: &mut Reader<'_>, decodes: bool, relay: RelayKind) -> Result<Option<MessageCapture>, ConfigError> {
+pub fn parse(
+    r: &mut Reader<'_>,
+    decodes: bool,
+    relay: RelayKind,
+) -> Result<(Option<MessageCapture>, Prefixes), ConfigError> {
     let include = r.regex_list("message.prefix.include.list")?;
     let exclude = r.regex_list("message.prefix.exclude.list")?;
     if !include.is_empty() && !exclude.is_empty() {
@@ -65,7 +87,7 @@ pub fn parse(r: &mut Reader<'_>, decodes: bool, relay: RelayKind) -> Result<Opti
                 r.warn(format!("{key} changes nothing: pgoutbox relays logical decoding messages only through a DecodeLogicalDecodingMessageContent transform before the Event Router"));
             }
         }
-        return Ok(None);
+        return Ok((None, Prefixes { include, exclude }));
     }
     if relay == RelayKind::Polling {
         return Err(invalid(
@@ -73,5 +95,6 @@ pub fn parse(r: &mut Reader<'_>, decodes: bool, relay: RelayKind) -> Result<Opti
             "DecodeLogicalDecodingMessageContent needs the log-tailing relay: logical decoding messages live in the WAL only, which the polling relay does not read; remove the transform or set pgoutbox.relay=log_tailing",
         ));
     }
-    Ok(Some(MessageCapture { include, exclude, non_transactional }))
+    let prefixes = Prefixes { include: include.clone(), exclude: exclude.clone() };
+    Ok((Some(MessageCapture { include, exclude, non_transactional }), prefixes))
 }

@@ -316,6 +316,8 @@ pub struct Config {
     /// The message outbox: which logical decoding messages are events (`None`: none, and the
     /// stream does not ask for them).
     pub messages: Option<messages::MessageCapture>,
+    /// The message prefix lists, parsed whether or not messages are relayed (for the metrics).
+    pub message_prefixes: messages::Prefixes,
     /// `pgoutbox.prune.*`: `None` unless `pgoutbox.prune.retention.ms` is set.
     pub prune: Option<prune::PruneConfig>,
     /// Connect's exactly-once keys (`exactly.once.source.support=enabled`): `None` publishes at
@@ -370,7 +372,7 @@ impl Config {
         let (relay, polling) = polling::parse(&mut r)?;
         let stall_threshold = r.millis_or("pgoutbox.stall.threshold.ms", 300_000)?;
         let prune = prune::parse(&mut r)?;
-        let messages = messages::parse(&mut r, router.chain.decode.is_some(), relay)?;
+        let (messages, message_prefixes) = messages::parse(&mut r, router.chain.decode.is_some(), relay)?;
         let mut stream = stream;
         // A messages-only connector (Debezium's `publication.autocreate.mode=no_tables` with no
         // table list) captures no table, not every table as an empty list otherwise means.
@@ -428,6 +430,7 @@ impl Config {
             stall_threshold,
             prune,
             messages,
+            message_prefixes,
             exactly_once,
             ignored,
             undeclared_providers: resolved.undeclared,

@@ -533,22 +533,18 @@ pub fn debezium(sheet: &mut Sheet, s: &Source<'_>, now_ms: u64) {
         }
     }
     add(streaming, "MilliSecondsSinceLastEvent", "Milliseconds since the last event was read (-1: none)", since(last));
+    let messages = g(&m.messages_seen) + g(&m.messages_filtered);
     add(
         streaming,
         "TotalNumberOfEventsSeen",
-        "Changes read (skipped operations left out, filtered ones included)",
-        (creates + updates + deletes) as f64,
+        "Changes and logical decoding messages read (skipped operations left out, filtered ones included)",
+        (creates + updates + deletes + messages) as f64,
     );
     add(streaming, "TotalNumberOfCreateEventsSeen", "INSERTs read", creates as f64);
     add(streaming, "TotalNumberOfUpdateEventsSeen", "UPDATEs read", updates as f64);
     add(streaming, "TotalNumberOfDeleteEventsSeen", "DELETEs read", deletes as f64);
     add(streaming, "TotalNumberOfReadEventsSeen", "Rows read by an incremental snapshot (pgoutbox runs none)", 0.0);
-    add(
-        streaming,
-        "TotalNumberOfLogicalMessageEventsSeen",
-        "Logical decoding messages read",
-        g(&m.messages_seen) as f64,
-    );
+    add(streaming, "TotalNumberOfLogicalMessageEventsSeen", "Logical decoding messages read", messages as f64);
     add(
         streaming,
         "NumberOfEventsFiltered",

