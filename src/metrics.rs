@@ -376,40 +376,6 @@ pub struct Throughput {
 /// The window Connect's rates cover.
 pub const RATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Values over Connect's sample window, for its `-avg` and `-max` metrics: Connect keeps two samples
-/// of `metrics.sample.window.ms` (30 s), so a value counts for 30 to 60 seconds; here for 60.
-#[derive(Debug, Default, Clone)]
-pub struct Window {
-    values: std::collections::VecDeque<(std::time::Instant, f64)>,
-}
-
-impl Window {
-    const SPAN: std::time::Duration = std::time::Duration::from_secs(60);
-
-    pub fn record(&mut self, v: f64, now: std::time::Instant) {
-        self.values.push_back((now, v));
-        self.expire(now);
-    }
-
-    fn expire(&mut self, now: std::time::Instant) {
-        while self.values.front().is_some_and(|(t, _)| now.duration_since(*t) > Self::SPAN) {
-            self.values.pop_front();
-        }
-    }
-
-    /// The average and the maximum of the values in the window; NaN for both when it holds none,
-    /// as Connect's stats give them.
-    pub fn avg_max(&mut self, now: std::time::Instant) -> (f64, f64) {
-        self.expire(now);
-        if self.values.is_empty() {
-            return (f64::NAN, f64::NAN);
-        }
-        let sum: f64 = self.values.iter().map(|(_, v)| v).sum();
-        let max = self.values.iter().map(|(_, v)| *v).fold(f64::NEG_INFINITY, f64::max);
-        (sum / self.values.len() as f64, max)
-    }
-}
-
 impl Throughput {
     /// Adds `counts` at `now`; returns each count's rate per second over the window (0 until two
     /// samples are at least a second apart).
@@ -425,6 +391,60 @@ impl Throughput {
             return [0.0; 2];
         }
         [0, 1].map(|i| counts[i].saturating_sub(before[i]) as f64 / secs)
+    }
+}
+
+/// Values over Connect's sample window, for its `-avg` and `-max` metrics: Connect keeps two samples
+/// of `metrics.sample.window.ms` (30 s), so a value counts for 30 to 60 seconds; here for 60 (to 61).
+/// Values are kept per second, so the window holds at most about 61 buckets however many values
+/// are recorded (one per batch, on the hot path).
+#[derive(Debug, Default, Clone)]
+pub struct Window {
+    buckets: std::collections::VecDeque<Bucket>,
+}
+
+/// The values recorded in one second: their sum, their number and the largest.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    start: std::time::Instant,
+    sum: f64,
+    count: u64,
+    max: f64,
+}
+
+impl Window {
+    const SPAN: std::time::Duration = std::time::Duration::from_secs(60);
+    const BUCKET: std::time::Duration = std::time::Duration::from_secs(1);
+
+    pub fn record(&mut self, v: f64, now: std::time::Instant) {
+        match self.buckets.back_mut() {
+            Some(b) if now.duration_since(b.start) < Self::BUCKET => {
+                b.sum += v;
+                b.count += 1;
+                b.max = b.max.max(v);
+            }
+            _ => self.buckets.push_back(Bucket { start: now, sum: v, count: 1, max: v }),
+        }
+        self.expire(now);
+    }
+
+    fn expire(&mut self, now: std::time::Instant) {
+        while self.buckets.front().is_some_and(|b| now.duration_since(b.start) > Self::SPAN) {
+            self.buckets.pop_front();
+        }
+    }
+
+    /// The average and the maximum of the values in the window; NaN for both when it holds none,
+    /// as Connect's stats give them.
+    pub fn avg_max(&mut self, now: std::time::Instant) -> (f64, f64) {
+        self.expire(now);
+        let count: u64 = self.buckets.iter().map(|b| b.count).sum();
+        if count == 0 {
+            return (f64::NAN, f64::NAN);
+        }
+        let sum: f64 = self.buckets.iter().map(|b| b.sum).sum();
+        let max = self.buckets.iter().map(|b| b.max).fold(f64::NEG_INFINITY, f64::max);
+        (sum / count as f64, max)
     }
 }
 
@@ -573,6 +593,24 @@ impl Histogram {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_window_keeps_a_bucket_per_second_and_forgets_after_a_minute() {
+        let t0 = std::time::Instant::now();
+        let mut w = Window::default();
+        assert!(w.avg_max(t0).0.is_nan() && w.avg_max(t0).1.is_nan(), "nothing recorded: NaN, as Connect's");
+        for i in 0..10_000 {
+            w.record((i % 4) as f64, t0 + std::time::Duration::from_micros(i));
+        }
+        w.record(9.0, t0 + std::time::Duration::from_secs(2));
+        assert_eq!(w.buckets.len(), 2, "values within a second share one bucket");
+        let (avg, max) = w.avg_max(t0 + std::time::Duration::from_secs(3));
+        assert_eq!(max, 9.0);
+        assert!((avg - (15_000.0 + 9.0) / 10_001.0).abs() < 1e-9, "{avg}");
+        let (avg, max) = w.avg_max(t0 + std::time::Duration::from_secs(61));
+        assert_eq!((avg, max), (9.0, 9.0), "the first second's values are gone");
+        assert!(w.avg_max(t0 + std::time::Duration::from_secs(70)).0.is_nan());
+    }
     use super::*;
 
     #[test]
