@@ -541,13 +541,13 @@ impl<'a> Reader<'a> {
                 }
             }
             LogicalMessage::Update(u) => {
-                if self.count_change(u.relation, &self.metrics.updates_seen, self.cfg.skipped.update) {
+                if self.count_change(u.relation, Op::Update) {
                     self.cfg.router.op_invalid_behavior.on_update().map_err(RelayError::InvalidOperation)?;
                 }
             }
             // DELETEs are dropped silently by the Event Router (the usual cleanup of published rows).
             LogicalMessage::Delete(d) => {
-                self.count_change(d.relation, &self.metrics.deletes_seen, self.cfg.skipped.delete);
+                self.count_change(d.relation, Op::Delete);
             }
             LogicalMessage::Truncate(_) => {}
             LogicalMessage::Message(m) => self.on_message(&m, lsn)?,
@@ -577,19 +577,24 @@ impl Reader<'_> {
             .sum()
     }
 
-    /// Counts a change of relation `relation` in `seen` as Debezium's event counters do, and says
+    /// Counts a change (`op`) of relation `relation` as Debezium's event counters do, and says
     /// whether it is a captured table's change to go on with: a skipped operation
     /// (`skipped.operations`) is not counted at all, a change of a table the lists do not capture
     /// (a publication wider than them) is counted as seen and filtered.
-    fn count_change(&self, relation: Oid, seen: &std::sync::atomic::AtomicU64, skipped: bool) -> bool {
+    fn count_change(&self, relation: Oid, op: Op) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
+        let (m, skipped) = (&self.metrics, &self.cfg.skipped);
+        // A DELETE is two records to Connect: its change event and its tombstone.
+        let (seen, skipped, records) = match op {
+            Op::Insert => (&m.inserts_seen, skipped.insert, 1),
+            Op::Update => (&m.updates_seen, skipped.update, 1),
+            Op::Delete => (&m.deletes_seen, skipped.delete, 2),
+        };
         match self.relations.get(&relation) {
             Some(_) if skipped => false,
             Some(Some(_)) => {
                 seen.fetch_add(1, Relaxed);
-                // A DELETE is its change event and its tombstone.
-                let records = if std::ptr::eq(seen, &self.metrics.deletes_seen) { 2 } else { 1 };
-                self.metrics.records_polled.fetch_add(records, Relaxed);
+                m.records_polled.fetch_add(records, Relaxed);
                 true
             }
             Some(None) => {
@@ -604,7 +609,7 @@ impl Reader<'_> {
     /// An INSERT into a captured table: its record, or under `errors.tolerance=all` its dead letter
     /// (or nothing).
     fn on_insert(&mut self, i: &pgoutput::Insert) -> Result<(), RelayError> {
-        if !self.count_change(i.relation, &self.metrics.inserts_seen, self.cfg.skipped.insert) {
+        if !self.count_change(i.relation, Op::Insert) {
             return Ok(());
         }
         let Some(Some((plan, table, columns))) = self.relations.get(&i.relation) else { return Ok(()) };
@@ -701,4 +706,12 @@ pub(crate) fn tolerate_route_error(
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A row change, for the counters ([`Reader::count_change`]).
+#[derive(Clone, Copy)]
+enum Op {
+    Insert,
+    Update,
+    Delete,
 }
