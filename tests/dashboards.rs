@@ -126,16 +126,7 @@ impl Drop for Process {
 /// config, offset and status topics) exist only there, as in Connect.
 fn start_worker(dir: &Path, broker: &str, addr: &str) -> Process {
     let group = unique("pgoutbox-dashboards");
-    std::fs::write(
-        dir.join("worker.properties"),
-        format!(
-            "bootstrap.servers={broker}\nlisteners=http://{addr}\ngroup.id={group}\n\
-             config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n\
-             offset.storage.topic={group}-offsets\nconfig.storage.replication.factor=1\n\
-             status.storage.replication.factor=1\noffset.storage.replication.factor=1\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(dir.join("worker.properties"), worker_properties(broker, addr, &group, "")).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_pgoutbox"));
     command.args(["connect", "--worker"]).arg(dir.join("worker.properties"));
     Process::spawn(command, dir.join("worker.log"), "")

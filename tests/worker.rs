@@ -491,18 +491,10 @@ async fn an_https_listener_serves_the_api_from_a_pkcs12_keystore() {
 fn cluster_worker(root: &std::path::Path, group: &str, broker: &str, port: u16) -> Worker {
     let dir = root.join(format!("w{port}"));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("worker.properties"),
-        format!(
-            "bootstrap.servers={broker}\nlisteners=http://127.0.0.1:{port}\ngroup.id={group}\n\
-             config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\noffset.storage.topic={group}-offsets\n\
-             config.storage.replication.factor=1\nstatus.storage.replication.factor=1\noffset.storage.replication.factor=1\n\
-             session.timeout.ms=6000\nheartbeat.interval.ms=1000\n"
-        ),
-    )
-    .unwrap();
-    let w = Worker::start(&dir, &[]);
     let addr = format!("127.0.0.1:{port}");
+    let extra = "session.timeout.ms=6000\nheartbeat.interval.ms=1000\n";
+    std::fs::write(dir.join("worker.properties"), worker_properties(broker, &addr, group, extra)).unwrap();
+    let w = Worker::start(&dir, &[]);
     let start = Instant::now();
     while std::net::TcpStream::connect(&addr).is_err() {
         assert!(start.elapsed() < Duration::from_secs(60), "worker {port} never served REST: {}", w.log_text());

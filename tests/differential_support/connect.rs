@@ -105,6 +105,28 @@ impl Connect {
         }
     }
 
+    /// Connector `name`'s state and its tasks', as `CONNECTOR/TASK,TASK` (`?` when unknown).
+    pub fn state(&self, name: &str) -> String {
+        let (_, body) = self.call("GET", &format!("/connectors/{name}/status"), "");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let tasks: Vec<String> =
+            v["tasks"].as_array().into_iter().flatten().filter_map(|t| t["state"].as_str().map(String::from)).collect();
+        format!("{}/{}", v["connector"]["state"].as_str().unwrap_or("?"), tasks.join(","))
+    }
+
+    /// Stops connector `name` and waits (up to a minute) until Connect reports it STOPPED.
+    pub fn stop_connector(&self, name: &str) -> Result<(), String> {
+        self.call("PUT", &format!("/connectors/{name}/stop"), "");
+        let start = Instant::now();
+        while !self.state(name).starts_with("STOPPED") {
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(format!("the connector did not stop: {}", self.state(name)));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
         tail(&text, n)

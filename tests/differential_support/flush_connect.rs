@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use super::connect::Connect;
-use super::metrics_connect::{free_port, logs, Worker};
+use super::sides::{connector_config, free_port, logs, slots_exist, Worker};
 use crate::support::{call, create_topics, unique, Env};
 
 const MODES: &[&str] = &["connector", "connector_and_driver", "manual"];
@@ -59,32 +59,10 @@ pub async fn run() {
     let worker_addr = format!("127.0.0.1:{}", free_port());
     let mut worker = Worker::start(&dir, &env.broker, &worker_addr, &u);
     let config = |side: &str, i: usize| {
-        serde_json::json!({
-            "name": format!("flush-{}-{u}", MODES[i]),
-            "config": {
-                "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-                "database.hostname": "127.0.0.1",
-                "database.port": env.pg_port.to_string(),
-                "database.user": "postgres",
-                "database.dbname": "postgres",
-                "topic.prefix": server(i),
-                "plugin.name": "pgoutput",
-                "slot.name": slot(side, i),
-                "publication.name": format!("pub_{}", prefix(side, i)),
-                "publication.autocreate.mode": "filtered",
-                "table.include.list": format!("public.{table}"),
-                "status.update.interval.ms": "500",
-                // Debezium reads every logical decoding message of the database whatever the publication
-                // (B-17), and other tests emit some: keep them out, on both sides alike.
-                "message.prefix.exclude.list": ".*",
-                "lsn.flush.mode": MODES[i],
-                "transforms": "outbox,side",
-                "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-                "transforms.side.type": "org.apache.kafka.connect.transforms.RegexRouter",
-                "transforms.side.regex": "(.*)",
-                "transforms.side.replacement": format!("{}.$1", prefix(side, i)),
-            }
-        })
+        let pub_name = format!("pub_{}", prefix(side, i));
+        let mut c = connector_config(&table, &slot(side, i), &pub_name, &server(i), &prefix(side, i));
+        c["lsn.flush.mode"] = serde_json::json!(MODES[i]);
+        serde_json::json!({ "name": format!("flush-{}-{u}", MODES[i]), "config": c })
     };
     let mut report = Vec::new();
     for (i, mode) in MODES.iter().enumerate() {
@@ -103,17 +81,8 @@ pub async fn run() {
         }
     }
     // Every slot exists once each connector streams: wait for them before the first event.
-    wait_until("every slot to exist", Duration::from_secs(120), || async {
-        let names: Vec<String> = (0..MODES.len()).map(|i| slot("d", i)).chain((0..2).map(|i| slot("p", i))).collect();
-        let n: i64 = sql
-            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1)", &[&names])
-            .await
-            .unwrap()
-            .get(0);
-        n == names.len() as i64
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&connect, &worker)));
+    let slots: Vec<String> = (0..MODES.len()).map(|i| slot("d", i)).chain((0..2).map(|i| slot("p", i))).collect();
+    slots_exist(&sql, &slots).await.unwrap_or_else(|e| panic!("{e}\n{}", logs(&connect, &worker)));
     let created = lsn_of(&sql, &slot("d", 2)).await;
 
     // 1. Before any event, only a table outside the publication changes: nothing reaches the

@@ -13,12 +13,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::connect::Connect;
-use super::debezium::tail;
-use crate::support::{call, create_topics, http_get, unique, unsafe_sigterm, wait_exit, Env};
+use super::sides::{connector_config, free_port, logs, slots_exist, Worker};
+use crate::support::{call, create_topics, http_get, unique, Env};
 
 /// Differences between the two sides' series that are by design: (the series' name, the side that
 /// has it, why).
@@ -111,33 +110,12 @@ pub async fn run() {
 
     for (variant, (name, dbz, pgo)) in variants.iter().enumerate() {
         for (side, prefix) in [(Side::Connect, format!("{u}{dbz}")), (Side::Pgoutbox, format!("{u}{pgo}"))] {
-            let slot = format!("slot_{prefix}");
             let server = format!("srv{u}{variant}");
-            let mut config = serde_json::json!({
-                "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-                "database.hostname": "127.0.0.1",
-                "database.port": env.pg_port.to_string(),
-                "database.user": "postgres",
-                "database.dbname": "postgres",
-                "topic.prefix": server,
-                "plugin.name": "pgoutput",
-                "slot.name": slot,
-                "publication.name": format!("pub_{prefix}"),
-                "publication.autocreate.mode": "filtered",
-                "table.include.list": format!("public.{table}"),
-                "status.update.interval.ms": "500",
-                // Debezium reads every logical decoding message of the database whatever the publication
-                // (B-17), and other tests emit some: keep them out, on both sides alike.
-                "message.prefix.exclude.list": ".*",
-                // A row the Event Router refuses is skipped, and counted, on both sides.
-                "errors.tolerance": "all",
-                "errors.log.enable": "true",
-                "transforms": "outbox,side",
-                "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-                "transforms.side.type": "org.apache.kafka.connect.transforms.RegexRouter",
-                "transforms.side.regex": "(.*)",
-                "transforms.side.replacement": format!("{prefix}.$1"),
-            });
+            let mut config =
+                connector_config(&table, &format!("slot_{prefix}"), &format!("pub_{prefix}"), &server, &prefix);
+            // A row the Event Router refuses is skipped, and counted, on both sides.
+            config["errors.tolerance"] = serde_json::json!("all");
+            config["errors.log.enable"] = serde_json::json!("true");
             if variant == 1 {
                 let more = serde_json::json!({
                     "skipped.operations": "u",
@@ -173,7 +151,8 @@ pub async fn run() {
     let snapshotting = &topics[..topics.len() - 2];
     tokio::task::block_in_place(|| snapshotting.iter().for_each(|t| read(t, 2)));
     // nodata's slot exists once it streams: changes after this are its.
-    wait_for_slots(&sql, &prefixes).await;
+    let slots: Vec<String> = prefixes.iter().map(|p| format!("slot_{p}")).collect();
+    slots_exist(&sql, &slots).await.unwrap_or_else(|e| panic!("{e}\n{}", logs(&connect, &worker)));
 
     // Streaming: three transactions of two events, an UPDATE the Event Router ignores with a
     // warning, a DELETE it drops, a row it refuses (skipped under errors.tolerance=all), and one
@@ -269,24 +248,6 @@ fn without_messages(series: &Series) -> Series {
         out.insert(key.clone(), f64::from(u8::from(*messages > 0.0)));
     }
     out
-}
-
-/// Waits (up to two minutes) until every connector's slot exists.
-async fn wait_for_slots(sql: &tokio_postgres::Client, prefixes: &[String]) {
-    let names: Vec<String> = prefixes.iter().map(|p| format!("slot_{p}")).collect();
-    let start = Instant::now();
-    loop {
-        let n: i64 = sql
-            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1)", &[&names])
-            .await
-            .unwrap()
-            .get(0);
-        if n == names.len() as i64 {
-            return;
-        }
-        assert!(start.elapsed() < Duration::from_secs(120), "only {n} of the slots {names:?} exist");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The differences that [`ALLOWED`] does not excuse, and the allowances that excused nothing.
@@ -393,72 +354,4 @@ fn render(s: &Series) -> String {
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join(name)
-}
-
-pub(super) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-pub(super) fn logs(connect: &Connect, worker: &Worker) -> String {
-    format!("--- Connect, last lines:\n{}\n--- pgoutbox, last lines:\n{}", connect.log_tail(30), worker.log_tail(30))
-}
-
-/// A `pgoutbox connect` distributed worker, alone in its group.
-pub(super) struct Worker {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Worker {
-    pub(super) fn start(dir: &std::path::Path, broker: &str, addr: &str, u: &str) -> Worker {
-        let group = format!("pgoutbox-{u}");
-        let props = dir.join("worker.properties");
-        std::fs::write(
-            &props,
-            format!(
-                "bootstrap.servers={broker}\nlisteners=http://{addr}\ngroup.id={group}\n\
-                 config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n\
-                 offset.storage.topic={group}-offsets\nconfig.storage.replication.factor=1\n\
-                 status.storage.replication.factor=1\noffset.storage.replication.factor=1\n"
-            ),
-        )
-        .unwrap();
-        let log = dir.join("worker.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_pgoutbox"))
-            .args(["connect", "--worker"])
-            .arg(&props)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start pgoutbox connect");
-        let start = Instant::now();
-        while !http_get(addr, "/connectors").is_some_and(|(code, _)| code == 200) {
-            assert!(start.elapsed() < Duration::from_secs(60), "the pgoutbox worker did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Worker { child: Some(child), log }
-    }
-
-    pub(super) fn log_tail(&self, n: usize) -> String {
-        tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), n)
-    }
-
-    pub(super) fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe_sigterm(c.id());
-            if wait_exit(&mut c, Duration::from_secs(30)).is_none() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }

@@ -20,6 +20,7 @@ use pgoutbox::kafka::consume::consume_all;
 
 use super::connect::Connect;
 use super::debezium::tail;
+use super::sides::{connector_config, slots_exist};
 use crate::support::{create_topics, unique, Env, Relay};
 
 const STRATEGIES: &[&str] = &["no_validation", "trust_offset", "trust_slot", "trust_greater_lsn"];
@@ -83,29 +84,8 @@ async fn strategy_case(
     let topics: Vec<String> = ["a", "d", "p"].iter().map(|p| topic(p)).collect();
     create_topics(&env.broker, &topics, 1).await;
     let config = |phase: &str, slot: &str, extra: &[(&str, &str)]| {
-        let mut c = serde_json::json!({
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "database.hostname": "127.0.0.1",
-            "database.port": env.pg_port.to_string(),
-            "database.user": "postgres",
-            "database.dbname": "postgres",
-            "topic.prefix": server,
-            "plugin.name": "pgoutput",
-            "slot.name": slot,
-            "publication.name": publication,
-            "publication.autocreate.mode": "filtered",
-            "table.include.list": format!("public.{table}"),
-            "snapshot.mode": "no_data",
-            "status.update.interval.ms": "500",
-            // Debezium reads every logical decoding message of the database whatever the publication
-            // (B-17), and other tests emit some: keep them out, on both sides alike.
-            "message.prefix.exclude.list": ".*",
-            "transforms": "outbox,side",
-            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-            "transforms.side.type": "org.apache.kafka.connect.transforms.RegexRouter",
-            "transforms.side.regex": "(.*)",
-            "transforms.side.replacement": format!("{}.$1", prefix(phase)),
-        });
+        let mut c = connector_config(table, slot, &publication, &server, &prefix(phase));
+        c["snapshot.mode"] = serde_json::json!("no_data");
         for (k, v) in extra {
             c[*k] = serde_json::json!(v);
         }
@@ -120,19 +100,18 @@ async fn strategy_case(
     if code != 201 {
         return Err(format!("creating the connector: {code} {answer}"));
     }
-    wait_slot(sql, &slot).await?;
+    slots_exist(sql, std::slice::from_ref(&slot)).await?;
     for n in 1..=3 {
         sql.batch_execute(&insert(n)).await.map_err(|e| e.to_string())?;
     }
     let broker = env.broker.clone();
     let first = tokio::task::block_in_place(|| read_until(&broker, &topic("a"), "e3"));
     if first.len() != 3 {
-        return Err(format!("Connect published {first:?} of the first three\n{}", server_log(connect)));
+        return Err(format!("Connect published {first:?} of the first three\n{}", connect.log_tail(30)));
     }
     // Its offset reaches the offsets topic at the next flush (every second).
     tokio::time::sleep(Duration::from_secs(3)).await;
-    connect.call("PUT", &format!("/connectors/{name}/stop"), "");
-    wait_state(connect, &name, "STOPPED")?;
+    connect.stop_connector(&name)?;
 
     // 2. The same slot and offset for each side; then one more event.
     let (slot_d, slot_p) = (format!("{slot}_d"), format!("{slot}_p"));
@@ -179,7 +158,7 @@ async fn strategy_case(
         return Err(format!("pgoutbox exited with {exit}:\n{}", tail(&log, 30)));
     }
     if !connect_counts.contains_key("e4") {
-        return Err(format!("Connect did not publish the fourth event: {connect_counts:?}\n{}", server_log(connect)));
+        return Err(format!("Connect did not publish the fourth event: {connect_counts:?}\n{}", connect.log_tail(30)));
     }
     Ok((connect_counts, pgoutbox_counts))
 }
@@ -236,41 +215,4 @@ fn aggregate_id(key: &[u8]) -> String {
         Ok(serde_json::Value::String(s)) => s,
         _ => String::from_utf8_lossy(key).into_owned(),
     }
-}
-
-async fn wait_slot(sql: &tokio_postgres::Client, slot: &str) -> Result<(), String> {
-    let start = Instant::now();
-    loop {
-        let n: i64 = sql
-            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
-            .await
-            .map_err(|e| e.to_string())?
-            .get(0);
-        if n == 1 {
-            return Ok(());
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            return Err(format!("the slot {slot} was never created"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn wait_state(connect: &Connect, name: &str, state: &str) -> Result<(), String> {
-    let start = Instant::now();
-    loop {
-        let (_, body) = connect.call("GET", &format!("/connectors/{name}/status"), "");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        if v["connector"]["state"] == state {
-            return Ok(());
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            return Err(format!("the connector never reached {state}: {body}"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn server_log(connect: &Connect) -> String {
-    connect.log_tail(30)
 }

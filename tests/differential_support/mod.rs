@@ -19,6 +19,7 @@ pub mod migration_connect;
 pub mod mismatch_connect;
 pub mod registry;
 pub mod rollback_connect;
+pub mod sides;
 pub mod via_connect;
 
 pub use case::{insert, lit, tx, Case};

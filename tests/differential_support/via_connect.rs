@@ -114,24 +114,9 @@ fn read_side(broker: &str, prefix: &str, min: usize) -> Vec<ConsumedRecord> {
     }
 }
 
-fn connector_state(connect: &Connect, name: &str) -> String {
-    let (_, body) = connect.call("GET", &format!("/connectors/{name}/status"), "");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let tasks: Vec<String> =
-        v["tasks"].as_array().into_iter().flatten().filter_map(|t| t["state"].as_str().map(String::from)).collect();
-    format!("{}/{}", v["connector"]["state"].as_str().unwrap_or("?"), tasks.join(","))
-}
-
 /// Stops the connector, deletes its offsets and then the connector, so that the name starts clean.
 fn remove_connector(connect: &Connect, name: &str) -> Result<(), String> {
-    connect.call("PUT", &format!("/connectors/{name}/stop"), "");
-    let start = Instant::now();
-    while !connector_state(connect, name).starts_with("STOPPED") {
-        if start.elapsed() > Duration::from_secs(60) {
-            return Err(format!("the connector did not stop: {}", connector_state(connect, name)));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    connect.stop_connector(name)?;
     let (code, body) = connect.call("DELETE", &format!("/connectors/{name}/offsets"), "");
     if code != 200 {
         return Err(format!("deleting the connector's offsets: {code} {body}"));
@@ -209,14 +194,14 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
         if records.len() >= n || started.elapsed() > DEBEZIUM_DEADLINE {
             break records;
         }
-        if tokio::task::block_in_place(|| connector_state(connect, &name)).contains("FAILED") {
+        if tokio::task::block_in_place(|| connect.state(&name)).contains("FAILED") {
             break records;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let dbz_time = started.elapsed();
     let mut relay = relay.unwrap_or_else(|| Relay::start(&pgo));
-    let state = tokio::task::block_in_place(|| connector_state(connect, &name));
+    let state = tokio::task::block_in_place(|| connect.state(&name));
     let removed = tokio::task::block_in_place(|| remove_connector(connect, &name));
     let (b, p) = (env.broker.clone(), pgo_prefix.clone());
     let pgo_records = tokio::task::spawn_blocking(move || read_side(&b, &p, n)).await.expect("reader");

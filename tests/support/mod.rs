@@ -408,6 +408,17 @@ pub fn write_config(config: &str) -> PathBuf {
     cfg
 }
 
+/// A distributed worker's properties: Kafka at `broker`, REST on `addr` (host:port), the group
+/// `group` with its three topics named after it (one replica each), then `extra` lines.
+pub fn worker_properties(broker: &str, addr: &str, group: &str, extra: &str) -> String {
+    format!(
+        "bootstrap.servers={broker}\nlisteners=http://{addr}\ngroup.id={group}\n\
+         config.storage.topic={group}-configs\nstatus.storage.topic={group}-status\n\
+         offset.storage.topic={group}-offsets\nconfig.storage.replication.factor=1\n\
+         status.storage.replication.factor=1\noffset.storage.replication.factor=1\n{extra}"
+    )
+}
+
 /// Runs `pgoutbox ARGS...` to completion; returns its exit code and its output (stdout and stderr).
 pub fn pgoutbox(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pgoutbox")).args(args).output().expect("run pgoutbox");
