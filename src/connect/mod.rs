@@ -4,6 +4,8 @@
 //! - `json`: `org.apache.kafka.connect.json.JsonConverter` (Jackson's bytes);
 //! - `string`: `StringConverter`, that is `toString()` of Connect data (`Struct{a=1}`, `[a, b]`);
 //! - `header`: `SimpleHeaderConverter` (`Values.convertToString`);
+//! - `registry`: the schema-registry converters, with `avro`, `protobuf` and `json_schema` mapping
+//!   Connect schemas and values to their formats;
 //! - `converter`: the configured converter classes and the one `encode` the router calls;
 //! - `java`: Java's number and date formatting that all of the above share;
 //! - `config`: reading a connector's string map with typed getters whose errors name the key;
@@ -18,6 +20,7 @@ pub mod converter;
 pub mod header;
 pub mod java;
 pub mod json;
+pub mod json_schema;
 pub mod protobuf;
 pub mod record;
 pub mod registry;
@@ -227,6 +230,9 @@ pub enum ConvertError {
     /// A schema or value Protobuf cannot hold (ProtobufData's `DataException`).
     #[error("{0}")]
     Protobuf(String),
+    /// A schema JsonSchemaConverter cannot hold, or one pgoutbox does not write.
+    #[error("{0}")]
+    JsonSchema(String),
     /// The schema registry did not give the schema's id: not the record's fault.
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),

@@ -1,7 +1,7 @@
-//! The schema-registry converters: Confluent's `io.confluent.connect.avro.AvroConverter` and
-//! `io.confluent.connect.protobuf.ProtobufConverter`, and Apicurio 2.x's
-//! `io.apicurio.registry.utils.converter.AvroConverter`. A record's Connect schema is mapped to Avro
-//! (`avro`) or Protobuf (`protobuf`), registered (or looked up) once per subject and schema, and the
+//! The schema-registry converters: Confluent's `io.confluent.connect.avro.AvroConverter`,
+//! `io.confluent.connect.protobuf.ProtobufConverter` and `io.confluent.connect.json.JsonSchemaConverter`,
+//! and Apicurio 2.x's `io.apicurio.registry.utils.converter.AvroConverter`. A record's Connect schema
+//! is mapped to Avro (`avro`), Protobuf (`protobuf`) or JSON Schema (`json_schema`), registered (or looked up) once per subject and schema, and the
 //! record written as the converter's wire format: Confluent's magic byte and 4-byte id before the
 //! body (Protobuf's message indexes first), or Apicurio's ids in `apicurio.{key,value}.globalId`
 //! headers (its default), or its 8-byte globalId (or 4-byte id with `as-confluent`) before the body.
@@ -21,11 +21,12 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::config::{ConfigError, Reader};
-use super::{avro, protobuf};
+use super::{avro, json_schema, protobuf};
 use super::{ConvertError, Schema, Value};
 
 pub const CONFLUENT_AVRO: &str = "io.confluent.connect.avro.AvroConverter";
 pub const CONFLUENT_PROTOBUF: &str = "io.confluent.connect.protobuf.ProtobufConverter";
+pub const CONFLUENT_JSON_SCHEMA: &str = "io.confluent.connect.json.JsonSchemaConverter";
 pub const APICURIO_AVRO: &str = "io.apicurio.registry.utils.converter.AvroConverter";
 
 /// How long one registry URL may take to answer.
@@ -64,6 +65,7 @@ impl RegistryError {
 enum Format {
     Avro(avro::Options),
     Protobuf,
+    JsonSchema(json_schema::Options),
 }
 
 impl Format {
@@ -72,6 +74,7 @@ impl Format {
         match self {
             Format::Avro(_) => ConvertError::Avro(message),
             Format::Protobuf => ConvertError::Protobuf(message),
+            Format::JsonSchema(_) => ConvertError::JsonSchema(message),
         }
     }
 }
@@ -83,6 +86,15 @@ enum Flavor {
     Confluent { subject: SubjectStrategy, auto_register: bool, use_latest: bool },
     /// Apicurio's v2 API, artifacts in group `default` named by TopicIdStrategy.
     Apicurio { auto_register: bool, find_latest: bool, headers: bool, id: IdKind, as_confluent: bool },
+}
+
+/// What RecordNameStrategy names a subject after.
+enum RecordName {
+    /// The Avro record's full name (the struct's), worked out from the Connect schema.
+    Avro,
+    /// Given by the format: a Protobuf message's full name, a JSON Schema's `title` (`None`: it has
+    /// none, and the strategy refuses it).
+    Given(Option<String>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +231,7 @@ impl RegistryConverter {
         let which = if is_key { "key" } else { "value" };
         let key = |k: &str| format!("{prefix}{k}");
         let (class, url_key, urls, authorization, flavor) = match class {
-            CONFLUENT_AVRO | CONFLUENT_PROTOBUF => {
+            CONFLUENT_AVRO | CONFLUENT_PROTOBUF | CONFLUENT_JSON_SCHEMA => {
                 let url_key = key("schema.registry.url");
                 let urls: Vec<Url> = r
                     .required(&url_key, "the schema registry's URL (several separated by commas)")?
@@ -247,7 +259,11 @@ impl RegistryConverter {
                     auto_register: r.bool_or(&key("auto.register.schemas"), true)?,
                     use_latest: r.bool_or(&key("use.latest.version"), false)?,
                 };
-                let class = if class == CONFLUENT_AVRO { CONFLUENT_AVRO } else { CONFLUENT_PROTOBUF };
+                let class = match class {
+                    CONFLUENT_AVRO => CONFLUENT_AVRO,
+                    CONFLUENT_PROTOBUF => CONFLUENT_PROTOBUF,
+                    _ => CONFLUENT_JSON_SCHEMA,
+                };
                 (class, url_key, urls, authorization, flavor)
             }
             APICURIO_AVRO => {
@@ -306,11 +322,11 @@ impl RegistryConverter {
                 (APICURIO_AVRO, url_key, vec![url], authorization, flavor)
             }
             other => {
-                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; supported: {CONFLUENT_AVRO}, {CONFLUENT_PROTOBUF}, {APICURIO_AVRO} (JSON Schema converters and Apicurio's Protobuf converter are not)")));
+                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; supported: {CONFLUENT_AVRO}, {CONFLUENT_PROTOBUF}, {CONFLUENT_JSON_SCHEMA}, {APICURIO_AVRO} (Apicurio's JSON Schema and Protobuf converters are not)")));
             }
         };
         let ssl_prefix = match class {
-            CONFLUENT_AVRO | CONFLUENT_PROTOBUF => key("schema.registry.ssl."),
+            CONFLUENT_AVRO | CONFLUENT_PROTOBUF | CONFLUENT_JSON_SCHEMA => key("schema.registry.ssl."),
             _ => key("apicurio.registry.request.ssl."),
         };
         let tls = if urls.iter().any(|u| u.tls) { Some(tls::parse(r, &ssl_prefix)?) } else { None };
@@ -318,6 +334,8 @@ impl RegistryConverter {
         let format = if class == CONFLUENT_PROTOBUF {
             refuse_protobuf_options(r, prefix)?;
             Format::Protobuf
+        } else if class == CONFLUENT_JSON_SCHEMA {
+            Format::JsonSchema(json_schema_options(r, prefix)?)
         } else {
             // Checked and accepted: nothing the Event Router writes depends on it.
             r.bool_or(&key("enhanced.avro.schema.support"), false)?;
@@ -356,11 +374,14 @@ impl RegistryConverter {
     ) -> Result<Option<Bytes>, ConvertError> {
         if matches!(value, Value::Null) {
             // Every converter writes a null as Kafka's null, with no id and nothing registered;
-            // AvroData refuses a null for a required schema (ProtobufData does not).
-            if matches!(self.format, Format::Avro(_)) && schema.is_some_and(|s| !s.is_optional()) {
-                return Err(ConvertError::RequiredNull);
+            // AvroData refuses a null for a required schema (ProtobufData does not). JsonSchemaData
+            // turns a null under an optional schema into a JSON `null`, which its serializer writes
+            // as any other value: the schema registered, its id, then `null`.
+            match (&self.format, schema) {
+                (Format::Avro(_), Some(s)) if !s.is_optional() => return Err(ConvertError::RequiredNull),
+                (Format::JsonSchema(_), Some(s)) if s.is_optional() => {}
+                _ => return Ok(None),
             }
-            return Ok(None);
         }
         let Some(schema) = schema else {
             return Err(self.format.error(format!(
@@ -399,6 +420,7 @@ impl RegistryConverter {
         match self.format {
             Format::Avro(options) => avro::write(schema, value, &mut out, options)?,
             Format::Protobuf => protobuf::write(schema, value, &mut out)?,
+            Format::JsonSchema(options) => json_schema::write(schema, value, &mut out, options)?,
         }
         Ok(Some(Bytes::from(out)))
     }
@@ -436,10 +458,14 @@ impl RegistryConverter {
             }
         }
         let (text, record_name) = match self.format {
-            Format::Avro(options) => (avro::schema_text(schema, options)?, None),
+            Format::Avro(options) => (avro::schema_text(schema, options)?, RecordName::Avro),
             Format::Protobuf => {
                 let proto = protobuf::schema_of(schema)?;
-                (proto.text, Some(proto.record_name))
+                (proto.text, RecordName::Given(Some(proto.record_name)))
+            }
+            Format::JsonSchema(options) => {
+                let registered = json_schema::schema_of(schema, options)?;
+                (registered.text, RecordName::Given(registered.title))
             }
         };
         let subject = self.subject(topic, schema, record_name)?;
@@ -462,23 +488,27 @@ impl RegistryConverter {
     }
 
     /// The subject (Confluent) or artifact id (Apicurio) of a schema on a topic; a Protobuf record's
-    /// name is its message's full name (`google.protobuf.StringValue` for a string).
-    fn subject(&self, topic: &str, schema: &Schema, protobuf_name: Option<String>) -> Result<String, ConvertError> {
-        let record_name = || {
-            if let Some(name) = &protobuf_name {
-                return Ok(name.clone());
-            }
-            match schema {
-            // Confluent registers an optional struct as a union, which has no name.
-            Schema::Struct { name: Some(n), optional: false, .. } => Ok(n.clone()),
-            Schema::Struct { name: None, optional: false, .. } => Ok("io.confluent.connect.avro.ConnectDefault".to_string()),
+    /// name is its message's full name (`google.protobuf.StringValue` for a string), a JSON
+    /// Schema's its `title`.
+    fn subject(&self, topic: &str, schema: &Schema, name: RecordName) -> Result<String, ConvertError> {
+        let refused = || {
             // As Confluent's strategies refuse them.
-            _ => Err(self.format.error(format!(
-                "the {part} subject name strategy needs a record schema, and the {part} of this record on `{topic}` is {}: use TopicNameStrategy for it",
+            Err(self.format.error(format!(
+                "the {part} subject name strategy needs a record schema, and the {part} of this record on `{topic}` is {}{}: use TopicNameStrategy for it",
+                if schema.is_optional() { "an optional " } else { "" },
                 schema.java_type(),
                 part = self.part(),
-            ))),
-        }
+            )))
+        };
+        let record_name = || match (&name, schema) {
+            (RecordName::Given(Some(n)), _) => Ok(n.clone()),
+            (RecordName::Given(None), _) => refused(),
+            // Confluent registers an optional struct as a union, which has no name.
+            (RecordName::Avro, Schema::Struct { name: Some(n), optional: false, .. }) => Ok(n.clone()),
+            (RecordName::Avro, Schema::Struct { name: None, optional: false, .. }) => {
+                Ok("io.confluent.connect.avro.ConnectDefault".to_string())
+            }
+            (RecordName::Avro, _) => refused(),
         };
         Ok(match &self.flavor {
             Flavor::Confluent { subject: SubjectStrategy::Record, .. } => record_name()?,
@@ -494,6 +524,7 @@ impl RegistryConverter {
                 let body = match self.format {
                     Format::Avro(_) => serde_json::json!({ "schema": text }),
                     Format::Protobuf => serde_json::json!({ "schemaType": "PROTOBUF", "schema": text }),
+                    Format::JsonSchema(_) => serde_json::json!({ "schemaType": "JSON", "schema": text }),
                 }
                 .to_string();
                 let (method, path, body) = if *auto_register {
@@ -654,6 +685,39 @@ fn refuse_byte_changing_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// JsonSchemaConverter's options: the two that change bytes (`decimal.format`,
+/// `object.additional.properties`), one refused (`json.indent.output`), and those read only when
+/// converting back to Connect data or when serializing Java objects, accepted.
+fn json_schema_options(r: &mut Reader<'_>, prefix: &str) -> Result<json_schema::Options, ConfigError> {
+    let key = |k: &str| format!("{prefix}{k}");
+    let indent = key("json.indent.output");
+    if r.bool_or(&indent, false)? {
+        return Err(ConfigError::invalid(
+            &indent,
+            "is not supported: pgoutbox writes JSON Schema records compactly, as the default (false) does; remove it",
+        ));
+    }
+    for flag in [
+        "json.fail.invalid.schema",
+        "json.fail.unknown.properties",
+        "json.write.dates.iso8601",
+        "json.oneof.for.nullables",
+        "use.optional.for.nonrequired",
+        "ignore.modern.dialects",
+        "flatten.singleton.unions",
+        "ignore.default.for.nullables",
+    ] {
+        r.bool_or(&key(flag), false)?;
+    }
+    for option in ["json.schema.spec.version", "json.default.property.inclusion", "schemas.cache.size"] {
+        r.str(&key(option));
+    }
+    Ok(json_schema::Options {
+        decimal_numeric: r.choice(&key("decimal.format"), false, &[("BASE64", false), ("NUMERIC", true)])?,
+        additional_properties: r.bool_or(&key("object.additional.properties"), true)?,
+    })
 }
 
 /// ProtobufConverter options that change the schema or the bytes (in 7.0 or in later versions),

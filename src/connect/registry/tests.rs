@@ -274,8 +274,20 @@ fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
         ("value.converter.schema.registry.ssl.truststore.location", "/nonexistent/truststore.p12"),
     ]);
     assert!(e.contains("value.converter.schema.registry.ssl.truststore.location") && e.contains("cannot read"), "{e}");
-    let e = refused(&[("value.converter", "io.confluent.connect.json.JsonSchemaConverter")]);
-    assert!(e.contains("JSON Schema converters and Apicurio's Protobuf converter are not"), "{e}");
+    let e = refused(&[("value.converter", "io.apicurio.registry.utils.converter.ExtJsonConverter")]);
+    assert!(e.contains("Apicurio's JSON Schema and Protobuf converters are not"), "{e}");
+    let e = refused(&[
+        ("value.converter", CONFLUENT_JSON_SCHEMA),
+        ("value.converter.schema.registry.url", "http://r:8081"),
+        ("value.converter.json.indent.output", "true"),
+    ]);
+    assert!(e.contains("value.converter.json.indent.output"), "{e}");
+    let e = refused(&[
+        ("value.converter", CONFLUENT_JSON_SCHEMA),
+        ("value.converter.schema.registry.url", "http://r:8081"),
+        ("value.converter.decimal.format", "TEXT"),
+    ]);
+    assert!(e.contains("value.converter.decimal.format"), "{e}");
     let e = refused(&[
         ("value.converter", APICURIO_AVRO),
         ("value.converter.apicurio.registry.url", "http://r:8080/apis/registry/v3"),
@@ -465,4 +477,60 @@ fn protobuf_options_that_change_the_bytes_are_refused() {
         ],
     )
     .unwrap();
+}
+
+#[test]
+fn json_schema_registers_a_json_schema_and_writes_the_value_after_the_id() {
+    let f = fake(200, r#"{"id":11}"#);
+    let c = converter(
+        "value",
+        &[
+            ("value.converter", CONFLUENT_JSON_SCHEMA),
+            ("value.converter.schema.registry.url", &f.url),
+            ("value.converter.decimal.format", "numeric"),
+        ],
+    )
+    .unwrap();
+    let mut headers = Vec::new();
+    let bytes = encode_h(&c, "outbox.event.order", Some(&json_payload()), &text("{\"a\":1}"), &mut headers).unwrap().unwrap();
+    assert_eq!(&bytes[..5], &[0, 0, 0, 0, 11]);
+    assert_eq!(&bytes[5..], br#""{\"a\":1}""#);
+    let seen = f.seen.lock().unwrap();
+    assert!(seen[0].starts_with("POST /subjects/outbox.event.order-value/versions?normalize=false "), "{}", seen[0]);
+    let body: serde_json::Value = serde_json::from_str(seen[0].split("\r\n\n").last().unwrap().trim()).unwrap();
+    assert_eq!(body["schemaType"], "JSON");
+    assert_eq!(
+        body["schema"],
+        r#"{"oneOf":[{"type":"null"},{"type":"string","title":"io.debezium.data.Json","connect.version":1}]}"#
+    );
+    drop(seen);
+    // A null under an optional schema is JSON's null after the id (JsonSchemaData makes it a
+    // NullNode, which the serializer writes); under a required one, or without a schema, Kafka's null.
+    let bytes = encode_h(&c, "outbox.event.order", Some(&json_payload()), &Value::Null, &mut headers).unwrap().unwrap();
+    assert_eq!(&bytes[..], b"\0\0\0\0\x0bnull");
+    let required = Schema::primitive(Type::String, false);
+    assert_eq!(encode_h(&c, "outbox.event.order", Some(&required), &Value::Null, &mut headers).unwrap(), None);
+    assert_eq!(encode_h(&c, "outbox.event.order", None, &Value::Null, &mut headers).unwrap(), None);
+    assert!(headers.is_empty());
+}
+
+#[test]
+fn json_schema_record_names_are_titles() {
+    let f = fake(200, r#"{"id":1}"#);
+    let c = converter(
+        "value",
+        &[
+            ("value.converter", CONFLUENT_JSON_SCHEMA),
+            ("value.converter.schema.registry.url", &f.url),
+            ("value.converter.value.subject.name.strategy", "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"),
+        ],
+    )
+    .unwrap();
+    let mut headers = Vec::new();
+    let named = Schema::named(Type::String, false, "io.debezium.data.Json");
+    encode_h(&c, "t", Some(&named), &text("{}"), &mut headers).unwrap();
+    assert!(f.seen.lock().unwrap()[0].starts_with("POST /subjects/t-io.debezium.data.Json/versions"));
+    // An optional schema has no title: refused, as Confluent's strategy refuses it.
+    let e = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut headers).unwrap_err();
+    assert!(e.to_string().contains("use TopicNameStrategy"), "{e}");
 }
