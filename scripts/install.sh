@@ -216,6 +216,22 @@ install_jmx_exporter() {
     mv "$tmp/jmx_prometheus_javaagent-$JMX_EXPORTER_VERSION.jar" "$JMX_EXPORTER_JAR"
     rm -rf "$tmp"
 }
+# Confluent's Python client and its schema-registry extras (JSONDeserializer, jsonschema), with pip
+# into a folder of its own, for decoding the JSON Schema converter's records as a consumer would.
+install_confluent_python() {
+    local tmp
+    [ -f "$CONFLUENT_PYTHON_PATH/.complete" ] && return 0
+    tmp=$(mktemp -d "$PGOUTBOX_CACHE/.confluentpy.XXXXXX")
+    python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location --target "$tmp" \
+        "confluent-kafka[schemaregistry,json]==$CONFLUENT_PYTHON_VERSION" >"$PGOUTBOX_CACHE/confluent-python-install.log" 2>&1 \
+        || { tail -20 "$PGOUTBOX_CACHE/confluent-python-install.log" >&2; rm -rf "$tmp"; die "installing confluent-kafka $CONFLUENT_PYTHON_VERSION from PyPI failed"; }
+    PYTHONPATH="$tmp" python3 -c 'from confluent_kafka.schema_registry.json_schema import JSONDeserializer' \
+        || { rm -rf "$tmp"; die "confluent-kafka $CONFLUENT_PYTHON_VERSION was installed but its JSONDeserializer does not import"; }
+    touch "$tmp/.complete"
+    rm -rf "$CONFLUENT_PYTHON_PATH"
+    mv "$tmp" "$CONFLUENT_PYTHON_PATH"
+    log "confluent-kafka $CONFLUENT_PYTHON_VERSION (Python, with its schema-registry deserialisers) in $CONFLUENT_PYTHON_PATH"
+}
 if [ "$with_kafka" = 1 ]; then
     install_kafka
 fi
@@ -231,6 +247,7 @@ if [ "$with_debezium" = 1 ]; then
     install_confluent_converter
     install_confluent_protobuf_converter
     install_jmx_exporter
+    install_confluent_python
 fi
 broker=$(broker_bin memory) || die "no broker binary after install"
 log "PostgreSQL: $("$(pg_bindir)/postgres" --version); broker: $("$broker" --version 2>&1 | head -1) ($broker)$([ "$with_kafka" = 1 ] && echo "; Apache Kafka $KAFKA_VERSION")"

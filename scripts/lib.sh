@@ -51,6 +51,12 @@ CONFLUENT_PROTOBUF_SHIM="$PGOUTBOX_CACHE/confluent-converter-$CONFLUENT_CONVERTE
 JMX_EXPORTER_VERSION=1.0.1
 JMX_EXPORTER_JAR="$PGOUTBOX_CACHE/jmx-exporter-$JMX_EXPORTER_VERSION/jmx_prometheus_javaagent.jar"
 
+# Confluent's Python client with its schema-registry deserialisers (PyPI), installed with pip into a
+# folder of its own (PYTHONPATH): the JSON Schema converter's records are decoded, and validated against
+# the schemas they name, by Confluent's own JSONDeserializer. No JsonSchemaConverter jar is had here.
+CONFLUENT_PYTHON_VERSION=2.16.1
+CONFLUENT_PYTHON_PATH="$PGOUTBOX_CACHE/confluent-kafka-python-$CONFLUENT_PYTHON_VERSION"
+
 # The broker binary for STORAGE (`memory` or `sqlite`): the sqlite-capable build serves both; the
 # memory-only one serves memory when the full build is not there.
 broker_bin() {

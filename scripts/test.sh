@@ -50,6 +50,8 @@ export PGOUTBOX_TEST_TANSU=127.0.0.1:$broker_port
 # A Connect worker from scripts/lib.sh connect_start has Apicurio's converters on its plugin path.
 export PGOUTBOX_TEST_REGISTRY=$(sed -n 's/^URL=//p' "$work/registry/env")
 export PGOUTBOX_TEST_SCRIPTS=$here
+# Confluent's Python client (install.sh), for decoding JSON Schema records as Confluent's consumers do.
+export PGOUTBOX_TEST_CONFLUENT_PYTHONPATH=$CONFLUENT_PYTHON_PATH
 
 cd "$root"
 # Two tests at a time per binary in the main run (the test harness's default here). Four at a time

@@ -1272,6 +1272,107 @@ async fn a_registry_that_stops_answering_holds_the_position_and_an_incompatible_
     outbox.drop_slot().await;
 }
 
+/// Confluent's JsonSchemaConverter for keys and values, through the suite's Apicurio Registry (its
+/// Confluent-compatible API), read back by a consumer built on Confluent's Python client: its
+/// JSONDeserializer takes the magic byte and schema id, fetches the schema by that id and validates
+/// each value against it. No JsonSchemaConverter jar is to be had here, so this is the reference:
+/// the schemas are checked member for member against what JsonSchemaData and everit print (see
+/// src/connect/json_schema.rs), and the values must decode and validate. The keys are strings
+/// (StringConverter): Apicurio 2.4's Confluent-compatible API refuses a JSON Schema without
+/// top-level `properties` or `$schema` (`{"type":"string"}`: HTTP 422 "Given schema is not from
+/// type: JSON"), which Confluent's registry accepts; the payload is expanded and placed in an
+/// envelope, so the value's schema is an object.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_schema_records_decode_and_validate_with_confluents_deserializer() {
+    let registry =
+        std::env::var("PGOUTBOX_TEST_REGISTRY").expect("PGOUTBOX_TEST_REGISTRY: run through scripts/test.sh");
+    let pythonpath = std::env::var("PGOUTBOX_TEST_CONFLUENT_PYTHONPATH").expect(
+        "PGOUTBOX_TEST_CONFLUENT_PYTHONPATH: run through scripts/test.sh (install.sh installs confluent-kafka)",
+    );
+    let ccompat = format!("{registry}/apis/ccompat/v7");
+    let outbox = support::Outbox::new("json_schema").await;
+    outbox.create_topics(&["Order"], 1).await;
+    let topic = outbox.topic("Order");
+    let config = outbox.config(&[
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=io.confluent.connect.json.JsonSchemaConverter",
+        &format!("value.converter.schema.registry.url={ccompat}"),
+        "transforms.outbox.table.expand.json.payload=true",
+        "transforms.outbox.table.fields.additional.placement=created_at:envelope:createdAt,seq:envelope:seq",
+    ]);
+    let mut relay = support::Relay::start_streaming(&config);
+    let sql = outbox.env.sql().await;
+    let payloads = [
+        r#"{"n": 1, "s": "x\"y", "f": 1.5, "b": true, "tags": ["a", "b"], "o": {"k": "v"}}"#,
+        r#"{"n": 2, "s": "é", "f": -0.25, "b": false, "tags": ["c"], "o": {"k": "w"}}"#,
+    ];
+    for p in payloads {
+        sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(p))).await.unwrap();
+    }
+    let records = support::consume(&outbox.env.broker, std::slice::from_ref(&topic), 2, Duration::from_secs(60));
+    assert_eq!(records.len(), 2, "log:\n{}", relay.log_text());
+
+    let input: String = records
+        .iter()
+        .map(|r| {
+            let hex = |b: &Option<Vec<u8>>| b.as_ref().map_or(serde_json::Value::Null, |b| hex::encode(b).into());
+            assert_eq!(r.key.as_deref(), Some(&b"a-1"[..]));
+            format!("{}\n", serde_json::json!({ "topic": r.topic, "key": null, "value": hex(&r.value) }))
+        })
+        .collect();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/confluent_json_schema_decode.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&ccompat)
+        .env("PYTHONPATH", &pythonpath)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "Confluent's deserializer refused a record:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoded: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(decoded.len(), 2);
+
+    for (d, p) in decoded.iter().zip(payloads) {
+        let value = &d["value"]["decoded"];
+        let want: serde_json::Value = serde_json::from_str(p).unwrap();
+        assert_eq!(value["payload"], want, "the expanded payload, as the consumer decodes it");
+        assert!(value["createdAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{value}");
+        assert!(value["seq"].is_i64(), "{value}");
+    }
+    // Both rows have one shape: one schema, one version under the topic's subjects.
+    assert_eq!(decoded[0]["value"]["id"], decoded[1]["value"]["id"]);
+    let schema = decoded[0]["value"]["schema"].as_str().unwrap();
+    for member in [
+        r#""createdAt":{"type":"string","title":"io.debezium.time.ZonedTimestamp","connect.index":1,"connect.version":1}"#,
+        r#""seq":{"type":"integer","connect.index":2,"connect.type":"int64"}"#,
+        r#""payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"object","#,
+        r#""f":{"connect.index":"#,
+        r#"{"type":"null"},{"type":"number","connect.type":"float64"}"#,
+    ] {
+        assert!(schema.contains(member), "{member} is not in the registered schema {schema}");
+    }
+    assert!(schema.starts_with(r#"{"type":"object","#), "{schema}");
+    let (code, body) = faults_support::registry::http(
+        &registry,
+        "GET",
+        &format!("/apis/ccompat/v7/subjects/{topic}-value/versions"),
+        "",
+    );
+    assert_eq!((code, body.trim()), (200, "[1]"), "the versions of {topic}-value");
+    assert!(relay.wait(Duration::from_millis(10)).is_none(), "the relay exited; log:\n{}", relay.log_text());
+    outbox.drop_slot().await;
+}
+
 /// A registry reached over https (a certificate from a CA of the test's own): with the CA as the
 /// truststore (PEM), records are published with ids the registry gives; without it the relay stops
 /// at once with exit code 6, saying the registry cannot be trusted and naming the truststore key,

@@ -184,7 +184,7 @@ fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options
             if let Some(n) = name {
                 m.string("title", n);
             }
-            Connect { index, version: *version, ty: connect_type, parameters } .write(&mut m);
+            Connect { index, version: *version, ty: connect_type, parameters }.write(&mut m);
             if *ty == Type::Boolean {
                 m.string("type", "boolean");
             }

@@ -93,14 +93,40 @@ mod tests {
     fn a_full_table_doubles() {
         // Printed by Java 17: 15 keys pass 16 * 0.75, so the order is that of 32 buckets.
         let fields = [
-            "id", "aggregatetype", "aggregateid", "type", "timestamp", "payload", "tracingspanid", "name",
-            "description", "weight", "quantity", "price", "created_at", "updated_at", "customer",
+            "id",
+            "aggregatetype",
+            "aggregateid",
+            "type",
+            "timestamp",
+            "payload",
+            "tracingspanid",
+            "name",
+            "description",
+            "weight",
+            "quantity",
+            "price",
+            "created_at",
+            "updated_at",
+            "customer",
         ];
         assert_eq!(
             keys(&fields, Made::Default),
             [
-                "quantity", "description", "weight", "created_at", "type", "aggregateid", "tracingspanid", "updated_at",
-                "payload", "price", "name", "id", "aggregatetype", "timestamp", "customer",
+                "quantity",
+                "description",
+                "weight",
+                "created_at",
+                "type",
+                "aggregateid",
+                "tracingspanid",
+                "updated_at",
+                "payload",
+                "price",
+                "name",
+                "id",
+                "aggregatetype",
+                "timestamp",
+                "customer",
             ]
         );
         assert_eq!(keys(&fields[..5], Made::Default), ["aggregateid", "id", "type", "aggregatetype", "timestamp"]);

@@ -59,7 +59,8 @@ fn primitives_and_logical_types() {
     assert_eq!(text(&Schema::primitive(Type::Boolean, false), o), r#"{"type":"boolean"}"#);
     assert_eq!(text(&Schema::primitive(Type::Bytes, false), o), r#"{"type":"string","connect.type":"bytes"}"#);
     let numeric = Options { decimal_numeric: true, ..o };
-    assert!(text(&decimal(false), numeric).starts_with(r#"{"type":"number","title":"org.apache.kafka.connect.data.Decimal""#));
+    assert!(text(&decimal(false), numeric)
+        .starts_with(r#"{"type":"number","title":"org.apache.kafka.connect.data.Decimal""#));
     // The title is what RecordNameStrategy names the subject after; an optional schema has none.
     assert_eq!(schema_of(&decimal(false), o).unwrap().title.as_deref(), Some(DECIMAL));
     assert_eq!(schema_of(&decimal(true), o).unwrap().title, None);
@@ -75,7 +76,10 @@ fn a_struct_lists_its_fields_in_hash_order_with_their_index() {
     assert_eq!(text(&order(true), Options::default()), format!(r#"{{"oneOf":[{{"type":"null"}},{want}]}}"#));
     // object.additional.properties=false, after the type.
     let closed = text(&order(false), Options { additional_properties: false, ..Options::default() });
-    assert!(closed.starts_with(r#"{"type":"object","additionalProperties":false,"title":"shop.Order","properties":"#), "{closed}");
+    assert!(
+        closed.starts_with(r#"{"type":"object","additionalProperties":false,"title":"shop.Order","properties":"#),
+        "{closed}"
+    );
     // It is JSON, and a JSON Schema of objects.
     let parsed: serde_json::Value = serde_json::from_str(&want).unwrap();
     assert_eq!(parsed["properties"]["id"]["connect.index"], 0);

@@ -492,7 +492,8 @@ fn json_schema_registers_a_json_schema_and_writes_the_value_after_the_id() {
     )
     .unwrap();
     let mut headers = Vec::new();
-    let bytes = encode_h(&c, "outbox.event.order", Some(&json_payload()), &text("{\"a\":1}"), &mut headers).unwrap().unwrap();
+    let bytes =
+        encode_h(&c, "outbox.event.order", Some(&json_payload()), &text("{\"a\":1}"), &mut headers).unwrap().unwrap();
     assert_eq!(&bytes[..5], &[0, 0, 0, 0, 11]);
     assert_eq!(&bytes[5..], br#""{\"a\":1}""#);
     let seen = f.seen.lock().unwrap();
@@ -522,7 +523,10 @@ fn json_schema_record_names_are_titles() {
         &[
             ("value.converter", CONFLUENT_JSON_SCHEMA),
             ("value.converter.schema.registry.url", &f.url),
-            ("value.converter.value.subject.name.strategy", "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"),
+            (
+                "value.converter.value.subject.name.strategy",
+                "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
+            ),
         ],
     )
     .unwrap();
