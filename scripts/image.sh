@@ -446,30 +446,11 @@ standins() {
     base_image "$CURL_STANDIN" make_curl_standin
 }
 
-quickstart() {
-    local f=$root/docker/compose.yaml image opts=() t0 t_up t_event order
-    for image in postgres:17 apache/kafka:4.1.0 curlimages/curl:8.11.1; do
-        grep -q "image: $image\$" "$f" || die "docker/compose.yaml no longer names $image: update the stand-ins in scripts/image.sh"
-    done
-    standins
-    podman image exists "$IMAGE" || build
-    for o in "${engine_opts[@]}"; do opts+=("--engine-opt=$o"); done
-    trap 'python3 "$here/quickstart/compose-pod.py" down "$POD" >/dev/null 2>&1 || true' EXIT
-    t0=$(now_ms)
-    python3 "$here/quickstart/compose-pod.py" up "$f" "$POD" --build-image "$IMAGE" "${opts[@]}" \
-        || { podman pod logs "$POD" 2>&1 | tail -60 >&2; die "the quickstart did not come up"; }
-    podman wait "$POD-register" >/dev/null
-    [ "$(podman inspect -f '{{.State.ExitCode}}' "$POD-register")" = 0 ] \
-        || { podman logs "$POD-register" >&2; die "register (curl PUT of the connector) failed"; }
-    local status=""
-    for _ in $(seq 1 120); do
-        status=$(curl -s -u admin:admin-secret http://127.0.0.1:8083/connectors/outbox-connector/status || true)
-        case "$status" in *'"tasks":[{"id":0,"state":"RUNNING"'*) break ;; esac
-        sleep 0.5
-    done
-    case "$status" in *'"tasks":[{"id":0,"state":"RUNNING"'*) ;; *) podman logs --tail 40 "$POD-connect" >&2; die "the connector is not RUNNING: $status" ;; esac
-    t_up=$(( $(now_ms) - t0 ))
-    ok "compose up: postgres, kafka, connect, register and consumer ran; the connector was RUNNING ${t_up} ms after up"
+# order_arrives WHAT: places an order as the compose file's header says and waits for the consumer to
+# print its event (key: the order id); t_event is the time from the commit to the consumer's line.
+t_event=0
+order_arrives() {
+    local order t0
     t0=$(now_ms)
     order=$(podman exec "$POD-postgres" psql -U postgresuser orderdb -X -q -t -A -c \
         "BEGIN; INSERT INTO inventory.purchaseorder (customer) VALUES ('alice');
@@ -480,13 +461,54 @@ quickstart() {
         if podman logs "$POD-consumer" 2>/dev/null | grep -q "alice"; then break; fi
         sleep 0.1
     done
-    podman logs "$POD-consumer" 2>/dev/null | grep -q "alice" || { podman logs --tail 40 "$POD-connect" >&2; die "the consumer printed no event for order $order"; }
+    podman logs "$POD-consumer" 2>/dev/null | grep -q "alice" || { podman logs --tail 40 "$POD-$1" >&2; die "$1: the consumer printed no event for order $order"; }
     t_event=$(( $(now_ms) - t0 ))
-    ok "order $order placed; the consumer printed its event ${t_event} ms after the commit:"
+    ok "$1: order $order placed; the consumer printed its event ${t_event} ms after the commit:"
     podman logs "$POD-consumer" 2>/dev/null | grep "alice" | tail -1 >&2
     podman logs "$POD-consumer" 2>/dev/null | grep "alice" | tail -1 | grep -q "	$order	" \
-        || die "the event's key is not the order id $order"
-    log "summary: quickstart up (connector RUNNING) in ${t_up} ms; an order's event at the consumer ${t_event} ms after its commit"
+        || die "$1: the event's key is not the order id $order"
+}
+
+quickstart() {
+    local f=$root/docker/compose.yaml image opts=() t0 t_up t_run status
+    for image in postgres:17 apache/kafka:4.1.0 curlimages/curl:8.11.1; do
+        grep -q "image: $image\$" "$f" || die "docker/compose.yaml no longer names $image: update the stand-ins in scripts/image.sh"
+    done
+    standins
+    podman image exists "$IMAGE" || build
+    for o in "${engine_opts[@]}"; do opts+=("--engine-opt=$o"); done
+    trap 'python3 "$here/quickstart/compose-pod.py" down "$POD" >/dev/null 2>&1 || true' EXIT
+
+    # `docker compose up`: the Connect worker, the connector created over REST by `register`.
+    t0=$(now_ms)
+    python3 "$here/quickstart/compose-pod.py" up "$f" "$POD" --build-image "$IMAGE" "${opts[@]}" \
+        || die "the quickstart did not come up"
+    podman wait "$POD-register" >/dev/null
+    [ "$(podman inspect -f '{{.State.ExitCode}}' "$POD-register")" = 0 ] \
+        || { podman logs "$POD-register" >&2; die "register (curl PUT of the connector) failed"; }
+    status=""
+    for _ in $(seq 1 120); do
+        status=$(curl -s -u admin:admin-secret http://127.0.0.1:8083/connectors/outbox-connector/status || true)
+        case "$status" in *'"tasks":[{"id":0,"state":"RUNNING"'*) break ;; esac
+        sleep 0.5
+    done
+    case "$status" in *'"tasks":[{"id":0,"state":"RUNNING"'*) ;; *) podman logs --tail 40 "$POD-connect" >&2; die "the connector is not RUNNING: $status" ;; esac
+    t_up=$(( $(now_ms) - t0 ))
+    ok "compose up: postgres, kafka, connect, register and consumer ran; the connector was RUNNING ${t_up} ms after up"
+    order_arrives connect
+    local t_connect_event=$t_event
+    python3 "$here/quickstart/compose-pod.py" down "$POD"
+
+    # `docker compose --profile run up postgres kafka pgoutbox consumer`: the relay without Connect.
+    t0=$(now_ms)
+    python3 "$here/quickstart/compose-pod.py" up "$f" "$POD" --build-image "$IMAGE" "${opts[@]}" \
+        --profile run --service postgres --service kafka --service pgoutbox --service consumer || die "the quickstart's run profile did not come up"
+    wait_http http://127.0.0.1:8080/ready 120 >/dev/null || { podman logs --tail 40 "$POD-pgoutbox" >&2; die "pgoutbox (run): /ready did not answer 200"; }
+    t_run=$(( $(now_ms) - t0 ))
+    ok "compose --profile run up: postgres, kafka, pgoutbox and consumer ran; pgoutbox was ready ${t_run} ms after up"
+    order_arrives pgoutbox
+    python3 "$here/quickstart/compose-pod.py" down "$POD"
+    log "summary: quickstart up (connector RUNNING) in ${t_up} ms, an order's event at the consumer ${t_connect_event} ms after its commit; run profile ready in ${t_run} ms, the event ${t_event} ms after its commit"
 }
 
 case "$cmd" in

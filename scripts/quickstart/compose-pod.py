@@ -3,16 +3,18 @@
 for the machines where only podman runs containers and containers can share no network but the
 host's (scripts/image.sh compose).
 
-What of the compose file is honoured: the services of the default profile (none of `profiles`),
+What of the compose file is honoured: the services of the default profile (none of `profiles`) and
+of the profiles given (--profile), or the services named and what they depend on,
 started in `depends_on` order, each waiting for its dependencies' conditions (`service_healthy`:
 the service's compose `healthcheck` test run in it, or its image's HEALTHCHECK; `service_started`;
 `service_completed_successfully`); `image`, or for a service with `build` the image built before
 (--build-image); `environment`, `volumes` (bind mounts, paths relative to the compose file),
-`entrypoint`, `command`. The pod shares the host's network, and every service name resolves to
-127.0.0.1 in it, so the services reach each other by name as on a compose network and their
+`entrypoint`, `command`. The containers share the host's network, and every service name resolves
+to 127.0.0.1 in them, so the services reach each other by name as on a compose network and their
 `ports` are the host's own (the host ports must be free). `restart` is not honoured.
 
-Usage: compose-pod.py up FILE POD --build-image IMAGE [--engine-opt OPT]... [--timeout S]
+Usage: compose-pod.py up FILE POD --build-image IMAGE [--engine-opt=OPT]... [--timeout S]
+                         [--profile P]... [--service NAME]...
        compose-pod.py down POD
 """
 
@@ -120,10 +122,24 @@ def up(args):
     here = os.path.dirname(os.path.abspath(args.file))
     with open(args.file) as f:
         compose = yaml.safe_load(f)
-    services = {n: s for n, s in compose["services"].items() if not s.get("profiles")}
+    active = set(args.profile)
+    services = {n: s for n, s in compose["services"].items() if not s.get("profiles") or active & set(s["profiles"])}
+    if args.service:
+        # As `docker compose up NAME...`: those and what they depend on.
+        wanted, todo = set(), list(args.service)
+        while todo:
+            n = todo.pop()
+            if n not in services:
+                sys.exit(f"no service `{n}` under the profiles {sorted(active)}")
+            if n not in wanted:
+                wanted.add(n)
+                todo.extend(dependencies(services[n]))
+        services = {n: s for n, s in services.items() if n in wanted}
     podman("pod", "rm", "-f", args.pod, check=False)
     hosts = [a for n in services for a in ("--add-host", f"{n}:127.0.0.1")]
-    podman("pod", "create", "--name", args.pod, "--network", "host", *hosts)
+    # No infra container: the containers share the host's network, not the pod's namespaces, and
+    # an infra container would be started without the engine options this machine needs.
+    podman("pod", "create", "--name", args.pod, "--infra=false")
     deadline = time.monotonic() + args.timeout
     started = time.monotonic()
     for name in start_order(services):
@@ -131,7 +147,7 @@ def up(args):
         for dep, condition in dependencies(s).items():
             wait_for(args.pod, dep, services[dep], condition, deadline)
         image = args.build_image if "build" in s else qualify(s["image"])
-        run = ["run", "-d", "--pod", args.pod, "--name", f"{args.pod}-{name}", *args.engine_opt]
+        run = ["run", "-d", "--pod", args.pod, "--name", f"{args.pod}-{name}", "--network", "host", *hosts, *args.engine_opt]
         env = s.get("environment") or {}
         items = env.items() if isinstance(env, dict) else (e.split("=", 1) for e in env)
         for k, v in items:
@@ -165,6 +181,8 @@ def main():
     u.add_argument("--build-image", required=True)
     u.add_argument("--engine-opt", action="append", default=[])
     u.add_argument("--timeout", type=float, default=300)
+    u.add_argument("--profile", action="append", default=[])
+    u.add_argument("--service", action="append", default=[])
     d = sub.add_parser("down")
     d.add_argument("pod")
     args = p.parse_args()
