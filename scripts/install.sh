@@ -33,6 +33,8 @@ if [ "$with_tls_tools" = 1 ]; then
     command -v openssl >/dev/null || need_apt+=(openssl)
     # The polling relay's test behind a transaction pooler runs a real pgbouncer.
     [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || need_apt+=(pgbouncer)
+    # The schema registry's basic-auth tests put Debian's nginx in front of the registry.
+    [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || need_apt+=(nginx)
 fi
 if [ "$with_debezium" = 1 ] || [ "$with_kafka" = 1 ]; then
     command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
@@ -42,7 +44,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     log "installing ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    # Packages with a service (nginx) must not start it on port 80: where no policy says so yet,
+    # one says so for this install only.
+    policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+    fi
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+        || { [ -z "$policy" ] || rm -f "$policy"; die "apt-get install ${need_apt[*]} failed"; }
+    [ -z "$policy" ] || rm -f "$policy"
 fi
 # Debian's prometheus package: promtool tests the alert rules docs/operations.md ships, and
 # tests/dashboards.rs runs the server against /metrics.

@@ -1373,6 +1373,54 @@ async fn json_schema_records_decode_and_validate_with_confluents_deserializer() 
     outbox.drop_slot().await;
 }
 
+/// A registry behind an authenticating proxy (Debian's nginx asking for basic auth in front of the
+/// suite's Apicurio Registry): with `basic.auth.user.info` wrong, the relay stops with exit code 6,
+/// naming the subject, the 401 and the keys to fix, nothing published and the password in no log
+/// line; with it right, the records are published with ids the registry gives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_refusing_the_credentials_stops_the_relay_and_the_right_ones_publish() {
+    let registry =
+        std::env::var("PGOUTBOX_TEST_REGISTRY").expect("PGOUTBOX_TEST_REGISTRY: run through scripts/test.sh");
+    let proxy = faults_support::registry::AuthProxy::start(&registry, "relay", "s3cret-pw");
+    let outbox = support::Outbox::new("registry_auth").await;
+    outbox.create_topics(&["Order"], 1).await;
+    let topic = outbox.topic("Order");
+    let config = |password: &str| {
+        outbox.config(&[
+            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+            "value.converter=io.confluent.connect.avro.AvroConverter",
+            &format!("value.converter.schema.registry.url={}/apis/ccompat/v7", proxy.url),
+            "value.converter.basic.auth.credentials.source=USER_INFO",
+            &format!("value.converter.basic.auth.user.info=relay:{password}"),
+        ])
+    };
+    let sql = outbox.env.sql().await;
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"n": 1}"#))).await.unwrap();
+
+    let mut relay = support::Relay::start(&config("not-the-pw"));
+    let Some(exit) = relay.wait(Duration::from_secs(60)) else {
+        panic!("the relay kept running with credentials the registry refuses; log:\n{}", relay.log_text())
+    };
+    let log = relay.log_text();
+    assert_eq!(exit.code(), Some(6), "log:\n{log}");
+    assert!(log.contains(&format!("refused subject `{topic}-value`")) && log.contains("HTTP 401"), "log:\n{log}");
+    assert!(log.contains("basic.auth.user.info"), "the fix names the key; log:\n{log}");
+    assert!(!log.contains("not-the-pw"), "the password reached the log:\n{log}");
+    let none = support::consume_until_idle(&outbox.env.broker, std::slice::from_ref(&topic), Duration::from_secs(2));
+    assert!(none.is_empty(), "published with refused credentials");
+
+    let mut relay = support::Relay::start(&config("s3cret-pw"));
+    let records = support::consume(&outbox.env.broker, std::slice::from_ref(&topic), 1, Duration::from_secs(60));
+    assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
+    let id = faults_support::registry::confluent_id(records[0].value.as_deref().unwrap());
+    let (code, body) =
+        faults_support::registry::http(&registry, "GET", &format!("/apis/ccompat/v7/schemas/ids/{id}"), "");
+    assert_eq!(code, 200, "the id names a schema in the registry behind the proxy: {body}");
+    assert!(!relay.log_text().contains("s3cret-pw"), "the password reached the log");
+    assert!(relay.wait(Duration::from_millis(10)).is_none(), "log:\n{}", relay.log_text());
+    outbox.drop_slot().await;
+}
+
 /// A registry reached over https (a certificate from a CA of the test's own): with the CA as the
 /// truststore (PEM), records are published with ids the registry gives; without it the relay stops
 /// at once with exit code 6, saying the registry cannot be trusted and naming the truststore key,

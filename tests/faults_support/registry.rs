@@ -121,3 +121,64 @@ pub fn confluent_id(value: &[u8]) -> u32 {
     assert_eq!(value[0], 0, "the magic byte");
     u32::from_be_bytes(value[1..5].try_into().unwrap())
 }
+
+/// Debian's nginx in front of a registry, asking for HTTP basic auth (as a registry behind an
+/// authenticating proxy is run): `url` answers 401 without the right `user:password`, and passes
+/// every other request to the registry.
+pub struct AuthProxy {
+    pub url: String,
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl AuthProxy {
+    pub fn start(registry: &str, user: &str, password: &str) -> AuthProxy {
+        let dir = std::env::temp_dir().join("pgoutbox-registry-tests").join(unique("authproxy"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hash = Command::new("openssl").args(["passwd", "-apr1", password]).output().expect("openssl passwd");
+        assert!(hash.status.success(), "openssl passwd -apr1");
+        std::fs::write(dir.join("htpasswd"), format!("{user}:{}", String::from_utf8_lossy(&hash.stdout))).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let upstream = registry.trim_start_matches("http://").trim_end_matches('/');
+        let d = dir.display();
+        std::fs::write(
+            dir.join("nginx.conf"),
+            format!(
+                "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
+                 http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+                 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+                 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      auth_basic \"schema registry\";\n\
+                 auth_basic_user_file {d}/htpasswd;\n      proxy_pass http://{upstream};\n    }}\n  }}\n}}\n"
+            ),
+        )
+        .unwrap();
+        // Readable by nginx's workers, which drop root.
+        let _ = Command::new("chmod").args(["-R", "a+rX"]).arg(&dir).status();
+        let nginx = ["/usr/sbin/nginx", "nginx"].into_iter().find(|n| Command::new(n).arg("-v").output().is_ok());
+        let child = Command::new(nginx.expect("nginx: scripts/install.sh installs it"))
+            .args(["-p"])
+            .arg(&dir)
+            .args(["-c"])
+            .arg(dir.join("nginx.conf"))
+            .args(["-g", "daemon off;"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nginx");
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "nginx did not listen (log in {d})");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        AuthProxy { url, child, dir }
+    }
+}
+
+impl Drop for AuthProxy {
+    fn drop(&mut self) {
+        // SIGTERM: the master stops its workers (SIGKILL would leave them serving).
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
