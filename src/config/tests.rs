@@ -177,7 +177,7 @@ fn config_malformed_values_name_the_key() {
         err_key(&["key.converter=io.confluent.connect.json.JsonSchemaConverter"]),
         "key.converter.schema.registry.url"
     );
-    assert_eq!(err_key(&["key.converter=io.apicurio.registry.utils.converter.ExtJsonConverter"]), "key.converter");
+    assert_eq!(err_key(&["key.converter=io.apicurio.registry.utils.converter.SerdeBasedConverter"]), "key.converter");
     assert_eq!(err_key(&["value.converter.schemas.enable=maybe"]), "value.converter.schemas.enable");
     assert_eq!(err_key(&["header.converter=x.Y"]), "header.converter");
     assert_eq!(err_key(&["connector.class=io.debezium.connector.mysql.MySqlConnector"]), "connector.class");

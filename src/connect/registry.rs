@@ -1,10 +1,12 @@
 //! The schema-registry converters: Confluent's `io.confluent.connect.avro.AvroConverter`,
 //! `io.confluent.connect.protobuf.ProtobufConverter` and `io.confluent.connect.json.JsonSchemaConverter`,
-//! and Apicurio 2.x's `io.apicurio.registry.utils.converter.AvroConverter`. A record's Connect schema
-//! is mapped to Avro (`avro`), Protobuf (`protobuf`) or JSON Schema (`json_schema`), registered (or looked up) once per subject and schema, and the
-//! record written as the converter's wire format: Confluent's magic byte and 4-byte id before the
-//! body (Protobuf's message indexes first), or Apicurio's ids in `apicurio.{key,value}.globalId`
-//! headers (its default), or its 8-byte globalId (or 4-byte id with `as-confluent`) before the body.
+//! and Apicurio 2.x's `io.apicurio.registry.utils.converter.AvroConverter` and `ExtJsonConverter`. A
+//! record's Connect schema is mapped to Avro (`avro`), Protobuf (`protobuf`), JSON Schema
+//! (`json_schema`) or JsonConverter's schema (`json`), registered (or looked up) once per subject
+//! and schema, and the record written as the converter's wire format: Confluent's magic byte and
+//! 4-byte id before the body (Protobuf's message indexes first), or Apicurio's ids in
+//! `apicurio.{key,value}.globalId` headers (its default), or its 8-byte globalId (or 4-byte id with
+//! `as-confluent`) before the body, or ExtJsonConverter's `{"schemaId":…,"payload":…}`.
 //!
 //! Registry calls are off the per-record path: the id is cached per (topic, schema), so a registry
 //! is asked once per new schema. That call blocks the caller (the relay's single-threaded runtime
@@ -28,6 +30,7 @@ pub const CONFLUENT_AVRO: &str = "io.confluent.connect.avro.AvroConverter";
 pub const CONFLUENT_PROTOBUF: &str = "io.confluent.connect.protobuf.ProtobufConverter";
 pub const CONFLUENT_JSON_SCHEMA: &str = "io.confluent.connect.json.JsonSchemaConverter";
 pub const APICURIO_AVRO: &str = "io.apicurio.registry.utils.converter.AvroConverter";
+pub const APICURIO_EXT_JSON: &str = "io.apicurio.registry.utils.converter.ExtJsonConverter";
 
 /// How long one registry URL may take to answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,6 +69,9 @@ enum Format {
     Avro(avro::Options),
     Protobuf,
     JsonSchema(json_schema::Options),
+    /// Apicurio's ExtJsonConverter: JsonConverter's schema registered (artifact type KCONNECT) and
+    /// `{"schemaId":<globalId>,"payload":<JsonConverter's value without schemas>}`.
+    ExtJson,
 }
 
 impl Format {
@@ -74,7 +80,7 @@ impl Format {
         match self {
             Format::Avro(_) => ConvertError::Avro(message),
             Format::Protobuf => ConvertError::Protobuf(message),
-            Format::JsonSchema(_) => ConvertError::JsonSchema(message),
+            Format::JsonSchema(_) | Format::ExtJson => ConvertError::JsonSchema(message),
         }
     }
 }
@@ -266,7 +272,7 @@ impl RegistryConverter {
                 };
                 (class, url_key, urls, authorization, flavor)
             }
-            APICURIO_AVRO => {
+            APICURIO_AVRO | APICURIO_EXT_JSON => {
                 let url_key = key("apicurio.registry.url");
                 let url = r.required(
                     &url_key,
@@ -319,10 +325,11 @@ impl RegistryConverter {
                     id,
                     as_confluent: r.bool_or(&key("apicurio.registry.as-confluent"), false)?,
                 };
-                (APICURIO_AVRO, url_key, vec![url], authorization, flavor)
+                let class = if class == APICURIO_AVRO { APICURIO_AVRO } else { APICURIO_EXT_JSON };
+                (class, url_key, vec![url], authorization, flavor)
             }
             other => {
-                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; supported: {CONFLUENT_AVRO}, {CONFLUENT_PROTOBUF}, {CONFLUENT_JSON_SCHEMA}, {APICURIO_AVRO} (Apicurio's JSON Schema and Protobuf converters are not)")));
+                return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; supported: {CONFLUENT_AVRO}, {CONFLUENT_PROTOBUF}, {CONFLUENT_JSON_SCHEMA}, {APICURIO_AVRO}, {APICURIO_EXT_JSON} (Apicurio's SerdeBasedConverter and its 3.x converters are not)")));
             }
         };
         let ssl_prefix = match class {
@@ -336,6 +343,16 @@ impl RegistryConverter {
             Format::Protobuf
         } else if class == CONFLUENT_JSON_SCHEMA {
             Format::JsonSchema(json_schema_options(r, prefix)?)
+        } else if class == APICURIO_EXT_JSON {
+            // The options ExtJsonConverter hands its JsonConverter (schemas are always off).
+            let decimal = key("decimal.format");
+            if r.str(&decimal).is_some_and(|v| !v.eq_ignore_ascii_case("BASE64")) {
+                return Err(ConfigError::invalid(&decimal, "is not supported with ExtJsonConverter: pgoutbox writes decimals as JsonConverter's default does (BASE64); remove it"));
+            }
+            r.bool_or(&key("schemas.enable"), false)?;
+            r.bool_or(&key("replace.null.with.default"), true)?;
+            r.str(&key("schemas.cache.size"));
+            Format::ExtJson
         } else {
             // Checked and accepted: nothing the Event Router writes depends on it.
             r.bool_or(&key("enhanced.avro.schema.support"), false)?;
@@ -380,6 +397,14 @@ impl RegistryConverter {
             match (&self.format, schema) {
                 (Format::Avro(_), Some(s)) if !s.is_optional() => return Err(ConvertError::RequiredNull),
                 (Format::JsonSchema(_), Some(s)) if s.is_optional() => {}
+                // Apicurio's schema resolver requires a value: Connect's task fails on it
+                // (a NullPointerException in DefaultSchemaResolver.resolveSchema).
+                (Format::ExtJson, Some(_)) => {
+                    return Err(ConvertError::JsonSchema(format!(
+                        "{APICURIO_EXT_JSON} cannot write a null {} that has a schema (Apicurio's schema resolver fails on it, and Connect's task with it): a NULL payload or key; use another converter for this part, or leave such rows out",
+                        self.part()
+                    )))
+                }
                 _ => return Ok(None),
             }
         }
@@ -392,6 +417,14 @@ impl RegistryConverter {
         };
         let id = self.id(topic, schema)?;
         let mut out = Vec::with_capacity(64);
+        if self.format == Format::ExtJson {
+            // PrettyFormatStrategy, ExtJsonConverter's default: the globalId in the body, whatever
+            // the id options say, and no headers.
+            out.extend_from_slice(format!("{{\"schemaId\":{id},\"payload\":").as_bytes());
+            super::json::write_value(&mut out, schema, value)?;
+            out.push(b'}');
+            return Ok(Some(Bytes::from(out)));
+        }
         // Apicurio's serializer writes the id to headers only when it is handed them: Connect's
         // worker does; a BinaryDataConverter calling its delegate does not.
         match (&self.flavor, headers) {
@@ -421,6 +454,8 @@ impl RegistryConverter {
             Format::Avro(options) => avro::write(schema, value, &mut out, options)?,
             Format::Protobuf => protobuf::write(schema, value, &mut out)?,
             Format::JsonSchema(options) => json_schema::write(schema, value, &mut out, options)?,
+            // Written, with its id, above.
+            Format::ExtJson => {}
         }
         Ok(Some(Bytes::from(out)))
     }
@@ -466,6 +501,11 @@ impl RegistryConverter {
             Format::JsonSchema(options) => {
                 let registered = json_schema::schema_of(schema, options)?;
                 (registered.text, RecordName::Given(registered.title))
+            }
+            Format::ExtJson => {
+                let mut text = Vec::with_capacity(128);
+                super::json::write_schema(&mut text, schema);
+                (String::from_utf8(text).expect("a JSON schema is UTF-8"), RecordName::Avro)
             }
         };
         let subject = self.subject(topic, schema, record_name)?;
@@ -525,6 +565,8 @@ impl RegistryConverter {
                     Format::Avro(_) => serde_json::json!({ "schema": text }),
                     Format::Protobuf => serde_json::json!({ "schemaType": "PROTOBUF", "schema": text }),
                     Format::JsonSchema(_) => serde_json::json!({ "schemaType": "JSON", "schema": text }),
+                    // Apicurio's only (no Confluent flavor).
+                    Format::ExtJson => serde_json::json!({ "schemaType": "KCONNECT", "schema": text }),
                 }
                 .to_string();
                 let (method, path, body) = if *auto_register {
@@ -547,7 +589,7 @@ impl RegistryConverter {
                 let headers = [
                     ("Content-Type", "application/json"),
                     ("X-Registry-ArtifactId", subject),
-                    ("X-Registry-ArtifactType", "AVRO"),
+                    ("X-Registry-ArtifactType", if self.format == Format::ExtJson { "KCONNECT" } else { "AVRO" }),
                 ];
                 let v = if *auto_register {
                     let path = "/groups/default/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false".to_string();

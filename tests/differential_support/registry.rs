@@ -24,6 +24,8 @@ pub enum Ids {
     /// starts with byte 0), so the bodies compare with Connect's bytes; the schemas are not compared
     /// (Connect registers none).
     JsonSchemaBody,
+    /// Apicurio's ExtJsonConverter: `{"schemaId":<globalId>,"payload":...}`.
+    ExtJson,
 }
 
 /// The suite's registry (`http://127.0.0.1:PORT`).
@@ -75,6 +77,19 @@ pub fn resolve(ids: Ids, record: &mut ConsumedRecord) {
         let (len, kind) = match ids {
             Ids::Prefix8Global => (8, "globalIds"),
             Ids::Prefix4Content => (4, "contentIds"),
+            Ids::ExtJson => {
+                let head = b"{\"schemaId\":";
+                if let Some(rest) = b.strip_prefix(&head[..]) {
+                    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+                    if let Ok(id) = std::str::from_utf8(&rest[..digits]).unwrap_or("").parse::<u64>() {
+                        let mut out = head.to_vec();
+                        out.extend_from_slice(format!("<schema {}>", schema_by("globalIds", id)).as_bytes());
+                        out.extend_from_slice(&rest[digits..]);
+                        *b = out;
+                    }
+                }
+                return;
+            }
             Ids::JsonSchemaBody => {
                 if b.len() >= 5 && b[0] == 0 {
                     b.drain(..5);

@@ -56,6 +56,8 @@ pub const REGISTRY: &[fn() -> Case] = &[
     super::cases::json_schema_body_numerics,
     super::cases::json_schema_body_timestamptz,
     super::cases::json_schema_body_column_types,
+    super::cases::ext_json_apicurio_converter,
+    super::cases::ext_json_apicurio_expanded_payload,
 ];
 
 /// The connector's properties with the topic-prefixing router appended (later keys win in both

@@ -274,8 +274,8 @@ fn configs_pgoutbox_cannot_honour_are_refused_naming_the_key() {
         ("value.converter.schema.registry.ssl.truststore.location", "/nonexistent/truststore.p12"),
     ]);
     assert!(e.contains("value.converter.schema.registry.ssl.truststore.location") && e.contains("cannot read"), "{e}");
-    let e = refused(&[("value.converter", "io.apicurio.registry.utils.converter.ExtJsonConverter")]);
-    assert!(e.contains("Apicurio's JSON Schema and Protobuf converters are not"), "{e}");
+    let e = refused(&[("value.converter", "io.apicurio.registry.utils.converter.SerdeBasedConverter")]);
+    assert!(e.contains("SerdeBasedConverter and its 3.x converters are not"), "{e}");
     let e = refused(&[
         ("value.converter", CONFLUENT_JSON_SCHEMA),
         ("value.converter.schema.registry.url", "http://r:8081"),
@@ -537,4 +537,45 @@ fn json_schema_record_names_are_titles() {
     // An optional schema has no title: refused, as Confluent's strategy refuses it.
     let e = encode_h(&c, "t", Some(&json_payload()), &text("{}"), &mut headers).unwrap_err();
     assert!(e.to_string().contains("use TopicNameStrategy"), "{e}");
+}
+
+#[test]
+fn apicurio_ext_json_writes_the_global_id_and_the_schemaless_value_in_one_json_object() {
+    let answer = r#"{"id":"t-value","version":"1","type":"KCONNECT","globalId":41,"contentId":9}"#;
+    let f = fake(200, answer);
+    let c = converter(
+        "value",
+        &[
+            ("value.converter", APICURIO_EXT_JSON),
+            ("value.converter.apicurio.registry.url", &format!("{}/apis/registry/v2", f.url)),
+            ("value.converter.apicurio.registry.auto-register", "true"),
+        ],
+    )
+    .unwrap();
+    let mut headers = Vec::new();
+    let bytes = encode_h(&c, "t", Some(&json_payload()), &text("{\"a\":1}"), &mut headers).unwrap().unwrap();
+    assert_eq!(&bytes[..], br#"{"schemaId":41,"payload":"{\"a\":1}"}"#);
+    assert!(headers.is_empty(), "no id headers: {headers:?}");
+    let seen = f.seen.lock().unwrap();
+    assert!(seen[0].to_ascii_lowercase().contains("x-registry-artifacttype: kconnect"), "{}", seen[0]);
+    assert!(
+        seen[0].ends_with(r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}"#),
+        "JsonConverter's schema is registered: {}",
+        seen[0]
+    );
+    drop(seen);
+    // Apicurio's converter fails on a null with a schema; without one it is Kafka's null.
+    let e = encode_h(&c, "t", Some(&json_payload()), &Value::Null, &mut headers).unwrap_err();
+    assert!(e.to_string().contains("cannot write a null value"), "{e}");
+    assert_eq!(encode_h(&c, "t", None, &Value::Null, &mut headers).unwrap(), None);
+    let e = converter(
+        "value",
+        &[
+            ("value.converter", APICURIO_EXT_JSON),
+            ("value.converter.apicurio.registry.url", "http://r/apis/registry/v2"),
+            ("value.converter.decimal.format", "NUMERIC"),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("value.converter.decimal.format"), "{e}");
 }
