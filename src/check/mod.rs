@@ -326,7 +326,7 @@ async fn check_messages(
     if major < 14 {
         return problem("messages", format!("DecodeLogicalDecodingMessageContent needs PostgreSQL 14 or later to stream logical decoding messages; this server is {major}: upgrade it, or use an outbox table"));
     }
-    let which = match (m.include.is_empty(), m.exclude.is_empty()) {
+    let which = match (m.prefixes.include.is_empty(), m.prefixes.exclude.is_empty()) {
         (false, _) => "messages whose prefix matches message.prefix.include.list",
         (true, false) => "messages whose prefix does not match message.prefix.exclude.list",
         (true, true) => "all logical decoding messages (no message.prefix.include.list)",

@@ -32,6 +32,11 @@ pub struct Prefixes {
 }
 
 impl Prefixes {
+    /// Whether either list is set.
+    pub fn is_set(&self) -> bool {
+        !self.include.is_empty() || !self.exclude.is_empty()
+    }
+
     /// Whether messages with this prefix pass the lists.
     pub fn captures(&self, prefix: &str) -> bool {
         if !self.include.is_empty() {
@@ -43,19 +48,15 @@ impl Prefixes {
 
 #[derive(Debug, Clone)]
 pub struct MessageCapture {
-    /// Anchored, case-insensitive, as Debezium matches them; at most one of the two is set.
-    pub include: Vec<Regex>,
-    pub exclude: Vec<Regex>,
+    /// Anchored, case-insensitive, as Debezium matches them; at most one of the two lists is set.
+    pub prefixes: Prefixes,
     pub non_transactional: NonTransactional,
 }
 
 impl MessageCapture {
     /// Whether messages with this prefix are captured.
     pub fn captures(&self, prefix: &str) -> bool {
-        if !self.include.is_empty() {
-            return self.include.iter().any(|r| r.is_match(prefix));
-        }
-        !self.exclude.iter().any(|r| r.is_match(prefix))
+        self.prefixes.captures(prefix)
     }
 }
 
@@ -95,6 +96,6 @@ pub fn parse(
             "DecodeLogicalDecodingMessageContent needs the log-tailing relay: logical decoding messages live in the WAL only, which the polling relay does not read; remove the transform or set pgoutbox.relay=log_tailing",
         ));
     }
-    let prefixes = Prefixes { include: include.clone(), exclude: exclude.clone() };
-    Ok((Some(MessageCapture { include, exclude, non_transactional }), prefixes))
+    let prefixes = Prefixes { include, exclude };
+    Ok((Some(MessageCapture { prefixes: prefixes.clone(), non_transactional }), prefixes))
 }

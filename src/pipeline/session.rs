@@ -676,7 +676,7 @@ async fn start_replication(
     // With message prefix lists but nothing relayed, messages are read only to be counted as
     // Debezium counts those its lists leave out (filtered); where the server cannot send them,
     // there is nothing to count.
-    let counted = !cfg.message_prefixes.include.is_empty() || !cfg.message_prefixes.exclude.is_empty();
+    let counted = cfg.message_prefixes.is_set();
     let mut messages = relayed;
     if relayed || counted {
         let major = setup::server_major(sql).await?;

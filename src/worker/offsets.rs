@@ -215,13 +215,12 @@ pub async fn reset(cfg: &Config) -> Result<Value, Refused> {
 #[cfg(test)]
 mod tests {
     use super::message_is_event;
-    use crate::config::messages::{MessageCapture, NonTransactional};
+    use crate::config::messages::{MessageCapture, NonTransactional, Prefixes};
 
     #[test]
     fn offsets_count_the_messages_the_relay_would_publish() {
         let mut capture = MessageCapture {
-            include: vec![regex::Regex::new("(?i)^(?:outbox)$").unwrap()],
-            exclude: Vec::new(),
+            prefixes: Prefixes { include: vec![regex::Regex::new("(?i)^(?:outbox)$").unwrap()], exclude: Vec::new() },
             non_transactional: NonTransactional::Skip,
         };
         assert!(message_is_event(&capture, 1, b"OUTBOX\0\0\0\0\x05{}"));

@@ -29,6 +29,8 @@ impl Reader<'_> {
         // The config outlives the reader: borrowing it through a copy of the reference leaves
         // `self` free for the router.
         let cfg = self.cfg;
+        // The capture's lists are these (`config::messages::parse`): a message past here is one it
+        // captures.
         if !cfg.message_prefixes.captures(&m.prefix) {
             // Seen and filtered, as Debezium 3.7 counts a message its lists leave out.
             self.metrics.messages_filtered.fetch_add(1, Relaxed);
@@ -38,9 +40,6 @@ impl Reader<'_> {
         let (Some(capture), Some(decode)) = (&cfg.messages, &cfg.router.chain.decode) else {
             return Ok(());
         };
-        if !capture.captures(&m.prefix) {
-            return Ok(());
-        }
         self.metrics.messages_seen.fetch_add(1, Relaxed);
         self.metrics.records_polled.fetch_add(1, Relaxed);
         if m.transactional {
