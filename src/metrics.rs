@@ -593,6 +593,7 @@ impl Histogram {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_window_keeps_a_bucket_per_second_and_forgets_after_a_minute() {
@@ -611,7 +612,6 @@ mod tests {
         assert_eq!((avg, max), (9.0, 9.0), "the first second's values are gone");
         assert!(w.avg_max(t0 + std::time::Duration::from_secs(70)).0.is_nan());
     }
-    use super::*;
 
     #[test]
     fn histogram_quantiles_are_within_three_percent() {
