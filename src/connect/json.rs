@@ -22,6 +22,7 @@
 use base64::Engine as _;
 use bytes::Bytes;
 
+use super::avro::DECIMAL;
 use super::java::float::{write_java_double, write_java_float};
 use super::{ConvertError, Schema, Type, Value};
 
@@ -205,12 +206,31 @@ pub fn write_parameters<'a>(out: &mut Vec<u8>, params: impl IntoIterator<Item = 
     }
 }
 
+/// How a Connect Decimal is written (`decimal.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decimals {
+    /// Its unscaled bytes in base64 (JsonConverter's default).
+    Base64,
+    /// A JSON number, `BigDecimal.toString` (as Jackson writes a DecimalNode).
+    Numeric,
+}
+
 /// The value as JsonConverter writes it under schema `s` (`convertToJson`).
 pub fn write_value(out: &mut Vec<u8>, s: &Schema, v: &Value) -> Result<(), ConvertError> {
+    write_value_as(out, s, v, Decimals::Base64)
+}
+
+/// [`write_value`], with Decimals written as `decimals` says.
+pub fn write_value_as(out: &mut Vec<u8>, s: &Schema, v: &Value, decimals: Decimals) -> Result<(), ConvertError> {
     let mismatch = || ConvertError::InvalidType { schema: s.java_type(), found: v.java_class() };
     match (s, v) {
         (_, Value::Null) if s.is_optional() => out.extend_from_slice(b"null"),
         (_, Value::Null) => return Err(ConvertError::RequiredNull),
+        (Schema::Primitive { ty: Type::Bytes, name: Some(n), .. }, Value::Decimal { text, .. })
+            if decimals == Decimals::Numeric && n == DECIMAL =>
+        {
+            out.extend_from_slice(text)
+        }
         (Schema::Primitive { ty, .. }, _) => match (ty, v) {
             (
                 Type::Int8 | Type::Int16 | Type::Int32 | Type::Int64,
@@ -231,7 +251,7 @@ pub fn write_value(out: &mut Vec<u8>, s: &Schema, v: &Value) -> Result<(), Conve
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, items, e)?;
+                write_value_as(out, items, e, decimals)?;
             }
             out.push(b']');
         }
@@ -246,7 +266,7 @@ pub fn write_value(out: &mut Vec<u8>, s: &Schema, v: &Value) -> Result<(), Conve
                 }
                 write_string(out, name.as_bytes());
                 out.push(b':');
-                write_value(out, schema, value)?;
+                write_value_as(out, schema, value, decimals)?;
             }
             out.push(b'}');
         }

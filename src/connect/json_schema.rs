@@ -20,26 +20,26 @@
 //! Decimal under `decimal.format=NUMERIC` (a number) and a null top-level value under an optional
 //! schema (the text `null`, with the schema's id before it; see the registry converter).
 
+use super::avro::DECIMAL;
 use super::java::hashmap::{self, Made};
-use super::json::{write_string, write_value};
+use super::json::{write_string, write_value_as, Decimals};
 use super::{ConvertError, Schema, Type, Value};
 
 /// The JsonSchemaConverter options that change bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Options {
-    /// `decimal.format=NUMERIC` (default `BASE64`): a Decimal as a JSON number.
-    pub decimal_numeric: bool,
+    /// `decimal.format` (default `BASE64`; `NUMERIC`: a Decimal as a JSON number).
+    pub decimals: Decimals,
     /// `object.additional.properties` (default true); false adds `"additionalProperties":false`.
     pub additional_properties: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { decimal_numeric: false, additional_properties: true }
+        Options { decimals: Decimals::Base64, additional_properties: true }
     }
 }
 
-const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 /// JsonSchemaData's own parameter namespace: left out of `connect.parameters`.
 const NAMESPACE: &str = "io.confluent.connect.json";
 
@@ -174,7 +174,9 @@ fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options
                 Type::Float64 => (Some("number"), Some("float64")),
                 Type::Boolean => (None, None),
                 Type::String => (Some("string"), None),
-                Type::Bytes if o.decimal_numeric && name.as_deref() == Some(DECIMAL) => (Some("number"), Some("bytes")),
+                Type::Bytes if o.decimals == Decimals::Numeric && name.as_deref() == Some(DECIMAL) => {
+                    (Some("number"), Some("bytes"))
+                }
                 Type::Bytes => (Some("string"), Some("bytes")),
             };
             let mut m = Members::open(out);
@@ -231,45 +233,10 @@ fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options
     Ok(())
 }
 
-/// The record body of a non-null value: Jackson's compact JSON of `fromConnectData`.
+/// The record body of a non-null value: Jackson's compact JSON of `fromConnectData`, which is
+/// JsonConverter's value with Decimals as `decimal.format` says.
 pub fn write(schema: &Schema, value: &Value, out: &mut Vec<u8>, o: Options) -> Result<(), ConvertError> {
-    if !o.decimal_numeric {
-        return write_value(out, schema, value);
-    }
-    // Decimals as numbers (`BigDecimal.toString`, as Jackson writes a DecimalNode); the rest as
-    // JsonConverter writes it.
-    match (schema, value) {
-        (Schema::Primitive { ty: Type::Bytes, name: Some(n), .. }, Value::Decimal { text, .. }) if n == DECIMAL => {
-            out.extend_from_slice(text);
-        }
-        (Schema::Array { items, .. }, Value::Array(elems)) => {
-            out.push(b'[');
-            for (i, e) in elems.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write(items, e, out, o)?;
-            }
-            out.push(b']');
-        }
-        (Schema::Struct { fields, .. }, Value::Struct(values)) => {
-            if fields.len() != values.len() {
-                return Err(ConvertError::StructArity { fields: fields.len(), values: values.len() });
-            }
-            out.push(b'{');
-            for (i, ((name, s), v)) in fields.iter().zip(values).enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(out, name.as_bytes());
-                out.push(b':');
-                write(s, v, out, o)?;
-            }
-            out.push(b'}');
-        }
-        _ => write_value(out, schema, value)?,
-    }
-    Ok(())
+    write_value_as(out, schema, value, o.decimals)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::config::{ConfigError, Reader};
-use super::{avro, json_schema, protobuf};
+use super::{avro, json, json_schema, protobuf};
 use super::{ConvertError, Schema, Value};
 
 pub const CONFLUENT_AVRO: &str = "io.confluent.connect.avro.AvroConverter";
@@ -75,6 +75,16 @@ enum Format {
 }
 
 impl Format {
+    /// The registry's name for the schema type (Confluent's `schemaType`, Apicurio's artifact type).
+    fn schema_type(self) -> &'static str {
+        match self {
+            Format::Avro(_) => "AVRO",
+            Format::Protobuf => "PROTOBUF",
+            Format::JsonSchema(_) => "JSON",
+            Format::ExtJson => "KCONNECT",
+        }
+    }
+
     /// The error of a schema or value this format cannot hold.
     fn error(self, message: String) -> ConvertError {
         match self {
@@ -417,17 +427,11 @@ impl RegistryConverter {
         };
         let id = self.id(topic, schema)?;
         let mut out = Vec::with_capacity(64);
-        if self.format == Format::ExtJson {
-            // PrettyFormatStrategy, ExtJsonConverter's default: the globalId in the body, whatever
-            // the id options say, and no headers.
-            out.extend_from_slice(format!("{{\"schemaId\":{id},\"payload\":").as_bytes());
-            super::json::write_value(&mut out, schema, value)?;
-            out.push(b'}');
-            return Ok(Some(Bytes::from(out)));
-        }
         // Apicurio's serializer writes the id to headers only when it is handed them: Connect's
-        // worker does; a BinaryDataConverter calling its delegate does not.
+        // worker does; a BinaryDataConverter calling its delegate does not. ExtJsonConverter writes
+        // it in its JSON body instead (below).
         match (&self.flavor, headers) {
+            _ if self.format == Format::ExtJson => {}
             (Flavor::Confluent { .. }, _) => {
                 out.push(0);
                 out.extend_from_slice(&(id as i32).to_be_bytes());
@@ -454,8 +458,13 @@ impl RegistryConverter {
             Format::Avro(options) => avro::write(schema, value, &mut out, options)?,
             Format::Protobuf => protobuf::write(schema, value, &mut out)?,
             Format::JsonSchema(options) => json_schema::write(schema, value, &mut out, options)?,
-            // Written, with its id, above.
-            Format::ExtJson => {}
+            // PrettyFormatStrategy, ExtJsonConverter's default: the globalId in the body, whatever
+            // the id options say.
+            Format::ExtJson => {
+                out.extend_from_slice(format!("{{\"schemaId\":{id},\"payload\":").as_bytes());
+                json::write_value(&mut out, schema, value)?;
+                out.push(b'}');
+            }
         }
         Ok(Some(Bytes::from(out)))
     }
@@ -504,7 +513,7 @@ impl RegistryConverter {
             }
             Format::ExtJson => {
                 let mut text = Vec::with_capacity(128);
-                super::json::write_schema(&mut text, schema);
+                json::write_schema(&mut text, schema);
                 (String::from_utf8(text).expect("a JSON schema is UTF-8"), RecordName::Avro)
             }
         };
@@ -561,12 +570,10 @@ impl RegistryConverter {
         let enc = percent_encode(subject);
         match &self.flavor {
             Flavor::Confluent { auto_register, use_latest, .. } => {
+                // Confluent's client sends no schemaType for Avro, its default.
                 let body = match self.format {
                     Format::Avro(_) => serde_json::json!({ "schema": text }),
-                    Format::Protobuf => serde_json::json!({ "schemaType": "PROTOBUF", "schema": text }),
-                    Format::JsonSchema(_) => serde_json::json!({ "schemaType": "JSON", "schema": text }),
-                    // Apicurio's only (no Confluent flavor).
-                    Format::ExtJson => serde_json::json!({ "schemaType": "KCONNECT", "schema": text }),
+                    _ => serde_json::json!({ "schemaType": self.format.schema_type(), "schema": text }),
                 }
                 .to_string();
                 let (method, path, body) = if *auto_register {
@@ -589,7 +596,7 @@ impl RegistryConverter {
                 let headers = [
                     ("Content-Type", "application/json"),
                     ("X-Registry-ArtifactId", subject),
-                    ("X-Registry-ArtifactType", if self.format == Format::ExtJson { "KCONNECT" } else { "AVRO" }),
+                    ("X-Registry-ArtifactType", self.format.schema_type()),
                 ];
                 let v = if *auto_register {
                     let path = "/groups/default/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false".to_string();
@@ -757,7 +764,11 @@ fn json_schema_options(r: &mut Reader<'_>, prefix: &str) -> Result<json_schema::
         r.str(&key(option));
     }
     Ok(json_schema::Options {
-        decimal_numeric: r.choice(&key("decimal.format"), false, &[("BASE64", false), ("NUMERIC", true)])?,
+        decimals: r.choice(
+            &key("decimal.format"),
+            json::Decimals::Base64,
+            &[("BASE64", json::Decimals::Base64), ("NUMERIC", json::Decimals::Numeric)],
+        )?,
         additional_properties: r.bool_or(&key("object.additional.properties"), true)?,
     })
 }

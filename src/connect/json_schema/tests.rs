@@ -5,8 +5,6 @@ use bytes::Bytes;
 
 use super::*;
 
-const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
-
 fn decimal(optional: bool) -> Schema {
     Schema::Primitive {
         ty: Type::Bytes,
@@ -58,7 +56,7 @@ fn primitives_and_logical_types() {
     // everit prints a boolean's type after everything else.
     assert_eq!(text(&Schema::primitive(Type::Boolean, false), o), r#"{"type":"boolean"}"#);
     assert_eq!(text(&Schema::primitive(Type::Bytes, false), o), r#"{"type":"string","connect.type":"bytes"}"#);
-    let numeric = Options { decimal_numeric: true, ..o };
+    let numeric = Options { decimals: Decimals::Numeric, ..o };
     assert!(text(&decimal(false), numeric)
         .starts_with(r#"{"type":"number","title":"org.apache.kafka.connect.data.Decimal""#));
     // The title is what RecordNameStrategy names the subject after; an optional schema has none.
@@ -124,7 +122,7 @@ fn bodies_are_jacksons_compact_json() {
     write(&order(false), &value, &mut out, Options::default()).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), r#"{"id":7,"name":null,"active":true,"price":"AQI=","tags":["a"]}"#);
     let mut out = Vec::new();
-    write(&order(false), &value, &mut out, Options { decimal_numeric: true, ..Options::default() }).unwrap();
+    write(&order(false), &value, &mut out, Options { decimals: Decimals::Numeric, ..Options::default() }).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), r#"{"id":7,"name":null,"active":true,"price":2.58,"tags":["a"]}"#);
 }
 
