@@ -1362,12 +1362,11 @@ async fn json_schema_records_decode_and_validate_with_confluents_deserializer() 
         assert!(schema.contains(member), "{member} is not in the registered schema {schema}");
     }
     assert!(schema.starts_with(r#"{"type":"object","#), "{schema}");
-    let (code, body) = faults_support::registry::http(
-        &registry,
-        "GET",
+    let (code, body) = support::http_get(
+        registry.trim_start_matches("http://"),
         &format!("/apis/ccompat/v7/subjects/{topic}-value/versions"),
-        "",
-    );
+    )
+    .expect("the registry answers");
     assert_eq!((code, body.trim()), (200, "[1]"), "the versions of {topic}-value");
     assert!(relay.wait(Duration::from_millis(10)).is_none(), "the relay exited; log:\n{}", relay.log_text());
     outbox.drop_slot().await;
@@ -1414,7 +1413,8 @@ async fn a_registry_refusing_the_credentials_stops_the_relay_and_the_right_ones_
     assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
     let id = faults_support::registry::confluent_id(records[0].value.as_deref().unwrap());
     let (code, body) =
-        faults_support::registry::http(&registry, "GET", &format!("/apis/ccompat/v7/schemas/ids/{id}"), "");
+        support::http_get(registry.trim_start_matches("http://"), &format!("/apis/ccompat/v7/schemas/ids/{id}"))
+            .expect("the registry answers");
     assert_eq!(code, 200, "the id names a schema in the registry behind the proxy: {body}");
     assert!(!relay.log_text().contains("s3cret-pw"), "the password reached the log");
     assert!(relay.wait(Duration::from_millis(10)).is_none(), "log:\n{}", relay.log_text());

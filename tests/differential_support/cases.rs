@@ -1523,16 +1523,21 @@ pub fn avro_apicurio_ids_in_headers() -> Case {
         .registry(super::registry::Ids::Headers)
 }
 
+/// Apicurio's ExtJsonConverter as key and value converter, registering its schemas, with the
+/// options `apicurio` gives its AvroConverter.
+fn apicurio_ext_json() -> Vec<String> {
+    apicurio(&[])
+        .into_iter()
+        .map(|p| p.replace(APICURIO, "io.apicurio.registry.utils.converter.ExtJsonConverter"))
+        .collect()
+}
+
 /// Apicurio's ExtJsonConverter as key and value converter, registering JsonConverter's schemas
 /// (artifact type KCONNECT): the standard rows (string keys, every jsonb form).
 pub fn ext_json_apicurio_converter() -> Case {
-    let props: Vec<String> = apicurio(&[])
-        .into_iter()
-        .map(|p| p.replace(APICURIO, "io.apicurio.registry.utils.converter.ExtJsonConverter"))
-        .collect();
     // No NULL payload: Apicurio's converter fails the task on a null value with a schema (pgoutbox
     // stops, naming it: a unit test).
-    let mut case = standard("ext_json_apicurio_converter", props).registry(super::registry::Ids::ExtJson);
+    let mut case = standard("ext_json_apicurio_converter", apicurio_ext_json()).registry(super::registry::Ids::ExtJson);
     // The id is in the key's bytes: the sides' keys differ, and so would their partitions.
     case.partitions = 1;
     case
@@ -1540,12 +1545,8 @@ pub fn ext_json_apicurio_converter() -> Case {
 
 /// Expanded payloads through ExtJsonConverter: a schema per payload shape, a version each.
 pub fn ext_json_apicurio_expanded_payload() -> Case {
-    let props: Vec<String> = apicurio(&[])
-        .into_iter()
-        .map(|p| p.replace(APICURIO, "io.apicurio.registry.utils.converter.ExtJsonConverter"))
-        .collect();
     let payloads: Vec<&str> = EXPANDED.iter().copied().chain([r#"{"id": 2}"#]).collect();
-    expanded_avro("ext_json_apicurio_expanded_payload", props, super::registry::Ids::ExtJson, &payloads)
+    expanded_avro("ext_json_apicurio_expanded_payload", apicurio_ext_json(), super::registry::Ids::ExtJson, &payloads)
 }
 
 /// Payload shapes for the registry's expansion cases: flat, nested, arrays of records, numbers.

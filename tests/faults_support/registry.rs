@@ -50,6 +50,7 @@ impl Registry {
 
     /// An HTTP call to the registry: the status and the body.
     pub fn call(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
         if let Some(ca) = &self.ca {
             let out = Command::new("curl")
                 .args([
@@ -71,7 +72,18 @@ impl Registry {
             let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
             return (code.trim().parse().unwrap_or(0), body.to_string());
         }
-        http(&self.url, method, path, body)
+        let addr = self.url.trim_start_matches("http://");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect to the registry");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let req = format!(
+            "{method} {path} HTTP/1.0\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
     }
 
     /// The schema a Confluent-format id names, through the Confluent-compatible API.
@@ -88,23 +100,6 @@ impl Drop for Registry {
         self.signal("CONT");
         self.signal("KILL");
     }
-}
-
-/// An HTTP/1.0 call to a registry at `base` (`http://host:port`): the status and the body.
-pub fn http(base: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let addr = base.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the registry");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.0\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut raw = String::new();
-    let _ = s.read_to_string(&mut raw);
-    let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
 
 pub async fn lsn(outbox: &Outbox) -> String {
