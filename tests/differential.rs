@@ -89,6 +89,7 @@ differential_cases! {
     placement_column_types;
     placement_numerics;
     placement_numerics_string_converter;
+    placement_numerics_decimal_format_numeric;
     numerics_as_double;
     numerics_as_string;
     variable_scale_numerics;

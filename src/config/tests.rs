@@ -71,7 +71,7 @@ fn config_supported_keys_are_parsed() {
     assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Fatal);
     assert!(c.router.tombstone_on_empty_payload);
     assert_eq!(c.key_converter, Converter::String);
-    assert_eq!(c.value_converter, Converter::Json { schemas: false });
+    assert_eq!(c.value_converter, Converter::json(false));
     assert_eq!(c.status_interval, Duration::from_millis(500));
     assert!(c.skipped.update && !c.skipped.insert);
     assert_eq!(c.kafka.bootstrap_servers, "127.0.0.1:9092");
@@ -88,8 +88,8 @@ fn config_defaults_match_debezium() {
     assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Warn);
     assert!(!c.router.tombstone_on_empty_payload);
     // Like the Debezium container image: JsonConverter with schemas.
-    assert_eq!(c.key_converter, Converter::Json { schemas: true });
-    assert_eq!(c.value_converter, Converter::Json { schemas: true });
+    assert_eq!(c.key_converter, Converter::json(true));
+    assert_eq!(c.value_converter, Converter::json(true));
     assert_eq!(c.database.sslmode, SslMode::Prefer);
     assert_eq!(c.status_interval, Duration::from_secs(10));
     assert!(!c.skipped.insert && !c.skipped.update);
@@ -273,7 +273,13 @@ fn config_reads_debezium_1x_keys_as_1x_did() {
     assert_eq!(c.router.field_event_key, "stream_id");
     assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Fatal);
     assert!(c.router.expand_json_payload);
-    assert_eq!(c.value_converter, Converter::BinaryOr(crate::connect::converter::Delegate::Json { schemas: false }));
+    assert_eq!(
+        c.value_converter,
+        Converter::BinaryOr(crate::connect::converter::Delegate::Json {
+            schemas: false,
+            decimals: crate::connect::json::Decimals::Base64
+        })
+    );
     for key in [
         "database.server.name",
         "table.whitelist",
@@ -517,16 +523,13 @@ fn config_time_precision_mode_is_read_like_debezium() {
     let header = |extra: &[&str]| with(extra).unwrap().router.header_converter;
     assert_eq!(header(&[]), None);
     assert_eq!(header(&["header.converter=org.apache.kafka.connect.storage.SimpleHeaderConverter"]), None);
-    assert_eq!(
-        header(&["header.converter=org.apache.kafka.connect.json.JsonConverter"]),
-        Some(Converter::Json { schemas: true })
-    );
+    assert_eq!(header(&["header.converter=org.apache.kafka.connect.json.JsonConverter"]), Some(Converter::json(true)));
     assert_eq!(
         header(&[
             "header.converter=org.apache.kafka.connect.json.JsonConverter",
             "header.converter.schemas.enable=false"
         ]),
-        Some(Converter::Json { schemas: false })
+        Some(Converter::json(false))
     );
     let intervals = |v: &str| with(&[&format!("interval.handling.mode={v}")]).unwrap().router.type_modes.intervals;
     assert_eq!(with(&[]).unwrap().router.type_modes.intervals, crate::debezium::IntervalHandling::Numeric);
@@ -779,4 +782,27 @@ fn a_skipped_delete_is_read() {
     let c = with(&["skipped.operations=d"]).unwrap();
     assert!(c.skipped.delete && !c.skipped.insert && !c.skipped.update);
     assert!(!with(&["skipped.operations=t"]).unwrap().skipped.delete);
+}
+
+/// JsonConverter's `decimal.format`, per converter, in any case, and refused naming the key when it
+/// is neither form (Kafka's `JsonConverterConfig` validates it the same way).
+#[test]
+fn json_converter_decimal_format_is_read_per_converter() {
+    use crate::connect::json::Decimals;
+    let c = with(&[
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.decimal.format=numeric",
+        "key.converter=org.apache.kafka.connect.json.JsonConverter",
+    ])
+    .unwrap();
+    assert_eq!(c.value_converter, Converter::Json { schemas: true, decimals: Decimals::Numeric });
+    assert_eq!(c.key_converter, Converter::json(true));
+    let header = with(&[
+        "header.converter=org.apache.kafka.connect.json.JsonConverter",
+        "header.converter.decimal.format=NUMERIC",
+    ])
+    .unwrap();
+    assert_eq!(header.router.header_converter, Some(Converter::Json { schemas: true, decimals: Decimals::Numeric }));
+    let e = with(&["value.converter.decimal.format=TEXT"]).unwrap_err().to_string();
+    assert!(e.contains("value.converter.decimal.format") && e.contains("NUMERIC"), "{e}");
 }

@@ -21,8 +21,8 @@ pub const BYTE_BUFFER_CONVERTER: &str = "io.debezium.converters.ByteBufferConver
 pub enum Converter {
     /// `org.apache.kafka.connect.storage.StringConverter`
     String,
-    /// `org.apache.kafka.connect.json.JsonConverter` with `schemas.enable`.
-    Json { schemas: bool },
+    /// `org.apache.kafka.connect.json.JsonConverter` with `schemas.enable` and `decimal.format`.
+    Json { schemas: bool, decimals: json::Decimals },
     /// `io.debezium.converters.BinaryDataConverter` (and Kafka's `ByteArrayConverter`): BYTES values
     /// as they are (the Avro-in-outbox recipe with a bytea payload column).
     Binary,
@@ -40,12 +40,18 @@ pub enum Delegate {
     String,
     Json {
         schemas: bool,
+        decimals: json::Decimals,
     },
     /// A schema-registry converter, its options under `delegate.converter.type.`.
     Registry(Arc<RegistryConverter>),
 }
 
 impl Converter {
+    /// JsonConverter with `schemas.enable` as given and its other options at their defaults.
+    pub fn json(schemas: bool) -> Converter {
+        Converter::Json { schemas, decimals: json::Decimals::Base64 }
+    }
+
     /// `<which>.converter` and its `schemas.enable`; without one, JsonConverter with schemas, as
     /// the Debezium container image configures its worker.
     pub fn parse(r: &mut Reader<'_>, which: &str) -> Result<Converter, ConfigError> {
@@ -54,7 +60,7 @@ impl Converter {
         let schemas = r.bool_or(&format!("{which}.converter.schemas.enable"), true)?;
         match class.as_str() {
             STRING_CONVERTER => Ok(Converter::String),
-            JSON_CONVERTER => Ok(Converter::Json { schemas }),
+            JSON_CONVERTER => Ok(Converter::Json { schemas, decimals: json_decimals(r, &key)? }),
             BYTE_BUFFER_CONVERTER => {
                 r.warn(format!("{key}={BYTE_BUFFER_CONVERTER} is Debezium 1.x's name of {BINARY_DATA_CONVERTER}; it works the same, rename it"));
                 binary(r, &key)
@@ -79,7 +85,10 @@ impl Converter {
     pub fn parse_header(r: &mut Reader<'_>) -> Result<Option<Converter>, ConfigError> {
         match r.string_or("header.converter", SIMPLE_HEADER_CONVERTER).as_str() {
             SIMPLE_HEADER_CONVERTER => Ok(None),
-            JSON_CONVERTER => Ok(Some(Converter::Json { schemas: r.bool_or("header.converter.schemas.enable", true)? })),
+            JSON_CONVERTER => Ok(Some(Converter::Json {
+                schemas: r.bool_or("header.converter.schemas.enable", true)?,
+                decimals: json_decimals(r, "header.converter")?,
+            })),
             STRING_CONVERTER => Ok(Some(Converter::String)),
             _ => Err(ConfigError::invalid("header.converter", format!("is not a supported header converter; use {SIMPLE_HEADER_CONVERTER} (Connect's default), {JSON_CONVERTER} or {STRING_CONVERTER}"))),
         }
@@ -104,7 +113,7 @@ impl Converter {
     ) -> Result<Option<Bytes>, ConvertError> {
         match self {
             Converter::Registry(r) => r.encode(topic, schema, value, Some(headers)),
-            Converter::Json { schemas } => json::json_converter(*schemas, schema, value),
+            Converter::Json { schemas, decimals } => json::json_converter(*schemas, *decimals, schema, value),
             Converter::String => Ok(string::encode(schema, value)),
             Converter::Binary => match value {
                 Value::Null => Ok(None),
@@ -118,7 +127,7 @@ impl Converter {
                 (None | Some(Schema::Primitive { ty: super::Type::Bytes, .. }), Value::Null) => Ok(None),
                 _ => match delegate {
                     Delegate::String => Converter::String.encode(schema, value),
-                    Delegate::Json { schemas } => Converter::Json { schemas: *schemas }.encode(schema, value),
+                    Delegate::Json { schemas, decimals } => json::json_converter(*schemas, *decimals, schema, value),
                     // Debezium's BinaryDataConverter calls its delegate without the record's headers.
                     Delegate::Registry(r) => r.encode(topic, schema, value, None),
                 },
@@ -146,7 +155,10 @@ fn binary(r: &mut Reader<'_>, key: &str) -> Result<Converter, ConfigError> {
     let Some(class) = r.str(&delegate_key) else { return Ok(Converter::Binary) };
     let delegate = match class {
         STRING_CONVERTER => Delegate::String,
-        JSON_CONVERTER => Delegate::Json { schemas: r.bool_or(&format!("{delegate_key}.schemas.enable"), true)? },
+        JSON_CONVERTER => Delegate::Json {
+            schemas: r.bool_or(&format!("{delegate_key}.schemas.enable"), true)?,
+            decimals: json_decimals(r, &delegate_key)?,
+        },
         other if is_registry_class(other) => {
             let is_key = key.starts_with("key.");
             Delegate::Registry(Arc::new(RegistryConverter::parse_at(r, &format!("{delegate_key}."), is_key, other)?))
@@ -159,6 +171,11 @@ fn binary(r: &mut Reader<'_>, key: &str) -> Result<Converter, ConfigError> {
         }
     };
     Ok(Converter::BinaryOr(delegate))
+}
+
+/// JsonConverter's `decimal.format` under `key` (`value.converter`, …).
+fn json_decimals(r: &mut Reader<'_>, key: &str) -> Result<json::Decimals, ConfigError> {
+    json::Decimals::read(r, &format!("{key}.decimal.format"))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 
 use super::avro::DECIMAL;
+use super::config::{ConfigError, Reader};
 use super::java::float::{write_java_double, write_java_float};
 use super::{ConvertError, Schema, Type, Value};
 
@@ -215,6 +216,14 @@ pub enum Decimals {
     Numeric,
 }
 
+impl Decimals {
+    /// A `decimal.format` key: `BASE64` (the default) or `NUMERIC`, in any case, as Kafka's
+    /// `JsonConverterConfig` and Confluent's `JsonSchemaConverterConfig` read it.
+    pub fn read(r: &mut Reader<'_>, key: &str) -> Result<Decimals, ConfigError> {
+        r.choice(key, Decimals::Base64, &[("BASE64", Decimals::Base64), ("NUMERIC", Decimals::Numeric)])
+    }
+}
+
 /// The value as JsonConverter writes it under schema `s` (`convertToJson`).
 pub fn write_value(out: &mut Vec<u8>, s: &Schema, v: &Value) -> Result<(), ConvertError> {
     write_value_as(out, s, v, Decimals::Base64)
@@ -305,11 +314,12 @@ pub fn write_schemaless_value(out: &mut Vec<u8>, v: &Value) -> Result<(), Conver
 pub fn json_envelope(
     out: &mut Vec<u8>,
     schemas_enabled: bool,
+    decimals: Decimals,
     schema: Option<&Schema>,
     value: &Value,
 ) -> Result<(), ConvertError> {
     let write = |out: &mut Vec<u8>| match schema {
-        Some(s) => write_value(out, s, value),
+        Some(s) => write_value_as(out, s, value, decimals),
         None => write_schemaless_value(out, value),
     };
     if !schemas_enabled {
@@ -329,6 +339,7 @@ pub fn json_envelope(
 /// `JsonConverter.fromConnectData`: `None` is a Kafka null (no schema and no value).
 pub fn json_converter(
     schemas_enabled: bool,
+    decimals: Decimals,
     schema: Option<&Schema>,
     value: &Value,
 ) -> Result<Option<Bytes>, ConvertError> {
@@ -336,7 +347,7 @@ pub fn json_converter(
         return Ok(None);
     }
     let mut out = Vec::with_capacity(128);
-    json_envelope(&mut out, schemas_enabled, schema, value)?;
+    json_envelope(&mut out, schemas_enabled, decimals, schema, value)?;
     Ok(Some(Bytes::from(out)))
 }
 

@@ -764,11 +764,7 @@ fn json_schema_options(r: &mut Reader<'_>, prefix: &str) -> Result<json_schema::
         r.str(&key(option));
     }
     Ok(json_schema::Options {
-        decimals: r.choice(
-            &key("decimal.format"),
-            json::Decimals::Base64,
-            &[("BASE64", json::Decimals::Base64), ("NUMERIC", json::Decimals::Numeric)],
-        )?,
+        decimals: json::Decimals::read(r, &key("decimal.format"))?,
         additional_properties: r.bool_or(&key("object.additional.properties"), true)?,
     })
 }

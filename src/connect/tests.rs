@@ -139,7 +139,9 @@ fn envelope_with_and_without_schemas() {
     let s = named(Type::String, true, "io.debezium.data.Json", 1);
     let v = text("{\"id\": 1}");
     let bytes = |on, s: Option<&Schema>, v: &Value| {
-        json_converter(on, s, v).unwrap().map(|b| String::from_utf8(b.to_vec()).unwrap())
+        json_converter(on, crate::connect::json::Decimals::Base64, s, v)
+            .unwrap()
+            .map(|b| String::from_utf8(b.to_vec()).unwrap())
     };
     assert_eq!(bytes(false, Some(&s), &v).unwrap(), r#""{\"id\": 1}""#);
     assert_eq!(

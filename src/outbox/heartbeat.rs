@@ -66,8 +66,7 @@ mod tests {
     #[test]
     fn heartbeat_matches_debezium_under_each_converter() {
         let t: Arc<str> = Arc::from("__debezium-heartbeat.dbserver1");
-        let r = record(&t, "dbserver1", &Converter::Json { schemas: true }, &Converter::Json { schemas: false }, 42)
-            .unwrap();
+        let r = record(&t, "dbserver1", &Converter::json(true), &Converter::json(false), 42).unwrap();
         assert_eq!(
             std::str::from_utf8(r.key.as_deref().unwrap()).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey"},"payload":{"serverName":"dbserver1"}}"#

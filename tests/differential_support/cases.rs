@@ -711,6 +711,15 @@ pub fn placement_numerics_string_converter() -> Case {
     numerics("placement_numerics_string_converter", converters(STRING, false, STRING, false))
 }
 
+/// JsonConverter's `decimal.format=NUMERIC` (both converters, schemas on): the envelope's Decimals as
+/// JSON numbers under the same Decimal schema.
+pub fn placement_numerics_decimal_format_numeric() -> Case {
+    numerics(
+        "placement_numerics_decimal_format_numeric",
+        vec!["value.converter.decimal.format=NUMERIC".to_string(), "key.converter.decimal.format=numeric".to_string()],
+    )
+}
+
 /// The other column types a router reads, in the envelope (JsonConverter with schemas) and in headers:
 /// date, timestamp (micro and milli precision), boolean, uuid, int4, varchar(n), bpchar, xml.
 pub fn placement_column_types() -> Case {

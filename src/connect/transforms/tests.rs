@@ -44,7 +44,7 @@ fn envelope() -> Record {
 }
 
 fn json(d: &Data) -> String {
-    let b = Converter::Json { schemas: true }.encode(d.schema(), &d.value).unwrap().unwrap();
+    let b = Converter::json(true).encode(d.schema(), &d.value).unwrap().unwrap();
     String::from_utf8(b.to_vec()).unwrap()
 }
 

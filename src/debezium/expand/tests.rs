@@ -34,7 +34,8 @@ fn published(text: &str, nulls: JsonNullBehavior, schemas: bool) -> Result<Strin
         Err(e) => return Err(e),
     };
     let mut out = Vec::new();
-    json_envelope(&mut out, schemas, schema.as_ref(), &value).expect("inferred schema and value agree");
+    json_envelope(&mut out, schemas, crate::connect::json::Decimals::Base64, schema.as_ref(), &value)
+        .expect("inferred schema and value agree");
     Ok(String::from_utf8(out).expect("JsonConverter output is UTF-8"))
 }
 
@@ -195,7 +196,7 @@ fn envelope_placement_wraps_the_expanded_payload() {
         };
         let value = Value::Struct(vec![e.value, Value::String(Bytes::from_static(b"t"))]);
         let mut out = Vec::new();
-        json_envelope(&mut out, true, Some(&schema), &value).unwrap();
+        json_envelope(&mut out, true, crate::connect::json::Decimals::Base64, Some(&schema), &value).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 }
@@ -208,7 +209,7 @@ fn unexpanded_payload_string_matches_debezium_capture() {
         ("{\"q\": \"\\\"\\\\/\", \"é\": \"ü€\", \"ctl\": \"\\u0001\\t\\n\", \"del\": \"\u{7f}\", \"clef\": \"𝄞\", \"emoji\": \"😀\"}", "\"{\\\"q\\\": \\\"\\\\\\\"\\\\\\\\/\\\", \\\"é\\\": \\\"ü€\\\", \\\"ctl\\\": \\\"\\\\u0001\\\\t\\\\n\\\", \\\"del\\\": \\\"\u{7f}\\\", \\\"clef\\\": \\\"\\uD834\\uDD1E\\\", \\\"emoji\\\": \\\"\\uD83D\\uDE00\\\"}\""),
     ] {
         let mut out = Vec::new();
-        json_envelope(&mut out, false, Some(&json_column()), &Value::String(Bytes::copy_from_slice(text.as_bytes()))).unwrap();
+        json_envelope(&mut out, false, crate::connect::json::Decimals::Base64, Some(&json_column()), &Value::String(Bytes::copy_from_slice(text.as_bytes()))).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 }
@@ -298,7 +299,7 @@ fn empty_arrays_are_kept_as_optional_string_arrays_when_asked() {
     let value = |text: &str, options: Expansion| {
         let e = expand_json_payload(text, "payload", options).expect("expands");
         let mut out = Vec::new();
-        json_envelope(&mut out, false, Some(&e.schema), &e.value).unwrap();
+        json_envelope(&mut out, false, crate::connect::json::Decimals::Base64, Some(&e.schema), &e.value).unwrap();
         String::from_utf8(out).unwrap()
     };
     let text = r#"{"e": [], "f": {"g": []}, "x": 1}"#;

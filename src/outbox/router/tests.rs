@@ -111,11 +111,7 @@ fn router_string_converters_give_raw_text() {
 
 #[test]
 fn router_json_converters_follow_connect() {
-    let mut r = Router::new(
-        cfg(),
-        Converters { key: Converter::Json { schemas: true }, value: Converter::Json { schemas: false } },
-        None,
-    );
+    let mut r = Router::new(cfg(), Converters { key: Converter::json(true), value: Converter::json(false) }, None);
     let rec = one(&mut r, Some(PAYLOAD)).unwrap();
     assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":false},"payload":"order-4"}"#));
     assert_eq!(s(&rec.value), Some(r#""{\"n\": 4, \"note\": \"héllo \\\"q\\\"\"}""#));
@@ -124,13 +120,12 @@ fn router_json_converters_follow_connect() {
 
 #[test]
 fn router_null_payload_and_tombstones() {
-    let mut r =
-        Router::new(cfg(), Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
+    let mut r = Router::new(cfg(), Converters { key: Converter::String, value: Converter::json(false) }, None);
     assert_eq!(s(&one(&mut r, None).unwrap().value), Some("null"));
     assert_eq!(s(&one(&mut r, Some("  ")).unwrap().value), Some("\"  \""));
     let mut c = cfg();
     c.tombstone_on_empty_payload = true;
-    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::json(false) }, None);
     let rec = one(&mut r, None).unwrap();
     assert_eq!((rec.value, s(&rec.key)), (None, Some("order-4")), "tombstone keeps the key");
     assert_eq!(one(&mut r, Some(" \t")).unwrap().value, None);
@@ -177,8 +172,7 @@ fn router_null_key_follows_converter() {
     let plan = r.plan(&rel);
     let rec = r.route1(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(rec.key, None);
-    let mut r =
-        Router::new(cfg(), Converters { key: Converter::Json { schemas: true }, value: Converter::String }, None);
+    let mut r = Router::new(cfg(), Converters { key: Converter::json(true), value: Converter::String }, None);
     let rec = r.route1(&plan, &row(&[Some(ID), Some("Order"), None, Some("t"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.key), Some(r#"{"schema":{"type":"string","optional":true},"payload":null}"#));
 }
@@ -261,16 +255,14 @@ fn router_envelope_placement_matches_debezium() {
     let mut c = cfg();
     c.additional =
         vec![AdditionalField { column: "type".into(), placement: Placement::Envelope, alias: "eventType".into() }];
-    let mut r =
-        Router::new(c.clone(), Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
+    let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::json(false) }, None);
     let plan = r.plan(&outbox());
     let rec = r
         .route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some(r#"{"id": 1}"#)]), 0)
         .unwrap();
     // debezium.md 1.3: envelope placement with JsonConverter, schemas disabled.
     assert_eq!(s(&rec.value), Some(r#"{"payload":"{\"id\": 1}","eventType":"OrderCreated"}"#));
-    let mut r =
-        Router::new(c.clone(), Converters { key: Converter::String, value: Converter::Json { schemas: true } }, None);
+    let mut r = Router::new(c.clone(), Converters { key: Converter::String, value: Converter::json(true) }, None);
     let rec =
         r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(
@@ -289,7 +281,7 @@ fn router_envelope_placement_matches_debezium() {
 fn router_expands_json_payloads() {
     let mut c = cfg();
     c.expand_json_payload = true;
-    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::Json { schemas: false } }, None);
+    let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::json(false) }, None);
     let plan = r.plan(&outbox());
     let rec = r
         .route1(

@@ -358,15 +358,15 @@ async fn a_connectors_converter_settings_apply_only_with_its_own_converter_class
     let w = worker_with(&[("value.converter", json), ("value.converter.schemas.enable", "false")]);
     // Only the sub-key: the worker's converter, with the worker's schemas.enable=false.
     let parsed = w.effective(&as_map(connector(&[("value.converter.schemas.enable", "true")]))).unwrap();
-    assert_eq!(parsed.value_converter, Converter::Json { schemas: false });
+    assert_eq!(parsed.value_converter, Converter::json(false));
     assert!(parsed.ignored.iter().any(|k| k.key == "value.converter.schemas.enable"), "{:?}", parsed.ignored);
     // Its own class: configured with its own keys only (JsonConverter's default, schemas on).
     let parsed = w.effective(&as_map(connector(&[("value.converter", json)]))).unwrap();
-    assert_eq!(parsed.value_converter, Converter::Json { schemas: true });
+    assert_eq!(parsed.value_converter, Converter::json(true));
     let parsed = w
         .effective(&as_map(connector(&[("value.converter", json), ("value.converter.schemas.enable", "false")])))
         .unwrap();
-    assert_eq!(parsed.value_converter, Converter::Json { schemas: false });
+    assert_eq!(parsed.value_converter, Converter::json(false));
 }
 
 /// Issue 20, item 6: requests that build Kafka clients or read a topic (validate, GET and DELETE
