@@ -140,21 +140,24 @@ pub fn base64(out: &mut Vec<u8>, data: &[u8]) {
     out.truncate(start + written);
 }
 
-/// The schema as JsonConverter writes it inside the envelope.
-pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
+/// The schema as JsonConverter writes it inside the envelope (a default value as its `decimals`
+/// write it).
+pub fn write_schema(out: &mut Vec<u8>, s: &Schema, decimals: Decimals) {
     let mut params: &[(String, String)] = &[];
     let mut doc = None;
+    let mut default_value = None;
     let (optional, name, version) = match s {
-        Schema::Primitive { ty, optional, name, version, parameters } => {
+        Schema::Primitive { ty, optional, name, version, parameters, default } => {
             out.extend_from_slice(b"{\"type\":\"");
             out.extend_from_slice(ty.json_name().as_bytes());
             out.push(b'"');
             params = parameters;
+            default_value = default.as_ref();
             (*optional, name.as_deref(), *version)
         }
         Schema::Array { items, optional } => {
             out.extend_from_slice(b"{\"type\":\"array\",\"items\":");
-            write_schema(out, items);
+            write_schema(out, items, decimals);
             (*optional, None, None)
         }
         Schema::Struct { name, fields, optional, version, doc: struct_doc } => {
@@ -164,7 +167,7 @@ pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_schema(out, schema);
+                write_schema(out, schema, decimals);
                 // The field's schema object gets one more key, `field`, at its end.
                 out.pop();
                 out.extend_from_slice(b",\"field\":");
@@ -189,6 +192,13 @@ pub fn write_schema(out: &mut Vec<u8>, s: &Schema) {
         write_string(out, doc.as_bytes());
     }
     write_parameters(out, params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if let Some(super::SchemaDefault(v)) = default_value {
+        out.extend_from_slice(b",\"default\":");
+        // A default is a valid value of its schema (it was read as one).
+        if write_value_as(out, s, v, decimals).is_err() {
+            out.extend_from_slice(b"null");
+        }
+    }
     out.push(b'}');
 }
 
@@ -327,7 +337,7 @@ pub fn json_envelope(
     }
     out.extend_from_slice(b"{\"schema\":");
     match schema {
-        Some(s) => write_schema(out, s),
+        Some(s) => write_schema(out, s, decimals),
         None => out.extend_from_slice(b"null"),
     }
     out.extend_from_slice(b",\"payload\":");

@@ -89,6 +89,8 @@ pub enum Schema {
         version: Option<i32>,
         /// Schema parameters in insertion order (a Decimal's `scale` and `connect.decimal.precision`).
         parameters: Vec<(String, String)>,
+        /// The schema's default value: Debezium's reading of a column's literal `DEFAULT`.
+        default: Option<SchemaDefault>,
     },
     Array {
         items: Box<Schema>,
@@ -106,10 +108,23 @@ pub enum Schema {
     },
 }
 
+/// A schema's default value (`Schema.defaultValue()`), never `Null`. Compared and hashed as the value
+/// it holds, so that schemas with different defaults are different schemas, as in Connect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaDefault(pub Value);
+
+impl Eq for SchemaDefault {}
+
+impl std::hash::Hash for SchemaDefault {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        format!("{:?}", self.0).hash(state);
+    }
+}
+
 impl Schema {
     /// `Schema.<TYPE>_SCHEMA` or `Schema.OPTIONAL_<TYPE>_SCHEMA`.
     pub fn primitive(ty: Type, optional: bool) -> Schema {
-        Schema::Primitive { ty, optional, name: None, version: None, parameters: Vec::new() }
+        Schema::Primitive { ty, optional, name: None, version: None, parameters: Vec::new(), default: None }
     }
 
     /// `Schema.OPTIONAL_<TYPE>_SCHEMA`.
@@ -119,7 +134,14 @@ impl Schema {
 
     /// A logical type: a primitive with a semantic name, version 1 (as Debezium's and Connect's are).
     pub fn named(ty: Type, optional: bool, name: &str) -> Schema {
-        Schema::Primitive { ty, optional, name: Some(name.to_string()), version: Some(1), parameters: Vec::new() }
+        Schema::Primitive {
+            ty,
+            optional,
+            name: Some(name.to_string()),
+            version: Some(1),
+            parameters: Vec::new(),
+            default: None,
+        }
     }
 
     pub fn is_optional(&self) -> bool {

@@ -513,7 +513,7 @@ impl RegistryConverter {
             }
             Format::ExtJson => {
                 let mut text = Vec::with_capacity(128);
-                json::write_schema(&mut text, schema);
+                json::write_schema(&mut text, schema, json::Decimals::Base64);
                 (String::from_utf8(text).expect("a JSON schema is UTF-8"), RecordName::Avro)
             }
         };

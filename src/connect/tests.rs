@@ -10,7 +10,7 @@ fn text(s: &'static str) -> Value {
 
 fn schema_json(s: &Schema) -> String {
     let mut out = Vec::new();
-    write_schema(&mut out, s);
+    write_schema(&mut out, s, crate::connect::json::Decimals::Base64);
     String::from_utf8(out).unwrap()
 }
 
@@ -33,7 +33,14 @@ fn float(v: f32) -> String {
 }
 
 fn named(ty: Type, optional: bool, name: &str, version: i32) -> Schema {
-    Schema::Primitive { ty, optional, name: Some(name.into()), version: Some(version), parameters: vec![] }
+    Schema::Primitive {
+        ty,
+        optional,
+        name: Some(name.into()),
+        version: Some(version),
+        parameters: vec![],
+        default: None,
+    }
 }
 
 #[test]
@@ -48,7 +55,8 @@ fn schema_json_orders_keys_like_json_converter() {
             optional: false,
             name: None,
             version: None,
-            parameters: vec![]
+            parameters: vec![],
+            default: None,
         }),
         r#"{"type":"float","optional":false}"#
     );
@@ -66,7 +74,14 @@ fn schema_json_writes_envelope_struct() {
             ("payload".into(), named(Type::String, true, "io.debezium.data.Json", 1)),
             (
                 "eventType".into(),
-                Schema::Primitive { ty: Type::String, optional: false, name: None, version: None, parameters: vec![] },
+                Schema::Primitive {
+                    ty: Type::String,
+                    optional: false,
+                    name: None,
+                    version: None,
+                    parameters: vec![],
+                    default: None,
+                },
             ),
         ],
         optional: false,
@@ -104,8 +119,14 @@ fn mismatched_values_fail_like_json_converter() {
     let arr = Schema::Array { items: Box::new(Schema::optional(Type::Int32)), optional: true };
     let err = write_value(&mut Vec::new(), &arr, &text("[1]")).unwrap_err();
     assert_eq!(err.to_string(), "Invalid type for ARRAY: class java.lang.String");
-    let required =
-        Schema::Primitive { ty: Type::String, optional: false, name: None, version: None, parameters: vec![] };
+    let required = Schema::Primitive {
+        ty: Type::String,
+        optional: false,
+        name: None,
+        version: None,
+        parameters: vec![],
+        default: None,
+    };
     assert_eq!(write_value(&mut Vec::new(), &required, &Value::Null), Err(ConvertError::RequiredNull));
     let s = Schema::Struct {
         name: None,

@@ -196,6 +196,7 @@ fn numeric(type_modifier: i32, optional: bool) -> Option<ColumnType> {
             ("scale".to_string(), scale.to_string()),
             ("connect.decimal.precision".to_string(), precision.to_string()),
         ],
+        default: None,
     };
     Some(ColumnType { schema, form: TextForm::Decimal { scale: u16::try_from(scale).ok()? } })
 }

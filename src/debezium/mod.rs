@@ -8,6 +8,7 @@
 
 pub mod array;
 pub mod column;
+pub mod default;
 pub mod expand;
 pub mod interval;
 pub mod message;

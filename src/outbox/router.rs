@@ -41,6 +41,8 @@ pub struct ColumnInfo {
     /// The type modifier pgoutput reports (a timestamp's precision; -1 when none).
     pub type_modifier: i32,
     pub not_null: bool,
+    /// The column's `DEFAULT` as the catalog prints it (`pg_get_expr`), if it has one.
+    pub default: Option<String>,
 }
 
 /// Debezium 3.2+ context headers, which come before `id` while `extended.headers.enabled=true`.
@@ -339,7 +341,7 @@ impl Router {
             };
             expand_payload(&cols.payload.name, &cols.payload.column, &payload, options, &event)
         } else {
-            (Some(cols.payload.column.schema.clone()), payload)
+            (Some((*cols.payload.schema).clone()), payload)
         };
         if envelope.is_empty() {
             return Ok(Data { schema: schema.map(Arc::new), value: val });
@@ -352,7 +354,7 @@ impl Router {
         let mut values = vec![val];
         for (col, _, alias) in envelope {
             values.push(row.value(col)?);
-            fields.push((alias.to_string(), col.column.schema.clone()));
+            fields.push((alias.to_string(), (*col.schema).clone()));
         }
         let version = match &cols.schema_version {
             Some(col) => match row.value(col)? {
@@ -473,7 +475,8 @@ fn column_value(
     use crate::pgoutput::Value as Wire;
     let what = || event.map_or_else(|| format!("a row of `{table}`"), |e| e());
     match row.values.get(col.index) {
-        Some(Wire::Null) => Ok(Value::Null),
+        // Connect's `Struct.get`: a NULL under a schema with a default reads as the default.
+        Some(Wire::Null) => Ok(col.default.clone().unwrap_or(Value::Null)),
         Some(Wire::Text(t)) => col.column.parse(t).ok_or_else(|| RouteError {
             registry: None,
             what: what(),

@@ -633,15 +633,18 @@ pub async fn current_wal_lsn(sql: &Client) -> Result<crate::lsn::Lsn, SetupFailu
     Ok(v.parse().unwrap_or(crate::lsn::Lsn(u64::MAX)))
 }
 
-/// NOT NULL per column of a table, from the catalog.
-pub async fn not_null_columns(sql: &Client, relation: u32) -> Result<HashMap<String, bool>, PgError> {
+/// NOT NULL and the `DEFAULT` expression (see [`table_columns`]) per column of a table, from the
+/// catalog.
+pub async fn column_catalog(sql: &Client, relation: u32) -> Result<HashMap<String, (bool, Option<String>)>, PgError> {
     let rows = relation_query(
         sql,
-        "SELECT attname::text, attnotnull FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
+        "SELECT a.attname::text, a.attnotnull, CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END FROM pg_attribute a \
+         LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+         WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped",
         relation,
     )
     .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    Ok(rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect())
 }
 
 /// A catalog query about one relation, for the reader while it streams. Bounded: the SQL connection
@@ -666,7 +669,8 @@ pub async fn wal_sender_timeout(sql: &Client) -> Result<Option<std::time::Durati
 }
 
 /// A table's columns as the router needs them, from the catalog (for the snapshot, where no
-/// pgoutput Relation message describes the table).
+/// pgoutput Relation message describes the table). A column's default is what JDBC's `COLUMN_DEF`
+/// gives Debezium (`pg_get_expr`); a generated column's expression is no default.
 pub async fn table_columns(
     sql: &Client,
     schema: &str,
@@ -674,8 +678,10 @@ pub async fn table_columns(
 ) -> Result<Vec<crate::outbox::ColumnInfo>, SetupFailure> {
     let rows = sql
         .query(
-            "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull FROM pg_attribute a \
+            "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull, CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END \
+             FROM pg_attribute a \
              JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
              WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
             &[&schema, &table],
         )
@@ -687,6 +693,7 @@ pub async fn table_columns(
             type_oid: r.get(1),
             type_modifier: r.get(2),
             not_null: r.get(3),
+            default: r.get(4),
         })
         .collect())
 }

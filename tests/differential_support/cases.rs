@@ -711,6 +711,42 @@ pub fn placement_numerics_string_converter() -> Case {
     numerics("placement_numerics_string_converter", converters(STRING, false, STRING, false))
 }
 
+/// Columns with literal defaults (the key, the payload, envelope fields): Debezium reads them from the
+/// catalog and puts them in the fields' schemas, and JsonConverter (`replace.null.with.default`, on
+/// by default) writes a NULL under such a schema as the default.
+pub fn column_defaults() -> Case {
+    let rows = [
+        "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, qty, price, flag, note, meta) VALUES (gen_random_uuid(), 'Order', 'k1', 'Created', '{\"a\": 1}', 'paid', 3, 1.5, false, 'n', '[]')",
+        "INSERT INTO {t} (id, aggregatetype, type) VALUES (gen_random_uuid(), 'Order', 'Created')",
+        "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, price, flag, note, meta, ref, at, d, ts, f) VALUES (gen_random_uuid(), 'Order', NULL, 'Created', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    ];
+    Case::new("column_defaults")
+        .nullable_key()
+        .columns(&[
+            "status varchar(16) DEFAULT 'new'::character varying",
+            "qty int4 NOT NULL DEFAULT 1",
+            "price numeric(10,2) DEFAULT 9.99",
+            "flag boolean DEFAULT true",
+            "note text DEFAULT 'it''s'",
+            "meta jsonb DEFAULT '{}'::jsonb",
+            "made timestamptz DEFAULT now()",
+            "ref uuid DEFAULT gen_random_uuid()",
+            "at timestamptz DEFAULT CURRENT_TIMESTAMP",
+            "d date DEFAULT CURRENT_DATE",
+            "ts timestamp DEFAULT '2024-01-02 03:04:05.5'",
+            "f float8 DEFAULT -2.5",
+            "seq bigserial",
+        ])
+        .before_slots([
+            "ALTER TABLE {t} ALTER COLUMN aggregateid SET DEFAULT 'none'".to_string(),
+            "ALTER TABLE {t} ALTER COLUMN payload SET DEFAULT '{\"empty\": true}'".to_string(),
+        ])
+        .props(&["transforms.outbox.table.fields.additional.placement=status:envelope,qty:envelope,price:envelope,flag:envelope,note:envelope,meta:envelope,ref:envelope,at:envelope,d:envelope,ts:envelope,f:envelope,seq:envelope,made:header,status:header,ts:header".to_string()])
+        .sql(rows.iter().map(|r| r.to_string()))
+        .topics(&[ORDER])
+        .records(rows.len())
+}
+
 /// JsonConverter's `decimal.format=NUMERIC` (both converters, schemas on): the envelope's Decimals as
 /// JSON numbers under the same Decimal schema.
 pub fn placement_numerics_decimal_format_numeric() -> Case {

@@ -30,6 +30,7 @@ pub const SUITE: &[fn() -> Case] = &[
     super::cases::placement_envelope_schemas_on,
     super::cases::expand_json_payload_schemas_on,
     super::cases::placement_numerics,
+    super::cases::column_defaults,
     super::cases::temporal_adaptive,
     super::cases::header_converter_json,
     super::cases::chain_router_header_predicates,

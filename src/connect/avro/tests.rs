@@ -188,6 +188,7 @@ fn logical_types_and_debezium_names() {
         parameters: std::iter::once(("scale".to_string(), "2".to_string()))
             .chain(precision.map(|p| ("connect.decimal.precision".to_string(), p.to_string())))
             .collect(),
+        default: None,
     };
     assert_eq!(
         schema_text(&decimal(None), Options::default()).unwrap(),

@@ -114,6 +114,7 @@ fn json_converter_writes_decimals_as_decimal_format_says() {
                 name: Some(crate::connect::avro::DECIMAL.into()),
                 version: Some(1),
                 parameters: vec![("scale".into(), "2".into()), ("connect.decimal.precision".into(), "10".into())],
+                default: None,
             },
         )],
         optional: false,

@@ -12,6 +12,7 @@ fn decimal(optional: bool) -> Schema {
         name: Some(DECIMAL.into()),
         version: Some(1),
         parameters: vec![("scale".into(), "2".into()), ("connect.decimal.precision".into(), "10".into())],
+        default: None,
     }
 }
 
@@ -135,6 +136,7 @@ fn enums_and_unions_are_refused_by_name() {
             name: None,
             version: None,
             parameters: vec![("io.confluent.connect.json.Enum.a".into(), "0".into())],
+            default: None,
         },
         Options::default(),
     )

@@ -131,6 +131,7 @@ fn retyped(schema: &Schema, t: Type) -> Schema {
             name: name.clone(),
             version: *version,
             parameters: parameters.clone(),
+            default: None,
         },
         other => Schema::primitive(t, other.is_optional()),
     }

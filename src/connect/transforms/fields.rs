@@ -95,6 +95,7 @@ impl InsertField {
                 name: Some(TIMESTAMP.into()),
                 version: Some(1),
                 parameters: vec![],
+                default: None,
             };
             add(f, schema, Value::JavaDate { millis: r.timestamp_ms, number: r.timestamp_ms })?;
         }

@@ -225,6 +225,7 @@ fn cast_follows_java_number_semantics() {
         name: Some("org.apache.kafka.connect.data.Decimal".into()),
         version: Some(1),
         parameters: vec![("scale".into(), "2".into())],
+        default: None,
     };
     let d = Value::Decimal { unscaled: Bytes::from_static(&[0x30, 0x39]), text: Bytes::from_static(b"123.45") };
     assert_eq!(cast(decimal.clone(), d.clone(), "int32").unwrap(), Value::Int(123));
@@ -235,6 +236,7 @@ fn cast_follows_java_number_semantics() {
         name: Some("org.apache.kafka.connect.data.Timestamp".into()),
         version: Some(1),
         parameters: vec![],
+        default: None,
     };
     assert_eq!(
         cast(ts.clone(), Value::JavaDate { millis: 1_704_198_896_789, number: 1_704_198_896_789 }, "string").unwrap(),
@@ -250,6 +252,7 @@ fn cast_follows_java_number_semantics() {
         name: Some("org.apache.kafka.connect.data.Time".into()),
         version: Some(1),
         parameters: vec![],
+        default: None,
     };
     assert_eq!(
         cast(time.clone(), Value::JavaDate { millis: 3_723_004, number: 3_723_004 }, "string").unwrap(),

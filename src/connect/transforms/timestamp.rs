@@ -89,6 +89,7 @@ impl TimestampConverter {
             name: Some(name.into()),
             version: Some(1),
             parameters: vec![],
+            default: None,
         };
         match self.target {
             Form::String => Schema::primitive(Type::String, optional),

@@ -20,6 +20,7 @@ fn json_column() -> Schema {
         name: Some("io.debezium.data.Json".into()),
         version: Some(1),
         parameters: vec![],
+        default: None,
     }
 }
 
@@ -187,6 +188,7 @@ fn envelope_placement_wraps_the_expanded_payload() {
                         name: None,
                         version: None,
                         parameters: vec![],
+                        default: None,
                     },
                 ),
             ],
@@ -276,7 +278,7 @@ fn jackson_reading_quirks_are_kept() {
 fn schema_names_follow_the_payload_column_and_path() {
     let e = expand_json_payload(r#"{"o": {"p": {"q": 1}}}"#, "body", JsonNullBehavior::Ignore).unwrap();
     let mut out = Vec::new();
-    crate::connect::json::write_schema(&mut out, &e.schema);
+    crate::connect::json::write_schema(&mut out, &e.schema, crate::connect::json::Decimals::Base64);
     let schema = String::from_utf8(out).unwrap();
     assert!(schema.ends_with(r#""optional":true,"name":"body"}"#), "{schema}");
     assert!(schema.contains(r#""name":"body.o.p","field":"p""#), "{schema}");

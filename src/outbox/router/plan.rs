@@ -17,6 +17,8 @@ pub(super) struct PlannedColumn {
     pub column: ColumnType,
     /// The column's Connect schema, shared by every record that carries it.
     pub schema: Arc<crate::connect::Schema>,
+    /// The schema's default: what a NULL in this column is read as (Connect's `Struct.get`).
+    pub default: Option<crate::connect::Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,8 +67,13 @@ impl Planner<'_> {
                     ROUTABLE_TYPES,
                 )
             })?;
-        let schema = Arc::new(column.schema.clone());
-        Ok(PlannedColumn { index, name: col.to_string(), column, schema })
+        let default =
+            c.default.as_deref().and_then(|e| crate::debezium::default::column_default(c.type_oid, e, &column));
+        let mut schema = column.schema.clone();
+        if let (crate::connect::Schema::Primitive { default: d, .. }, Some(v)) = (&mut schema, &default) {
+            *d = Some(crate::connect::SchemaDefault(v.clone()));
+        }
+        Ok(PlannedColumn { index, name: col.to_string(), column, schema: Arc::new(schema), default })
     }
 
     pub fn columns(&self) -> Result<Columns, RouteError> {
@@ -90,6 +97,7 @@ impl Planner<'_> {
                 ));
             }
         }
+        self.warn_registry_defaults(&key, &payload, &additional);
         Ok(Columns {
             id: self.find(&cfg.field_event_id, "table.field.event.id")?,
             key,
@@ -100,6 +108,32 @@ impl Planner<'_> {
             schema_version: self.schema_version()?,
             envelope_base: format!("{}.{}.{}", cfg.topic_prefix, self.rel.schema, self.rel.table),
         })
+    }
+
+    /// A schema-registry converter registers the schemas without the columns' defaults, where
+    /// Debezium's converters write them (Avro's `default`, JSON Schema's `default`): said once per
+    /// table, naming the columns. The values are the same (a NULL is published as the default).
+    fn warn_registry_defaults(
+        &self,
+        key: &PlannedColumn,
+        payload: &PlannedColumn,
+        additional: &[(PlannedColumn, Placement, Arc<str>)],
+    ) {
+        use crate::connect::converter::Delegate;
+        let registry = |c: &Converter| matches!(c, Converter::Registry(_) | Converter::BinaryOr(Delegate::Registry(_)));
+        let mut with_default: Vec<&str> = Vec::new();
+        if registry(&self.key_converter) && key.default.is_some() {
+            with_default.push(&key.name);
+        }
+        if registry(&self.value_converter) {
+            let envelope = additional.iter().filter(|(_, p, _)| *p == Placement::Envelope).map(|(c, _, _)| c);
+            with_default.extend(
+                std::iter::once(payload).chain(envelope).filter(|c| c.default.is_some()).map(|c| c.name.as_str()),
+            );
+        }
+        if !with_default.is_empty() {
+            tracing::warn!(table = %self.table, columns = ?with_default, "these columns have defaults that Debezium writes into the registered schemas and pgoutbox leaves out (the values are the same: a NULL is published as the default); consumers see a schema version without them");
+        }
     }
 
     fn timestamp(&self) -> Result<Option<(PlannedColumn, i64)>, RouteError> {

@@ -40,7 +40,13 @@ fn cfg() -> RouterConfig {
 }
 
 fn outbox() -> RelationInfo {
-    let c = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, type_modifier: -1, not_null };
+    let c = |name: &str, type_oid, not_null| ColumnInfo {
+        name: name.into(),
+        type_oid,
+        type_modifier: -1,
+        not_null,
+        default: None,
+    };
     RelationInfo {
         oid: 1,
         schema: "public".into(),
@@ -181,8 +187,20 @@ fn router_null_key_follows_converter() {
 fn router_additional_placements_in_config_order() {
     use crate::outbox::{AdditionalField, Placement};
     let mut rel = outbox();
-    rel.columns.push(ColumnInfo { name: "part".into(), type_oid: oid::INT4, type_modifier: -1, not_null: false });
-    rel.columns.push(ColumnInfo { name: "ts".into(), type_oid: oid::TIMESTAMP, type_modifier: 6, not_null: false });
+    rel.columns.push(ColumnInfo {
+        name: "part".into(),
+        type_oid: oid::INT4,
+        type_modifier: -1,
+        not_null: false,
+        default: None,
+    });
+    rel.columns.push(ColumnInfo {
+        name: "ts".into(),
+        type_oid: oid::TIMESTAMP,
+        type_modifier: 6,
+        not_null: false,
+        default: None,
+    });
     let mut c = cfg();
     c.additional = vec![
         AdditionalField { column: "type".into(), placement: Placement::Header, alias: "eventType".into() },
@@ -238,7 +256,13 @@ fn router_additional_missing_column_error_or_ignore() {
 #[test]
 fn router_rejects_timestamptz_event_timestamp() {
     let mut rel = outbox();
-    rel.columns.push(ColumnInfo { name: "ts".into(), type_oid: oid::TIMESTAMPTZ, type_modifier: -1, not_null: false });
+    rel.columns.push(ColumnInfo {
+        name: "ts".into(),
+        type_oid: oid::TIMESTAMPTZ,
+        type_modifier: -1,
+        not_null: false,
+        default: None,
+    });
     let mut c = cfg();
     c.field_event_timestamp = Some("ts".into());
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);

@@ -509,17 +509,21 @@ impl<'a> Reader<'a> {
             LogicalMessage::Relation(r) => {
                 let plan = match self.captured_as(&r).await? {
                     Some((schema, table)) => {
-                        let not_null = setup::not_null_columns(&self.sql, r.oid).await?;
+                        let catalog = setup::column_catalog(&self.sql, r.oid).await?;
                         let info = RelationInfo {
                             oid: r.oid,
                             columns: r
                                 .columns
                                 .iter()
-                                .map(|c| ColumnInfo {
-                                    name: c.name.clone(),
-                                    type_oid: c.type_oid,
-                                    type_modifier: c.type_modifier,
-                                    not_null: not_null.get(&c.name).copied().unwrap_or(false),
+                                .map(|c| {
+                                    let (not_null, default) = catalog.get(&c.name).cloned().unwrap_or_default();
+                                    ColumnInfo {
+                                        name: c.name.clone(),
+                                        type_oid: c.type_oid,
+                                        type_modifier: c.type_modifier,
+                                        not_null,
+                                        default,
+                                    }
                                 })
                                 .collect(),
                             schema,
