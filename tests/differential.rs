@@ -157,7 +157,7 @@ async fn rollback_from_pgoutbox_to_kafka_connect_resumes_where_pgoutbox_stopped(
 }
 
 /// `lsn.flush.mode` against Connect + Debezium 3.7.1: where each mode leaves the slot after an event
-/// and while only tables outside the publication change; `manual` refused by pgoutbox.
+/// and while only tables outside the publication change; under `manual` neither side moves its slot.
 #[tokio::test(flavor = "multi_thread")]
 async fn lsn_flush_modes_match_debezium_in_kafka_connect() {
     dsupport::flush_connect::run().await;

@@ -1309,3 +1309,94 @@ async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up
         assert!(relay.stop().success(), "{}", relay.log_text());
     }
 }
+
+/// `lsn.flush.mode=manual` (Debezium 3.4): the relay never moves the slot (the operator does) and
+/// resumes from the offsets topic, where it records what Kafka acknowledged (at least once), or
+/// where each Kafka transaction records its position (exactly once). A graceful stop publishes
+/// nothing twice; a SIGKILL loses nothing; a slot the operator advanced is respected.
+#[tokio::test(flavor = "multi_thread")]
+async fn lsn_flush_mode_manual_leaves_the_slot_and_resumes_from_the_offsets_topic() {
+    manual_flush(false).await;
+    manual_flush(true).await;
+}
+
+async fn manual_flush(exactly_once: bool) {
+    let o = Outbox::new(if exactly_once { "manualeos" } else { "manualflush" }).await;
+    let topic = o.topic("Order");
+    create_topics(&o.env.broker, std::slice::from_ref(&topic), 1).await;
+    let offsets_topic = format!("offsets-{}", o.slot);
+    let mut lines = vec![
+        format!("offset.storage.topic={offsets_topic}"),
+        "lsn.flush.mode=manual".to_string(),
+        "offset.flush.interval.ms=1000".to_string(),
+        "status.update.interval.ms=200".to_string(),
+    ];
+    if exactly_once {
+        lines.extend(["exactly.once.source.support=enabled".to_string(), "exactly.once.support=required".to_string()]);
+    }
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let mut relay = Relay::start_streaming(&o.config(&lines));
+    let slot_at = o.confirmed_flush().await.expect("the slot exists");
+    let sql = o.env.sql().await;
+    let insert = |name: String| {
+        let sql = &sql;
+        let text = o.insert_sql("Order", &name, Some("{}"));
+        async move { sql.batch_execute(&text).await.unwrap() }
+    };
+    for i in 0..3 {
+        insert(format!("first-{i}")).await;
+    }
+    assert_eq!(consume(&o.env.broker, std::slice::from_ref(&topic), 3, Duration::from_secs(30)).len(), 3);
+    // Status updates went out (every 200 ms) and the events were acknowledged: the slot stays.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(o.confirmed_flush().await.unwrap(), slot_at, "the slot moved under manual\n{}", relay.log_text());
+    assert!(relay.stop().success(), "{}", relay.log_text());
+    assert_eq!(o.confirmed_flush().await.unwrap(), slot_at, "a graceful stop moved the slot");
+    assert!(relay.log_text().contains("the slot is left where it was (lsn.flush.mode=manual)"), "{}", relay.log_text());
+
+    // Restarted, the server decodes from the old slot position again; the offsets topic says what
+    // was published, so nothing is published twice.
+    for i in 0..2 {
+        insert(format!("second-{i}")).await;
+    }
+    relay.restart();
+    relay.wait_for_log("resuming after the committed offset", Duration::from_secs(30));
+    let records = consume(&o.env.broker, std::slice::from_ref(&topic), 5, Duration::from_secs(30));
+    let more = consume(&o.env.broker, std::slice::from_ref(&topic), 6, Duration::from_secs(3));
+    assert_eq!(records.len(), 5, "{}", relay.log_text());
+    assert_eq!(more.len(), 5, "republished after a graceful stop\n{}", relay.log_text());
+    assert_eq!(by_id(&more).len(), 5);
+
+    // A SIGKILL: at least once, nothing lost (what the last offset record missed comes again).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    insert("third-0".to_string()).await;
+    consume(&o.env.broker, std::slice::from_ref(&topic), 6, Duration::from_secs(30));
+    relay.kill9();
+    assert_eq!(o.confirmed_flush().await.unwrap(), slot_at, "the slot moved before the kill");
+    insert("fourth-0".to_string()).await;
+    relay.restart();
+    relay.wait_for_log("streaming", Duration::from_secs(30));
+    let after_kill = consume_until_idle(&o.env.broker, std::slice::from_ref(&topic), Duration::from_secs(3));
+    assert_eq!(by_id(&after_kill).len(), 7, "an event lost across the kill\n{}", relay.log_text());
+    assert!(relay.stop().success(), "{}", relay.log_text());
+
+    // The operator advances the slot past everything: the relay starts from there.
+    sql.batch_execute(&format!("SELECT pg_replication_slot_advance('{}', pg_current_wal_lsn())", o.slot))
+        .await
+        .unwrap();
+    let advanced = o.confirmed_flush().await.unwrap();
+    assert_ne!(advanced, slot_at);
+    insert("fifth-0".to_string()).await;
+    relay.restart();
+    relay.wait_for_log("streaming", Duration::from_secs(30));
+    let all = consume_until_idle(&o.env.broker, std::slice::from_ref(&topic), Duration::from_secs(3));
+    assert_eq!(by_id(&all).len(), 8, "{}", relay.log_text());
+    assert_eq!(
+        all.len(),
+        after_kill.len() + 1,
+        "only the new event after the operator's advance\n{}",
+        relay.log_text()
+    );
+    assert!(relay.stop().success(), "{}", relay.log_text());
+    assert_eq!(o.confirmed_flush().await.unwrap(), advanced, "the relay moved the operator's slot");
+}

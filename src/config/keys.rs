@@ -33,8 +33,6 @@ const KNOWN: &[(&str, &str)] = &[
         "provide.transaction.metadata",
         "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction",
     ),
-    ("lsn.flush.mode", "pgoutbox always confirms the acknowledged position (the `connector` behaviour)"),
-    ("flush.lsn.source", "pgoutbox always confirms the acknowledged position"),
     ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),
     ("lsn.flush.timeout.action", "pgoutbox confirms positions asynchronously at every status update"),
     ("schema.refresh.mode", "pgoutbox follows the Relation messages of pgoutput"),

@@ -292,6 +292,10 @@ pub struct Config {
     pub slot_failover: bool,
     /// `offset.mismatch.strategy`.
     pub offset_mismatch: OffsetMismatch,
+    /// `lsn.flush.mode=manual`: the relay never confirms a position to the slot (the operator
+    /// advances it) and resumes from the offsets topic, where it records every acknowledged
+    /// position; see `pipeline::session`.
+    pub lsn_flush_manual: bool,
     /// `offset.storage.topic`: where the relay records the slot it streams from (see
     /// `kafka::offsets`), so that a slot lost while the relay was stopped is noticed.
     pub offset_topic: String,
@@ -357,7 +361,7 @@ impl Config {
         for k in raw.entries.keys().filter(|k| providers::is_provider_key(k)) {
             r.consume(k);
         }
-        check_connector(&mut r)?;
+        let lsn_flush_manual = check_connector(&mut r)?;
         let database = parse_database(&mut r)?;
         let stream = parse_stream(&mut r)?;
         let topic_prefix = parse_topic_prefix(&mut r)?;
@@ -418,6 +422,7 @@ impl Config {
             publish_via_partition_root: stream.publish_via_partition_root,
             slot_failover: stream.slot_failover,
             offset_mismatch: stream.offset_mismatch,
+            lsn_flush_manual,
             offset_topic: stream.offset_topic,
             offset_partitions: stream.offset_partitions,
             offset_replication: stream.offset_replication,
@@ -498,7 +503,8 @@ pub fn version_matches(spec: &str, version: &str) -> bool {
     above && below
 }
 
-fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
+/// Whether `lsn.flush.mode` (or the deprecated `flush.lsn.source`) is `manual`.
+fn check_connector(r: &mut Reader<'_>) -> Result<bool, ConfigError> {
     if let Some(class) = r.str("connector.class") {
         if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
             return Err(invalid(
@@ -550,17 +556,11 @@ fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
             }
         },
     };
-    match flush_mode.as_str() {
-        "connector" | "connector_and_driver" => {}
-        "manual" => {
-            let key = if r.has("lsn.flush.mode") { "lsn.flush.mode" } else { "flush.lsn.source" };
-            return Err(invalid(
-                key,
-                "asks for manual flushing, which pgoutbox does not support: Debezium then leaves the slot to be advanced by hand and resumes from its Kafka offsets, while pgoutbox's position is the slot it confirms; use lsn.flush.mode=connector (or connector_and_driver)",
-            ));
-        }
+    let manual = match flush_mode.as_str() {
+        "connector" | "connector_and_driver" => false,
+        "manual" => true,
         _ => return Err(invalid("lsn.flush.mode", "is not one of connector, manual, connector_and_driver")),
-    }
+    };
     // Keys pgoutbox accepts without acting on them (config::keys says why) are still checked as
     // Debezium checks them, so a typo fails here as it would in Connect.
     if let Some(v) = r.peek("lsn.flush.timeout.ms") {
@@ -575,7 +575,7 @@ fn check_connector(r: &mut Reader<'_>) -> Result<(), ConfigError> {
         _ => Ok(()),
     };
     one_of("lsn.flush.timeout.action", r.peek("lsn.flush.timeout.action"), &["fail", "warn", "ignore"])?;
-    Ok(())
+    Ok(manual)
 }
 
 /// `offset.mismatch.strategy` (Debezium 3.4+): what to do when the connector's committed offset

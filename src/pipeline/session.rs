@@ -257,6 +257,7 @@ pub async fn run(
             offsets: offsets.clone(),
             slot: cfg.slot_name.clone(),
             recorded,
+            manual: cfg.lsn_flush_manual,
             metrics: metrics.clone(),
         };
         tokio::spawn(recorder.run(confirmed_seen.clone(), cfg.offset_flush_interval, recorder_stop.clone()))
@@ -340,6 +341,10 @@ struct OffsetRecorder {
     /// The position the topic holds for this slot: the session's start, or a committed offset
     /// beyond it (Debezium's, on a migration), which must not be taken back.
     recorded: Lsn,
+    /// `lsn.flush.mode=manual`: the slot is not confirmed, so what is recorded is the acknowledged
+    /// position itself, a record the next start resumes after (not a copy of the slot's, which the
+    /// next start reads past).
+    manual: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -369,7 +374,9 @@ impl OffsetRecorder {
             return;
         }
         let started = std::time::Instant::now();
-        match self.offsets.store(&SourceOffset::slot_copy(&self.slot, at)).await {
+        let offset =
+            if self.manual { SourceOffset::at_commit(&self.slot, at) } else { SourceOffset::slot_copy(&self.slot, at) };
+        match self.offsets.store(&offset).await {
             Ok(()) => {
                 self.recorded = at;
                 self.metrics.record_offset_commit(started.elapsed());
@@ -503,8 +510,11 @@ const REMEMBERED_FOR: Duration = Duration::from_secs(600);
 /// that, the slot's position rules and the replay is duplicates only.
 fn remembered_start(cfg: &Config, state: &SessionState, id: &SystemIdentity, slot: Lsn) -> Lsn {
     match &state.reached {
+        // Under lsn.flush.mode=manual the slot is the operator's and the offsets topic holds the
+        // relay's position.
         Some(r)
-            if r.at.elapsed() < REMEMBERED_FOR
+            if !cfg.lsn_flush_manual
+                && r.at.elapsed() < REMEMBERED_FOR
                 && r.slot == cfg.slot_name
                 && r.system_id == id.system_id
                 && r.timeline == id.timeline

@@ -117,6 +117,9 @@ pub struct Reader<'a> {
     /// `None` once the reader has stopped handing over work (the sink then drains).
     tx: Option<mpsc::Sender<Vec<Item>>>,
     confirmed: watch::Receiver<Lsn>,
+    /// `lsn.flush.mode=manual`: the flush position every status update reports, the slot's own at
+    /// the start, so that the server never moves the slot (the operator does).
+    pinned_flush: Option<Lsn>,
     /// Silence from the server longer than this (while we read) means the connection is dead: the
     /// server's wal_sender_timeout plus a status interval, `None` when the server has no timeout.
     peer_timeout: Option<Duration>,
@@ -204,6 +207,7 @@ impl<'a> Reader<'a> {
             positions: cfg.exactly_once.is_some(),
             tx: Some(tx),
             confirmed,
+            pinned_flush: cfg.lsn_flush_manual.then_some(received),
             peer_timeout,
             metrics,
         }
@@ -411,7 +415,12 @@ impl<'a> Reader<'a> {
         let confirmed = *self.confirmed.borrow();
         let result = self.send_status(false).await;
         self.conn.end_copy(Duration::from_secs(5)).await;
-        tracing::info!(confirmed = %confirmed, "confirmed final position");
+        match self.pinned_flush {
+            None => tracing::info!(confirmed = %confirmed, "confirmed final position"),
+            Some(slot) => {
+                tracing::info!(acknowledged = %confirmed, slot = %slot, "final position acknowledged, recorded in the offsets topic; the slot is left where it was (lsn.flush.mode=manual)")
+            }
+        }
         self.conn.terminate().await;
         result.map_err(Into::into)
     }
@@ -450,7 +459,8 @@ impl<'a> Reader<'a> {
 
     async fn send_status(&mut self, reply: bool) -> Result<(), PgError> {
         let confirmed = *self.confirmed.borrow();
-        self.conn.send_status(self.received.max(confirmed), confirmed, reply).await
+        let flush = self.pinned_flush.unwrap_or(confirmed);
+        self.conn.send_status(self.received.max(confirmed), flush, reply).await
     }
 
     async fn handle(&mut self, msg: ReplicationMessage) -> Result<(), RelayError> {
