@@ -193,11 +193,13 @@ async fn records_match_debezium_in_kafka_connect() {
             .map(|c| c())
             .chain(std::iter::once(dsupport::cases::expand_json_payload_empty_arrays_optional_string()))
             .chain(dsupport::via_connect::REGISTRY.iter().map(|c| c()))
+            .chain(dsupport::via_connect::REGISTRY_BY_HAND.iter().map(|c| c()))
             .collect(),
         names => ALL_CASES
             .iter()
             .chain(dsupport::via_connect::SUITE)
             .chain(dsupport::via_connect::REGISTRY)
+            .chain(dsupport::via_connect::REGISTRY_BY_HAND)
             .map(|c| c())
             .filter(|c| names.split(',').any(|n| n.trim() == c.name))
             .fold(Vec::new(), |mut out, c| {

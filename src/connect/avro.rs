@@ -71,10 +71,41 @@ struct Names {
 fn to_avro(schema: &Schema, o: Options, names: &mut Names, ignore_optional: bool) -> Result<Json, ConvertError> {
     let base = base_schema(schema, o, names)?;
     if schema.is_optional() && !ignore_optional {
-        // No Connect default reaches here for the Event Router's records: null first.
-        return Ok(json!(["null", base]));
+        // AvroData's `maybeMakeOptional`: null first, unless the schema has a default, which an
+        // Avro union's default must match (its first branch).
+        return Ok(if default_of(schema).is_some() { json!([base, "null"]) } else { json!(["null", base]) });
     }
     Ok(base)
+}
+
+/// The schema's default value (a column's, see `debezium::default`).
+fn default_of(schema: &Schema) -> Option<&Value> {
+    match schema {
+        Schema::Primitive { default: Some(super::SchemaDefault(v)), .. } => Some(v),
+        _ => None,
+    }
+}
+
+/// A default as AvroData writes it in a schema (`defaultValueFromConnect`): Avro's form of the
+/// value (logical types as their underlying number or bytes), bytes as ISO-8859-1 text.
+fn default_json(schema: &Schema, value: &Value) -> Json {
+    let ty = match schema {
+        Schema::Primitive { ty, .. } => *ty,
+        _ => return Json::Null,
+    };
+    match (ty, value) {
+        (Type::Int32, Value::JavaDate { number, .. }) => json!(number),
+        (Type::Int64, Value::JavaDate { millis, .. }) => json!(millis),
+        (_, Value::Int(i)) => json!(i),
+        (Type::Float32, Value::Float(f)) => json!(*f as f32),
+        (_, Value::Float(f)) => json!(f),
+        (_, Value::Bool(b)) => json!(b),
+        (_, Value::String(s)) => json!(String::from_utf8_lossy(s)),
+        (_, Value::Bytes(b) | Value::Decimal { unscaled: b, .. }) => {
+            json!(b.iter().map(|&c| char::from(c)).collect::<String>())
+        }
+        _ => Json::Null,
+    }
 }
 
 /// The schema without the optional union.
@@ -181,8 +212,14 @@ fn base_schema(schema: &Schema, o: Options, names: &mut Names) -> Result<Json, C
                 let mut f = Map::new();
                 f.insert("name".into(), json!(field));
                 f.insert("type".into(), to_avro(fschema, o, names, false)?);
-                if fschema.is_optional() {
-                    f.insert("default".into(), Json::Null);
+                match default_of(fschema) {
+                    Some(v) => {
+                        f.insert("default".into(), default_json(fschema, v));
+                    }
+                    None if fschema.is_optional() => {
+                        f.insert("default".into(), Json::Null);
+                    }
+                    None => {}
                 }
                 avro_fields.push(Json::Object(f));
             }
@@ -214,6 +251,9 @@ fn meta(props: &mut Map<String, Json>, schema: &Schema, o: Options, connect_type
         let map: Map<String, Json> = parameters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         props.insert("connect.parameters".into(), Json::Object(map));
     }
+    if let Some(v) = default_of(schema) {
+        props.insert("connect.default".into(), default_json(schema, v));
+    }
     if let Some(name) = schema.name() {
         props.insert("connect.name".into(), json!(name));
     }
@@ -241,11 +281,13 @@ pub fn write(schema: &Schema, value: &Value, out: &mut Vec<u8>, options: Options
 
 fn write_inner(schema: &Schema, value: &Value, out: &mut Vec<u8>, ignore_optional: bool) -> Result<(), ConvertError> {
     if schema.is_optional() && !ignore_optional {
+        // The union's branch: `["null", T]`, or `[T, "null"]` under a default.
+        let null_last = default_of(schema).is_some();
         if matches!(value, Value::Null) {
-            out.push(0);
+            out.push(if null_last { 2 } else { 0 });
             return Ok(());
         }
-        out.push(2);
+        out.push(if null_last { 0 } else { 2 });
     } else if matches!(value, Value::Null) {
         return Err(ConvertError::RequiredNull);
     }

@@ -157,7 +157,7 @@ fn node(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options) ->
 /// The schema as if it were required.
 fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options) -> Result<(), ConvertError> {
     match schema {
-        Schema::Primitive { ty, name, version, parameters, .. } => {
+        Schema::Primitive { ty, name, version, parameters, default, .. } => {
             if let Some((k, _)) = parameters.iter().find(|(k, _)| {
                 k.starts_with("io.confluent.connect.json.") || k.starts_with("org.apache.kafka.connect.data.Enum")
             }) {
@@ -185,6 +185,9 @@ fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options
             }
             if let Some(n) = name {
                 m.string("title", n);
+            }
+            if let Some(super::SchemaDefault(v)) = default {
+                write_default(m.key("default"), schema, v, o)?;
             }
             Connect { index, version: *version, ty: connect_type, parameters }.write(&mut m);
             if *ty == Type::Boolean {
@@ -229,6 +232,33 @@ fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options
             }
             m.close();
         }
+    }
+    Ok(())
+}
+
+/// A schema's default as it ends up in the registered text: JsonSchemaData hands everit the
+/// Jackson value's Java form (`toJsonSchemaValue`), org.json prints a number with
+/// `numberToString` (trailing fraction zeros dropped: `1.0` is `1`), and Jackson re-reads and
+/// re-writes the text (a fraction as a double).
+fn write_default(out: &mut Vec<u8>, schema: &Schema, v: &Value, o: Options) -> Result<(), ConvertError> {
+    let mut json = Vec::new();
+    write_value_as(&mut json, schema, v, o.decimals)?;
+    let number = matches!(v, Value::Int(_) | Value::Float(_) | Value::JavaDate { .. })
+        || (matches!(v, Value::Decimal { .. }) && o.decimals == Decimals::Numeric);
+    let text = String::from_utf8_lossy(&json).into_owned();
+    if !number || text.starts_with('"') {
+        // Strings, booleans, base64 bytes (and NaN or infinities, strings in Jackson's JSON).
+        out.extend_from_slice(&json);
+        return Ok(());
+    }
+    let trimmed = if text.contains('.') && !text.contains(['e', 'E']) {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    match trimmed.contains(['.', 'e', 'E']).then(|| trimmed.parse::<f64>().ok()).flatten() {
+        Some(f) => super::java::float::write_java_double(out, f),
+        None => out.extend_from_slice(trimmed.as_bytes()),
     }
     Ok(())
 }

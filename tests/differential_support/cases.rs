@@ -715,12 +715,41 @@ pub fn placement_numerics_string_converter() -> Case {
 /// catalog and puts them in the fields' schemas, and JsonConverter (`replace.null.with.default`, on
 /// by default) writes a NULL under such a schema as the default.
 pub fn column_defaults() -> Case {
+    defaults("column_defaults", Vec::new())
+}
+
+/// [`column_defaults`] through Confluent's AvroConverter: the defaults in the registered schemas
+/// (`connect.default`, the fields' `default`, an optional field's union with the null last).
+pub fn avro_confluent_column_defaults() -> Case {
+    defaults("avro_confluent_column_defaults", confluent()).registry(super::registry::Ids::Prefix4Content)
+}
+
+/// [`column_defaults`] through Apicurio's AvroConverter, the ids in headers.
+pub fn avro_apicurio_column_defaults() -> Case {
+    defaults("avro_apicurio_column_defaults", apicurio(&[])).registry(super::registry::Ids::Headers)
+}
+
+/// [`column_defaults`] through Confluent's ProtobufConverter.
+pub fn protobuf_confluent_column_defaults() -> Case {
+    defaults("protobuf_confluent_column_defaults", confluent_protobuf()).registry(super::registry::Ids::Prefix4Content)
+}
+
+/// [`column_defaults`] through Apicurio's ExtJsonConverter (JsonConverter's schemas, defaults
+/// included, as KCONNECT artifacts).
+pub fn ext_json_apicurio_column_defaults() -> Case {
+    let mut case =
+        defaults("ext_json_apicurio_column_defaults", apicurio_ext_json()).registry(super::registry::Ids::ExtJson);
+    case.partitions = 1;
+    case
+}
+
+fn defaults(name: &'static str, props: Vec<String>) -> Case {
     let rows = [
         "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, qty, price, flag, note, meta) VALUES (gen_random_uuid(), 'Order', 'k1', 'Created', '{\"a\": 1}', 'paid', 3, 1.5, false, 'n', '[]')",
         "INSERT INTO {t} (id, aggregatetype, type) VALUES (gen_random_uuid(), 'Order', 'Created')",
         "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, price, flag, note, meta, ref, at, d, ts, f) VALUES (gen_random_uuid(), 'Order', NULL, 'Created', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
     ];
-    Case::new("column_defaults")
+    with_props(Case::new(name), props)
         .nullable_key()
         .columns(&[
             "status varchar(16) DEFAULT 'new'::character varying",

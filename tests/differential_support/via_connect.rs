@@ -59,6 +59,14 @@ pub const REGISTRY: &[fn() -> Case] = &[
     super::cases::json_schema_body_column_types,
     super::cases::ext_json_apicurio_converter,
     super::cases::ext_json_apicurio_expanded_payload,
+    super::cases::avro_confluent_column_defaults,
+];
+
+/// Schema-registry cases run by name or with `all` only (CI time): each passed when added.
+pub const REGISTRY_BY_HAND: &[fn() -> Case] = &[
+    super::cases::avro_apicurio_column_defaults,
+    super::cases::protobuf_confluent_column_defaults,
+    super::cases::ext_json_apicurio_column_defaults,
 ];
 
 /// The connector's properties with the topic-prefixing router appended (later keys win in both

@@ -223,3 +223,35 @@ fn two_different_structs_of_one_name_are_refused() {
     let e = schema_text(&s, Options::default()).unwrap_err().to_string();
     assert!(e.contains("two different structs are both named `x`"), "{e}");
 }
+
+/// AvroData with a default: `connect.default` after the parameters, the field's `default`, and an
+/// optional schema's union with the null last, so that a value is branch 0.
+#[test]
+fn a_default_goes_into_the_schema_and_turns_the_union_around() {
+    let default = |ty: Type, optional: bool, v: Value| Schema::Primitive {
+        ty,
+        optional,
+        name: None,
+        version: None,
+        parameters: Vec::new(),
+        default: Some(crate::connect::SchemaDefault(v)),
+    };
+    let schema = Schema::Struct {
+        name: Some("e.Value".into()),
+        fields: vec![
+            ("status".into(), default(Type::String, true, text("new"))),
+            ("qty".into(), default(Type::Int32, false, Value::Int(1))),
+            ("note".into(), opt(Type::String)),
+        ],
+        optional: false,
+        version: None,
+        doc: None,
+    };
+    assert_eq!(
+        schema_text(&schema, Options::default()).unwrap(),
+        r#"{"type":"record","name":"Value","namespace":"e","fields":[{"name":"status","type":[{"type":"string","connect.default":"new"},"null"],"default":"new"},{"name":"qty","type":{"type":"int","connect.default":1},"default":1},{"name":"note","type":["null","string"],"default":null}],"connect.name":"e.Value"}"#
+    );
+    let mut out = Vec::new();
+    write(&schema, &Value::Struct(vec![text("x"), Value::Int(2), Value::Null]), &mut out, Options::default()).unwrap();
+    assert_eq!(out, vec![0, 2, b'x', 4, 0]);
+}

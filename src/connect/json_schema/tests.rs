@@ -143,3 +143,41 @@ fn enums_and_unions_are_refused_by_name() {
     .unwrap_err();
     assert!(e.to_string().contains("io.confluent.connect.json.Enum.a"), "{e}");
 }
+
+/// A column's default goes after the title (everit prints `default` there), as the Java value
+/// org.json prints and Jackson re-reads: a double without its zero fraction, strings as they are.
+#[test]
+fn defaults_follow_the_title() {
+    let o = Options::default();
+    let with = |s: Schema, v: Value| match s {
+        Schema::Primitive { ty, optional, name, version, parameters, .. } => Schema::Primitive {
+            ty,
+            optional,
+            name,
+            version,
+            parameters,
+            default: Some(crate::connect::SchemaDefault(v)),
+        },
+        other => other,
+    };
+    assert_eq!(
+        text(&with(Schema::optional(Type::String), Value::String(Bytes::from_static(b"new"))), o),
+        r#"{"oneOf":[{"type":"null"},{"type":"string","default":"new"}]}"#
+    );
+    assert_eq!(
+        text(&with(Schema::primitive(Type::Int32, false), Value::Int(1)), o),
+        r#"{"type":"integer","default":1,"connect.type":"int32"}"#
+    );
+    assert_eq!(
+        text(&with(Schema::primitive(Type::Float64, false), Value::Float(1.0)), o),
+        r#"{"type":"number","default":1,"connect.type":"float64"}"#
+    );
+    assert_eq!(
+        text(&with(Schema::primitive(Type::Float64, false), Value::Float(-2.5)), o),
+        r#"{"type":"number","default":-2.5,"connect.type":"float64"}"#
+    );
+    assert_eq!(
+        text(&with(Schema::primitive(Type::Boolean, false), Value::Bool(true)), o),
+        r#"{"default":true,"type":"boolean"}"#
+    );
+}

@@ -97,7 +97,6 @@ impl Planner<'_> {
                 ));
             }
         }
-        self.warn_registry_defaults(&key, &payload, &additional);
         Ok(Columns {
             id: self.find(&cfg.field_event_id, "table.field.event.id")?,
             key,
@@ -108,32 +107,6 @@ impl Planner<'_> {
             schema_version: self.schema_version()?,
             envelope_base: format!("{}.{}.{}", cfg.topic_prefix, self.rel.schema, self.rel.table),
         })
-    }
-
-    /// A schema-registry converter registers the schemas without the columns' defaults, where
-    /// Debezium's converters write them (Avro's `default`, JSON Schema's `default`): said once per
-    /// table, naming the columns. The values are the same (a NULL is published as the default).
-    fn warn_registry_defaults(
-        &self,
-        key: &PlannedColumn,
-        payload: &PlannedColumn,
-        additional: &[(PlannedColumn, Placement, Arc<str>)],
-    ) {
-        use crate::connect::converter::Delegate;
-        let registry = |c: &Converter| matches!(c, Converter::Registry(_) | Converter::BinaryOr(Delegate::Registry(_)));
-        let mut with_default: Vec<&str> = Vec::new();
-        if registry(&self.key_converter) && key.default.is_some() {
-            with_default.push(&key.name);
-        }
-        if registry(&self.value_converter) {
-            let envelope = additional.iter().filter(|(_, p, _)| *p == Placement::Envelope).map(|(c, _, _)| c);
-            with_default.extend(
-                std::iter::once(payload).chain(envelope).filter(|c| c.default.is_some()).map(|c| c.name.as_str()),
-            );
-        }
-        if !with_default.is_empty() {
-            tracing::warn!(table = %self.table, columns = ?with_default, "these columns have defaults that Debezium writes into the registered schemas and pgoutbox leaves out (the values are the same: a NULL is published as the default); consumers see a schema version without them");
-        }
     }
 
     fn timestamp(&self) -> Result<Option<(PlannedColumn, i64)>, RouteError> {
