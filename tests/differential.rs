@@ -91,6 +91,7 @@ differential_cases! {
     placement_numerics_string_converter;
     placement_numerics_decimal_format_numeric;
     column_defaults;
+    propagate_source_type;
     numerics_as_double;
     numerics_as_string;
     variable_scale_numerics;

@@ -414,7 +414,13 @@ async fn broker_ceiling(sql: &tokio_postgres::Client, broker: &str) -> anyhow::R
         pgoutbox::outbox::Converters { key: config.key_converter.clone(), value: config.value_converter.clone() },
         Some(ctx),
     );
-    let col = |name: &str, type_oid, not_null| ColumnInfo { name: name.into(), type_oid, type_modifier: -1, not_null, default: None };
+    let col = |name: &str, type_oid, not_null| ColumnInfo {
+        name: name.into(),
+        type_oid,
+        type_modifier: -1,
+        not_null,
+        default: None,
+    };
     let plan = router.plan(&RelationInfo {
         oid: 1,
         schema: "public".into(),

@@ -13,6 +13,7 @@ pub mod expand;
 pub mod interval;
 pub mod message;
 pub mod modes;
+pub mod source_type;
 
 pub mod temporal;
 pub mod transforms;

@@ -80,6 +80,8 @@ pub struct RouterConfig {
     pub topic_prefix: String,
     /// The connector's type options: how the router's columns are typed.
     pub type_modes: TypeModes,
+    /// `column.propagate.source.type`, `datatype.propagate.source.type`.
+    pub propagate_source_type: crate::debezium::source_type::PropagateSourceType,
     /// `header.converter`; `None` is SimpleHeaderConverter.
     pub header_converter: Option<Converter>,
     /// The transforms before and after the router.
@@ -151,6 +153,7 @@ impl RouterConfig {
             )?,
             topic_prefix: topic_prefix.to_string(),
             type_modes: TypeModes::parse(r)?,
+            propagate_source_type: crate::debezium::source_type::PropagateSourceType::parse(r)?,
             header_converter: Converter::parse_header(r)?,
             chain: Default::default(),
         })

@@ -718,6 +718,35 @@ pub fn column_defaults() -> Case {
     defaults("column_defaults", Vec::new())
 }
 
+/// `column.propagate.source.type` and `datatype.propagate.source.type`: the source type, length,
+/// scale and name in the schemas of the key, the payload and the envelope's fields.
+pub fn propagate_source_type() -> Case {
+    let row = "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, amount, ts, tz, flag, n, code, ch, d, tm, iv, f, big) VALUES (gen_random_uuid(), 'Order', 'k', 'Created', '{}', 12.5, '2024-01-02 03:04:05.678', '2024-01-02 03:04:05+01', true, 7, 'abc', 'xy', '2024-02-29', '12:34:56.5', '1 day 2 hours', 1.5, 42)";
+    Case::new("propagate_source_type")
+        .columns(&[
+            "amount numeric(10,2)",
+            "ts timestamp(3)",
+            "tz timestamptz",
+            "flag boolean",
+            "n int4",
+            "code varchar(8)",
+            "ch char(4)",
+            "d date",
+            "tm time",
+            "iv interval",
+            "f float4",
+            "big int8",
+        ])
+        .props(&[
+            r"column.propagate.source.type=.*\.amount,.*\.aggregateid,.*\.TS,.*\.tz,.*\.flag,.*\.n,.*\.code,.*\.ch".to_string(),
+            r"datatype.propagate.source.type=.+\.jsonb,.+\.date,.+\.time,.+\.interval,.+\.FLOAT4".to_string(),
+            "transforms.outbox.table.fields.additional.placement=amount:envelope,ts:envelope,tz:envelope,flag:envelope,n:envelope,code:envelope,ch:envelope,d:envelope,tm:envelope,iv:envelope,f:envelope,big:envelope".to_string(),
+        ])
+        .sql([row.to_string()])
+        .topics(&[ORDER])
+        .records(1)
+}
+
 /// [`column_defaults`] through Confluent's AvroConverter: the defaults in the registered schemas
 /// (`connect.default`, the fields' `default`, an optional field's union with the null last).
 pub fn avro_confluent_column_defaults() -> Case {

@@ -70,8 +70,24 @@ impl Planner<'_> {
         let default =
             c.default.as_deref().and_then(|e| crate::debezium::default::column_default(c.type_oid, e, &column));
         let mut schema = column.schema.clone();
-        if let (crate::connect::Schema::Primitive { default: d, .. }, Some(v)) = (&mut schema, &default) {
-            *d = Some(crate::connect::SchemaDefault(v.clone()));
+        let source_type = self.cfg.propagate_source_type.parameters(
+            &self.rel.schema,
+            &self.rel.table,
+            col,
+            c.type_oid,
+            c.type_modifier,
+        );
+        match &mut schema {
+            crate::connect::Schema::Primitive { default: d, parameters, .. } => {
+                *d = default.clone().map(crate::connect::SchemaDefault);
+                parameters.extend(source_type.into_iter().flatten());
+            }
+            _ if source_type.is_some() => tracing::warn!(
+                table = %self.table,
+                column = col,
+                "column.propagate.source.type / datatype.propagate.source.type select this column, but pgoutbox adds the source type only to plain columns, not to an array or a numeric without a declared scale (Debezium adds it there too)"
+            ),
+            _ => {}
         }
         Ok(PlannedColumn { index, name: col.to_string(), column, schema: Arc::new(schema), default })
     }

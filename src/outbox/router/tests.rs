@@ -34,6 +34,7 @@ fn cfg() -> RouterConfig {
         json_empty_array_behavior: crate::debezium::JsonEmptyArrayBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
         type_modes: Default::default(),
+        propagate_source_type: Default::default(),
         header_converter: None,
         chain: Default::default(),
     }
