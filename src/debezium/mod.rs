@@ -11,9 +11,9 @@ pub mod column;
 pub mod default;
 pub mod expand;
 pub mod interval;
+pub mod mappers;
 pub mod message;
 pub mod modes;
-pub mod source_type;
 
 pub mod temporal;
 pub mod transforms;

@@ -81,7 +81,7 @@ pub struct RouterConfig {
     /// The connector's type options: how the router's columns are typed.
     pub type_modes: TypeModes,
     /// `column.propagate.source.type`, `datatype.propagate.source.type`.
-    pub propagate_source_type: crate::debezium::source_type::PropagateSourceType,
+    pub column_mappers: crate::debezium::mappers::ColumnMappers,
     /// `header.converter`; `None` is SimpleHeaderConverter.
     pub header_converter: Option<Converter>,
     /// The transforms before and after the router.
@@ -153,7 +153,7 @@ impl RouterConfig {
             )?,
             topic_prefix: topic_prefix.to_string(),
             type_modes: TypeModes::parse(r)?,
-            propagate_source_type: crate::debezium::source_type::PropagateSourceType::parse(r)?,
+            column_mappers: crate::debezium::mappers::ColumnMappers::parse(r)?,
             header_converter: Converter::parse_header(r)?,
             chain: Default::default(),
         })

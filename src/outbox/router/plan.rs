@@ -67,16 +67,17 @@ impl Planner<'_> {
                     ROUTABLE_TYPES,
                 )
             })?;
+        if let Some(key) = self.cfg.column_mappers.unapplied(&self.rel.schema, &self.rel.table, col) {
+            return Err(self.error(
+                format!("column `{col}` is selected by {key}, which pgoutbox does not apply (Debezium would mask, hash or truncate its values)"),
+                format!("mask the value in the application before it is written to the outbox, or take the column out of {key}"),
+            ));
+        }
         let default =
             c.default.as_deref().and_then(|e| crate::debezium::default::column_default(c.type_oid, e, &column));
         let mut schema = column.schema.clone();
-        let source_type = self.cfg.propagate_source_type.parameters(
-            &self.rel.schema,
-            &self.rel.table,
-            col,
-            c.type_oid,
-            c.type_modifier,
-        );
+        let source_type =
+            self.cfg.column_mappers.parameters(&self.rel.schema, &self.rel.table, col, c.type_oid, c.type_modifier);
         match &mut schema {
             crate::connect::Schema::Primitive { default: d, parameters, .. } => {
                 *d = default.clone().map(crate::connect::SchemaDefault);

@@ -34,7 +34,7 @@ fn cfg() -> RouterConfig {
         json_empty_array_behavior: crate::debezium::JsonEmptyArrayBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
         type_modes: Default::default(),
-        propagate_source_type: Default::default(),
+        column_mappers: Default::default(),
         header_converter: None,
         chain: Default::default(),
     }
@@ -356,4 +356,30 @@ fn router_predicate_is_checked_on_each_event() {
     c.chain = chain(&[&router[..], &[topic, "predicates.p.pattern=dbserver1\\.public\\.orders"]].concat());
     let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
     assert!(one(&mut r, Some("{}")).unwrap_err().to_string().contains("make predicates.p.pattern match"));
+}
+
+/// A masking, hashing or truncating mapper that selects a routed column stops the relay naming
+/// the key (pgoutbox does not apply them, and the value must not reach Kafka unmasked); one that
+/// selects another table's columns changes nothing.
+#[test]
+fn router_refuses_a_routed_column_selected_by_a_value_mapper() {
+    let entries: std::collections::BTreeMap<String, String> = [
+        ("column.mask.with.8.chars".to_string(), r"public\.outbox\.payload".to_string()),
+        ("column.truncate.to.4.chars".to_string(), r"public\.customers\.name".to_string()),
+    ]
+    .into_iter()
+    .collect();
+    let mut reader = crate::connect::Reader::new(&entries);
+    let mut c = cfg();
+    c.column_mappers = crate::debezium::mappers::ColumnMappers::parse(&mut reader).unwrap();
+    let r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
+    let e = r.plan(&outbox()).problem().expect("the masked payload is refused").to_string();
+    assert!(e.contains("column.mask.with.8.chars") && e.contains("`payload`"), "{e}");
+    let mut c = cfg();
+    let entries: std::collections::BTreeMap<String, String> =
+        [("column.truncate.to.4.chars".to_string(), r"public\.customers\.name".to_string())].into_iter().collect();
+    c.column_mappers =
+        crate::debezium::mappers::ColumnMappers::parse(&mut crate::connect::Reader::new(&entries)).unwrap();
+    let r = Router::new(c, Converters { key: Converter::String, value: Converter::String }, None);
+    assert!(r.plan(&outbox()).problem().is_none());
 }

@@ -1,3 +1,5 @@
+//! Debezium's column mappers (`ColumnMappers`) for the router's columns.
+//!
 //! `column.propagate.source.type` and `datatype.propagate.source.type`: Debezium's
 //! `PropagateSourceMetadataToSchemaParameter`, which adds the column's source type to its schema's
 //! parameters, after the converter's own (a Decimal's `scale` and `connect.decimal.precision`):
@@ -11,6 +13,11 @@
 //! the precision is 0). The column list is matched against `<schema>.<table>.<column>`, the type
 //! list against `<schema>.<table>.<type name>` (lower case, as the catalog spells it), both
 //! anchored and case-insensitive.
+//!
+//! The value mappers `column.mask.with.<n>.chars`, `column.mask.hash.<algorithm>.with.salt.<salt>`
+//! (and its `.v2` form) and `column.truncate.to.<n>.chars` are not applied: a routed column one of
+//! them selects stops the relay naming the key, so that a value meant to be masked never reaches
+//! Kafka in the clear. Lists that select other tables' columns do not matter to the Event Router.
 
 use regex::Regex;
 
@@ -21,19 +28,44 @@ use crate::pgoutput::Oid;
 /// What the driver reports for a column of unbounded length (`unknownLength`).
 const UNKNOWN_LENGTH: i32 = i32::MAX;
 
-/// The two lists; a column matching either gets the parameters.
+/// The propagation lists (a column matching either gets the parameters), and the value mappers
+/// pgoutbox does not apply, by key.
 #[derive(Debug, Clone, Default)]
-pub struct PropagateSourceType {
+pub struct ColumnMappers {
     columns: Vec<Regex>,
     datatypes: Vec<Regex>,
+    unapplied: Vec<(String, Vec<Regex>)>,
 }
 
-impl PropagateSourceType {
-    pub fn parse(r: &mut Reader<'_>) -> Result<PropagateSourceType, ConfigError> {
-        Ok(PropagateSourceType {
+/// Whether `key` names one of Debezium's value mappers (masking, hashing, truncation).
+fn is_value_mapper(key: &str) -> bool {
+    let between = |prefix: &str, suffix: &str| {
+        key.strip_prefix(prefix).and_then(|rest| rest.strip_suffix(suffix)).is_some_and(|n| n.parse::<u32>().is_ok())
+    };
+    between("column.mask.with.", ".chars")
+        || between("column.truncate.to.", ".chars")
+        || key.strip_prefix("column.mask.hash.").is_some_and(|rest| rest.contains(".with.salt."))
+}
+
+impl ColumnMappers {
+    pub fn parse(r: &mut Reader<'_>) -> Result<ColumnMappers, ConfigError> {
+        let mut unapplied = Vec::new();
+        for key in r.keys_with_prefix("column.") {
+            if is_value_mapper(key) {
+                unapplied.push((key.to_string(), r.regex_list(key)?));
+            }
+        }
+        Ok(ColumnMappers {
             columns: r.regex_list("column.propagate.source.type")?,
             datatypes: r.regex_list("datatype.propagate.source.type")?,
+            unapplied,
         })
+    }
+
+    /// The key of a value mapper that selects this column, which pgoutbox does not apply.
+    pub fn unapplied(&self, schema: &str, table: &str, column: &str) -> Option<&str> {
+        let id = format!("{schema}.{table}.{column}");
+        self.unapplied.iter().find(|(_, list)| list.iter().any(|r| r.is_match(&id))).map(|(k, _)| k.as_str())
     }
 
     /// The parameters Debezium adds to the schema of column `column` of `schema.table`, of type
@@ -183,8 +215,12 @@ fn display_size(base: Oid, typmod: i32) -> i32 {
 mod tests {
     use super::*;
 
-    fn all() -> PropagateSourceType {
-        PropagateSourceType { columns: vec![Regex::new("(?i)^(?:.*)$").unwrap()], datatypes: Vec::new() }
+    fn all() -> ColumnMappers {
+        ColumnMappers {
+            columns: vec![Regex::new("(?i)^(?:.*)$").unwrap()],
+            datatypes: Vec::new(),
+            unapplied: Vec::new(),
+        }
     }
 
     fn of(type_oid: Oid, typmod: i32) -> (String, String, String) {
@@ -223,8 +259,20 @@ mod tests {
     }
 
     #[test]
+    fn value_mappers_are_recognised_by_their_key() {
+        assert!(is_value_mapper("column.mask.with.12.chars"));
+        assert!(is_value_mapper("column.truncate.to.20.chars"));
+        assert!(is_value_mapper("column.mask.hash.SHA-256.with.salt.CzQMA0cB5K"));
+        assert!(is_value_mapper("column.mask.hash.v2.SHA-256.with.salt.CzQMA0cB5K"));
+        assert!(!is_value_mapper("column.mask.with.x.chars"));
+        assert!(!is_value_mapper("column.propagate.source.type"));
+        assert!(!is_value_mapper("column.include.list"));
+    }
+
+    #[test]
     fn columns_and_types_are_matched_by_qualified_name() {
-        let p = |columns: &str, types: &str| PropagateSourceType {
+        let p = |columns: &str, types: &str| ColumnMappers {
+            unapplied: Vec::new(),
             columns: columns
                 .split(',')
                 .filter(|s| !s.is_empty())
@@ -236,7 +284,7 @@ mod tests {
                 .map(|c| Regex::new(&format!("(?i)^(?:{c})$")).unwrap())
                 .collect(),
         };
-        let hit = |s: &PropagateSourceType, col: &str, ty: Oid| s.parameters("public", "outbox", col, ty, -1).is_some();
+        let hit = |s: &ColumnMappers, col: &str, ty: Oid| s.parameters("public", "outbox", col, ty, -1).is_some();
         assert!(hit(&p("public.outbox.payload", ""), "payload", oid::JSONB));
         assert!(hit(&p("PUBLIC.OUTBOX.PAYLOAD", ""), "payload", oid::JSONB));
         assert!(!hit(&p("payload", ""), "payload", oid::JSONB), "anchored: the bare column name is not enough");
