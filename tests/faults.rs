@@ -1352,9 +1352,10 @@ async fn json_schema_records_decode_and_validate_with_confluents_deserializer() 
     // Both rows have one shape: one schema, one version under the topic's subjects.
     assert_eq!(decoded[0]["value"]["id"], decoded[1]["value"]["id"]);
     let schema = decoded[0]["value"]["schema"].as_str().unwrap();
+    // The columns' defaults (`now()` and `nextval(...)`) as Debezium's placeholders, after the title.
     for member in [
-        r#""createdAt":{"type":"string","title":"io.debezium.time.ZonedTimestamp","connect.index":1,"connect.version":1}"#,
-        r#""seq":{"type":"integer","connect.index":2,"connect.type":"int64"}"#,
+        r#""createdAt":{"type":"string","title":"io.debezium.time.ZonedTimestamp","default":"1970-01-01T00:00:00.000000Z","connect.index":1,"connect.version":1}"#,
+        r#""seq":{"type":"integer","default":0,"connect.index":2,"connect.type":"int64"}"#,
         r#""payload":{"connect.index":0,"oneOf":[{"type":"null"},{"type":"object","#,
         r#""f":{"connect.index":"#,
         r#"{"type":"null"},{"type":"number","connect.type":"float64"}"#,
