@@ -50,6 +50,8 @@ fn reader(type_oid: Oid) -> Option<Reader> {
         oid::TIME => r("00:00:00", true, false),
         oid::TIMESTAMP => r("1970-01-01 00:00:00", true, false),
         oid::TIMESTAMPTZ => r("1970-01-01 00:00:00+00", true, false),
+        // `new PGInterval("epoch")` reads no interval: a computed default gives none.
+        oid::INTERVAL => r("epoch", true, false),
         _ => None,
     }
 }
@@ -122,6 +124,7 @@ mod tests {
         assert_eq!(default_of(oid::BOOL, -1, "true"), Some(Value::Bool(true)));
         assert_eq!(default_of(oid::BOOL, -1, "false"), Some(Value::Bool(false)));
         assert_eq!(default_of(oid::FLOAT8, -1, "1.5"), Some(Value::Float(1.5)));
+        assert_eq!(default_of(oid::INTERVAL, -1, "'1 day 02:00:00'::interval"), Some(Value::Int(93_600_000_000)));
         // numeric(10,2): the scale widened to the column's.
         let Some(Value::Decimal { text, .. }) = default_of(oid::NUMERIC, (10 << 16) + 2 + 4, "9.9") else { panic!() };
         assert_eq!(&text[..], b"9.90");
@@ -143,6 +146,7 @@ mod tests {
         assert_eq!(default_of(oid::INT4, -1, "NULL::integer"), None);
         assert_eq!(default_of(oid::INT4, -1, "(1 + 2)"), None);
         assert_eq!(default_of(oid::BYTEA, -1, r"'\x00'::bytea"), None);
+        assert_eq!(default_of(oid::INTERVAL, -1, "(now() - now())"), None);
         // numeric without a scale: a VariableScaleDecimal struct.
         assert_eq!(default_of(oid::NUMERIC, -1, "1.5"), None);
     }

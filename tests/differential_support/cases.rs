@@ -776,7 +776,7 @@ fn defaults(name: &'static str, props: Vec<String>) -> Case {
     let rows = [
         "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, qty, price, flag, note, meta) VALUES (gen_random_uuid(), 'Order', 'k1', 'Created', '{\"a\": 1}', 'paid', 3, 1.5, false, 'n', '[]')",
         "INSERT INTO {t} (id, aggregatetype, type) VALUES (gen_random_uuid(), 'Order', 'Created')",
-        "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, price, flag, note, meta, ref, at, d, ts, f) VALUES (gen_random_uuid(), 'Order', NULL, 'Created', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+        "INSERT INTO {t} (id, aggregatetype, aggregateid, type, payload, status, price, flag, note, meta, ref, at, d, ts, f, iv) VALUES (gen_random_uuid(), 'Order', NULL, 'Created', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
     ];
     with_props(Case::new(name), props)
         .nullable_key()
@@ -794,12 +794,13 @@ fn defaults(name: &'static str, props: Vec<String>) -> Case {
             "ts timestamp DEFAULT '2024-01-02 03:04:05.5'",
             "f float8 DEFAULT -2.5",
             "seq bigserial",
+            "iv interval DEFAULT '1 day 02:00:00'",
         ])
         .before_slots([
             "ALTER TABLE {t} ALTER COLUMN aggregateid SET DEFAULT 'none'".to_string(),
             "ALTER TABLE {t} ALTER COLUMN payload SET DEFAULT '{\"empty\": true}'".to_string(),
         ])
-        .props(&["transforms.outbox.table.fields.additional.placement=status:envelope,qty:envelope,price:envelope,flag:envelope,note:envelope,meta:envelope,ref:envelope,at:envelope,d:envelope,ts:envelope,f:envelope,seq:envelope,made:header,status:header,ts:header".to_string()])
+        .props(&["transforms.outbox.table.fields.additional.placement=status:envelope,qty:envelope,price:envelope,flag:envelope,note:envelope,meta:envelope,ref:envelope,at:envelope,d:envelope,ts:envelope,f:envelope,seq:envelope,iv:envelope,made:header,status:header,ts:header".to_string()])
         .sql(rows.iter().map(|r| r.to_string()))
         .topics(&[ORDER])
         .records(rows.len())
