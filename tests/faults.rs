@@ -1253,9 +1253,14 @@ async fn a_registry_that_stops_answering_holds_the_position_and_an_incompatible_
     let (code, body) =
         registry.call("PUT", &format!("/apis/ccompat/v7/config/{subject}"), r#"{"compatibility":"BACKWARD"}"#);
     assert_eq!(code, 200, "setting the rule: {body}");
-    let before = faults_support::registry::lsn(&outbox).await;
-    // The latest version is the `m` string shape: `m` as a number cannot read it.
-    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"m": 5}"#))).await.unwrap();
+    // The latest version is the `m` string shape: `m` as a number cannot read it. The bound is taken
+    // inside the row's transaction, just before its commit: a confirmed position may pass the INSERT
+    // (a keepalive while other sessions' WAL flushed it before its commit) and stay safe, since
+    // PostgreSQL sends again every transaction that commits after the slot's position; it must not
+    // pass the commit.
+    sql.batch_execute(&format!("BEGIN; {}", outbox.insert_sql("Order", "a-1", Some(r#"{"m": 5}"#)))).await.unwrap();
+    let before: String = sql.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).await.unwrap().get(0);
+    sql.batch_execute("COMMIT").await.unwrap();
     let Some(exit) = relay.wait(Duration::from_secs(60)) else {
         panic!("the relay kept running after an incompatible schema; log:\n{}", relay.log_text())
     };
