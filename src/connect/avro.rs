@@ -73,17 +73,9 @@ fn to_avro(schema: &Schema, o: Options, names: &mut Names, ignore_optional: bool
     if schema.is_optional() && !ignore_optional {
         // AvroData's `maybeMakeOptional`: null first, unless the schema has a default, which an
         // Avro union's default must match (its first branch).
-        return Ok(if default_of(schema).is_some() { json!([base, "null"]) } else { json!(["null", base]) });
+        return Ok(if schema.default_value().is_some() { json!([base, "null"]) } else { json!(["null", base]) });
     }
     Ok(base)
-}
-
-/// The schema's default value (a column's, see `debezium::default`).
-fn default_of(schema: &Schema) -> Option<&Value> {
-    match schema {
-        Schema::Primitive { default: Some(super::SchemaDefault(v)), .. } => Some(v),
-        _ => None,
-    }
 }
 
 /// A default as AvroData writes it in a schema (`defaultValueFromConnect`): Avro's form of the
@@ -212,7 +204,7 @@ fn base_schema(schema: &Schema, o: Options, names: &mut Names) -> Result<Json, C
                 let mut f = Map::new();
                 f.insert("name".into(), json!(field));
                 f.insert("type".into(), to_avro(fschema, o, names, false)?);
-                match default_of(fschema) {
+                match fschema.default_value() {
                     Some(v) => {
                         f.insert("default".into(), default_json(fschema, v));
                     }
@@ -251,7 +243,7 @@ fn meta(props: &mut Map<String, Json>, schema: &Schema, o: Options, connect_type
         let map: Map<String, Json> = parameters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         props.insert("connect.parameters".into(), Json::Object(map));
     }
-    if let Some(v) = default_of(schema) {
+    if let Some(v) = schema.default_value() {
         props.insert("connect.default".into(), default_json(schema, v));
     }
     if let Some(name) = schema.name() {
@@ -282,7 +274,7 @@ pub fn write(schema: &Schema, value: &Value, out: &mut Vec<u8>, options: Options
 fn write_inner(schema: &Schema, value: &Value, out: &mut Vec<u8>, ignore_optional: bool) -> Result<(), ConvertError> {
     if schema.is_optional() && !ignore_optional {
         // The union's branch: `["null", T]`, or `[T, "null"]` under a default.
-        let null_last = default_of(schema).is_some();
+        let null_last = schema.default_value().is_some();
         if matches!(value, Value::Null) {
             out.push(if null_last { 2 } else { 0 });
             return Ok(());

@@ -145,14 +145,12 @@ pub fn base64(out: &mut Vec<u8>, data: &[u8]) {
 pub fn write_schema(out: &mut Vec<u8>, s: &Schema, decimals: Decimals) {
     let mut params: &[(String, String)] = &[];
     let mut doc = None;
-    let mut default_value = None;
     let (optional, name, version) = match s {
-        Schema::Primitive { ty, optional, name, version, parameters, default } => {
+        Schema::Primitive { ty, optional, name, version, parameters, .. } => {
             out.extend_from_slice(b"{\"type\":\"");
             out.extend_from_slice(ty.json_name().as_bytes());
             out.push(b'"');
             params = parameters;
-            default_value = default.as_ref();
             (*optional, name.as_deref(), *version)
         }
         Schema::Array { items, optional } => {
@@ -192,7 +190,7 @@ pub fn write_schema(out: &mut Vec<u8>, s: &Schema, decimals: Decimals) {
         write_string(out, doc.as_bytes());
     }
     write_parameters(out, params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    if let Some(super::SchemaDefault(v)) = default_value {
+    if let Some(v) = s.default_value() {
         out.extend_from_slice(b",\"default\":");
         // A default is a valid value of its schema (it was read as one).
         if write_value_as(out, s, v, decimals).is_err() {

@@ -157,7 +157,7 @@ fn node(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options) ->
 /// The schema as if it were required.
 fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options) -> Result<(), ConvertError> {
     match schema {
-        Schema::Primitive { ty, name, version, parameters, default, .. } => {
+        Schema::Primitive { ty, name, version, parameters, .. } => {
             if let Some((k, _)) = parameters.iter().find(|(k, _)| {
                 k.starts_with("io.confluent.connect.json.") || k.starts_with("org.apache.kafka.connect.data.Enum")
             }) {
@@ -186,7 +186,7 @@ fn required(out: &mut Vec<u8>, schema: &Schema, index: Option<usize>, o: Options
             if let Some(n) = name {
                 m.string("title", n);
             }
-            if let Some(super::SchemaDefault(v)) = default {
+            if let Some(v) = schema.default_value() {
                 write_default(m.key("default"), schema, v, o)?;
             }
             Connect { index, version: *version, ty: connect_type, parameters }.write(&mut m);

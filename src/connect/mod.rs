@@ -144,6 +144,14 @@ impl Schema {
         }
     }
 
+    /// `Schema.defaultValue()`: a column's default (see `debezium::default`); only primitives have one.
+    pub fn default_value(&self) -> Option<&Value> {
+        match self {
+            Schema::Primitive { default: Some(SchemaDefault(v)), .. } => Some(v),
+            _ => None,
+        }
+    }
+
     pub fn is_optional(&self) -> bool {
         match self {
             Schema::Primitive { optional, .. } | Schema::Array { optional, .. } | Schema::Struct { optional, .. } => {

@@ -49,17 +49,7 @@ fn schema_json_orders_keys_like_json_converter() {
         schema_json(&named(Type::String, true, "io.debezium.data.Json", 1)),
         r#"{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}"#
     );
-    assert_eq!(
-        schema_json(&Schema::Primitive {
-            ty: Type::Float32,
-            optional: false,
-            name: None,
-            version: None,
-            parameters: vec![],
-            default: None,
-        }),
-        r#"{"type":"float","optional":false}"#
-    );
+    assert_eq!(schema_json(&Schema::primitive(Type::Float32, false)), r#"{"type":"float","optional":false}"#);
     assert_eq!(schema_json(&Schema::optional(Type::Float64)), r#"{"type":"double","optional":true}"#);
     let items = Schema::Array { items: Box::new(Schema::optional(Type::Int8)), optional: true };
     assert_eq!(schema_json(&items), r#"{"type":"array","items":{"type":"int8","optional":true},"optional":true}"#);
@@ -72,17 +62,7 @@ fn schema_json_writes_envelope_struct() {
         name: Some("dbserver1.public.outbox.Order.Value".into()),
         fields: vec![
             ("payload".into(), named(Type::String, true, "io.debezium.data.Json", 1)),
-            (
-                "eventType".into(),
-                Schema::Primitive {
-                    ty: Type::String,
-                    optional: false,
-                    name: None,
-                    version: None,
-                    parameters: vec![],
-                    default: None,
-                },
-            ),
+            ("eventType".into(), Schema::primitive(Type::String, false)),
         ],
         optional: false,
         version: Some(3),
@@ -119,14 +99,7 @@ fn mismatched_values_fail_like_json_converter() {
     let arr = Schema::Array { items: Box::new(Schema::optional(Type::Int32)), optional: true };
     let err = write_value(&mut Vec::new(), &arr, &text("[1]")).unwrap_err();
     assert_eq!(err.to_string(), "Invalid type for ARRAY: class java.lang.String");
-    let required = Schema::Primitive {
-        ty: Type::String,
-        optional: false,
-        name: None,
-        version: None,
-        parameters: vec![],
-        default: None,
-    };
+    let required = Schema::primitive(Type::String, false);
     assert_eq!(write_value(&mut Vec::new(), &required, &Value::Null), Err(ConvertError::RequiredNull));
     let s = Schema::Struct {
         name: None,

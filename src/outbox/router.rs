@@ -476,7 +476,7 @@ fn column_value(
     let what = || event.map_or_else(|| format!("a row of `{table}`"), |e| e());
     match row.values.get(col.index) {
         // Connect's `Struct.get`: a NULL under a schema with a default reads as the default.
-        Some(Wire::Null) => Ok(col.default.clone().unwrap_or(Value::Null)),
+        Some(Wire::Null) => Ok(col.schema.default_value().cloned().unwrap_or(Value::Null)),
         Some(Wire::Text(t)) => col.column.parse(t).ok_or_else(|| RouteError {
             registry: None,
             what: what(),

@@ -89,14 +89,7 @@ impl InsertField {
             )?;
         }
         if let Some(f) = &self.timestamp {
-            let schema = Schema::Primitive {
-                ty: Type::Int64,
-                optional: f.optional,
-                name: Some(TIMESTAMP.into()),
-                version: Some(1),
-                parameters: vec![],
-                default: None,
-            };
+            let schema = Schema::named(Type::Int64, f.optional, TIMESTAMP);
             add(f, schema, Value::JavaDate { millis: r.timestamp_ms, number: r.timestamp_ms })?;
         }
         if let Some((f, v)) = &self.static_field {

@@ -230,14 +230,7 @@ fn cast_follows_java_number_semantics() {
     let d = Value::Decimal { unscaled: Bytes::from_static(&[0x30, 0x39]), text: Bytes::from_static(b"123.45") };
     assert_eq!(cast(decimal.clone(), d.clone(), "int32").unwrap(), Value::Int(123));
     assert_eq!(cast(decimal, d, "string").unwrap(), text("123.45"));
-    let ts = Schema::Primitive {
-        ty: Type::Int64,
-        optional: false,
-        name: Some("org.apache.kafka.connect.data.Timestamp".into()),
-        version: Some(1),
-        parameters: vec![],
-        default: None,
-    };
+    let ts = Schema::named(Type::Int64, false, "org.apache.kafka.connect.data.Timestamp");
     assert_eq!(
         cast(ts.clone(), Value::JavaDate { millis: 1_704_198_896_789, number: 1_704_198_896_789 }, "string").unwrap(),
         text("2024-01-02T12:34:56.789Z")
@@ -246,14 +239,7 @@ fn cast_follows_java_number_semantics() {
         cast(ts, Value::JavaDate { millis: 172_800_000, number: 172_800_000 }, "string").unwrap(),
         text("1970-01-03")
     );
-    let time = Schema::Primitive {
-        ty: Type::Int32,
-        optional: false,
-        name: Some("org.apache.kafka.connect.data.Time".into()),
-        version: Some(1),
-        parameters: vec![],
-        default: None,
-    };
+    let time = Schema::named(Type::Int32, false, "org.apache.kafka.connect.data.Time");
     assert_eq!(
         cast(time.clone(), Value::JavaDate { millis: 3_723_004, number: 3_723_004 }, "string").unwrap(),
         text("01:02:03.004Z")

@@ -83,14 +83,7 @@ impl TimestampConverter {
     }
 
     fn target_schema(&self, optional: bool) -> Schema {
-        let named = |ty, name: &str| Schema::Primitive {
-            ty,
-            optional,
-            name: Some(name.into()),
-            version: Some(1),
-            parameters: vec![],
-            default: None,
-        };
+        let named = |ty, name: &str| Schema::named(ty, optional, name);
         match self.target {
             Form::String => Schema::primitive(Type::String, optional),
             Form::Unix => Schema::primitive(Type::Int64, optional),

@@ -14,14 +14,7 @@ use crate::connect::json::json_envelope;
 
 /// The payload column's own schema (jsonb), which Debezium keeps when it does not expand.
 fn json_column() -> Schema {
-    Schema::Primitive {
-        ty: Type::String,
-        optional: true,
-        name: Some("io.debezium.data.Json".into()),
-        version: Some(1),
-        parameters: vec![],
-        default: None,
-    }
+    Schema::named(Type::String, true, "io.debezium.data.Json")
 }
 
 /// The value bytes JsonConverter writes for `text` after Debezium's expansion, or the error when
@@ -178,20 +171,7 @@ fn envelope_placement_wraps_the_expanded_payload() {
         let e = expand_json_payload(text, "payload", JsonNullBehavior::Ignore).unwrap();
         let schema = Schema::Struct {
             name: Some(format!("dbserver1.public.outbox.{aggregate}.Value")),
-            fields: vec![
-                ("payload".into(), e.schema),
-                (
-                    "eventType".into(),
-                    Schema::Primitive {
-                        ty: Type::String,
-                        optional: false,
-                        name: None,
-                        version: None,
-                        parameters: vec![],
-                        default: None,
-                    },
-                ),
-            ],
+            fields: vec![("payload".into(), e.schema), ("eventType".into(), Schema::primitive(Type::String, false))],
             optional: false,
             version: None,
             doc: None,

@@ -15,10 +15,9 @@ pub(super) struct PlannedColumn {
     pub index: usize,
     pub name: String,
     pub column: ColumnType,
-    /// The column's Connect schema, shared by every record that carries it.
+    /// The column's Connect schema, shared by every record that carries it; its default is what
+    /// a NULL in this column is read as (Connect's `Struct.get`).
     pub schema: Arc<crate::connect::Schema>,
-    /// The schema's default: what a NULL in this column is read as (Connect's `Struct.get`).
-    pub default: Option<crate::connect::Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,7 +79,7 @@ impl Planner<'_> {
             self.cfg.column_mappers.parameters(&self.rel.schema, &self.rel.table, col, c.type_oid, c.type_modifier);
         match &mut schema {
             crate::connect::Schema::Primitive { default: d, parameters, .. } => {
-                *d = default.clone().map(crate::connect::SchemaDefault);
+                *d = default.map(crate::connect::SchemaDefault);
                 parameters.extend(source_type.into_iter().flatten());
             }
             _ if source_type.is_some() => tracing::warn!(
@@ -90,7 +89,7 @@ impl Planner<'_> {
             ),
             _ => {}
         }
-        Ok(PlannedColumn { index, name: col.to_string(), column, schema: Arc::new(schema), default })
+        Ok(PlannedColumn { index, name: col.to_string(), column, schema: Arc::new(schema) })
     }
 
     pub fn columns(&self) -> Result<Columns, RouteError> {
