@@ -40,6 +40,8 @@ pub enum RelayError {
     SlotDropped(String),
     #[error("replication slot `{slot}` does not exist, but this connector streamed from it before (up to {lsn}, as recorded in Kafka topic `{topic}`): the slot was dropped, invalidated or lost in a failover while pgoutbox was stopped, and events committed since {lsn} may never have been published. Creating a new slot would silently skip them, so stopping. To publish what is still in the outbox table and go on, start once with snapshot.mode=when_needed; to go on from the current position and accept the loss, run `pgoutbox offsets reset --config <file>`; `pgoutbox verify` shows what is missing")]
     SlotLost { slot: String, lsn: crate::lsn::Lsn, topic: String },
+    #[error("the relay is trying to read the change stream starting at {offset}, as the committed offset in Kafka topic `{topic}` says, but this is no longer available on the server: replication slot `{slot}` holds WAL from {restart} on. The slot was dropped and created again, or moved past the offset, while nothing streamed from it, so changes committed in between were never decoded and their events may never have been published (Debezium stops here too, under offset.mismatch.strategy=no_validation or trust_offset). To publish what is still in the outbox table and go on, start once with snapshot.mode=when_needed; to go on from the slot and accept the gap, set offset.mismatch.strategy=trust_slot or run `pgoutbox offsets reset --config <file>`; `pgoutbox verify` shows what is missing")]
+    OffsetUnavailable { slot: String, offset: crate::lsn::Lsn, restart: crate::lsn::Lsn, topic: String },
     #[error("exactly once: offsets topic `{topic}` does not exist, but replication slot `{slot}` does: the committed offsets that say which of the slot's transactions Kafka already holds are gone (the topic was deleted, or offset.storage.topic now names another topic). Resuming from the slot would publish those transactions again, so stopping. If offset.storage.topic changed, set it back. To resume from the slot and accept that transactions since its last confirmation may be published twice, start once with exactly.once.source.support=disabled (it records the slot's position in `{topic}`), then enable exactly once again; to start over, run `pgoutbox offsets reset --config <file>`")]
     OffsetsLost { slot: String, topic: String },
 }
@@ -78,7 +80,10 @@ impl RelayError {
             RelayError::Decode { .. } | RelayError::Route(_) | RelayError::InvalidOperation(_) => 5,
             RelayError::Delivery(_) | RelayError::DeadLetterRefused(_) | RelayError::Registry(_) => 6,
             RelayError::Kafka(_) | RelayError::TaskStopped(_) => 7,
-            RelayError::SlotDropped(_) | RelayError::SlotLost { .. } | RelayError::OffsetsLost { .. } => 8,
+            RelayError::SlotDropped(_)
+            | RelayError::SlotLost { .. }
+            | RelayError::OffsetUnavailable { .. }
+            | RelayError::OffsetsLost { .. } => 8,
         }
     }
 }

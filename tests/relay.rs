@@ -1310,6 +1310,81 @@ async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up
     }
 }
 
+/// Debezium's start-up check (`offset.mismatch.strategy` `no_validation`, the default, and
+/// `trust_offset`): a committed offset the slot's `restart_lsn` has passed names WAL the slot no
+/// longer holds, as when the slot was dropped and created again under the same name while nothing
+/// streamed. The event committed in between was never decoded, and resuming from the new slot
+/// would lose it silently. The relay stops (exit 8) naming the cause and the ways out, `check`
+/// says the same, and `snapshot.mode=when_needed` publishes it with a new snapshot, then streams.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_created_again_past_the_committed_offset_stops_the_relay_unless_a_snapshot_fills_the_gap() {
+    use pgoutbox::kafka::offsets::{OffsetStore, SourceOffset};
+    let o = Outbox::new("recreated").await;
+    let topic = o.topic("Order");
+    create_topics(&o.env.broker, std::slice::from_ref(&topic), 1).await;
+    let offsets_topic = format!("offsets-{}", o.slot);
+    let base = format!("offset.storage.topic={offsets_topic}");
+    let mut relay = Relay::start_streaming(&o.config(&[&base]));
+    assert!(relay.stop().success(), "{}", relay.log_text());
+    // Debezium streamed from the slot up to here and committed its offset.
+    let sql = o.env.sql().await;
+    let offset_at: String = sql.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).await.unwrap().get(0);
+    let offset_at: Lsn = offset_at.parse().unwrap();
+    let kafka = pgoutbox::config::KafkaConfig {
+        bootstrap_servers: o.env.broker.clone(),
+        producer_overrides: Default::default(),
+        client_security: Default::default(),
+        topic_creation: None,
+    };
+    let store = OffsetStore::new(&kafka, &offsets_topic, "test-connector", "testserver");
+    store.store(&SourceOffset { slot: None, ..SourceOffset::at_commit("", offset_at) }).await.unwrap();
+    // An event committed while nothing streamed; then the slot is dropped and created again.
+    sql.batch_execute(&o.insert_sql("Order", "lost", Some("{}"))).await.unwrap();
+    o.drop_slot().await;
+    sql.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&o.slot]).await.unwrap();
+
+    for strategy in ["no_validation", "trust_offset"] {
+        let strategy_line = format!("offset.mismatch.strategy={strategy}");
+        let mut relay = Relay::start(&o.config(&[&base, &strategy_line]));
+        let status = relay.wait(Duration::from_secs(60));
+        let log = relay.log_text();
+        assert_eq!(status.and_then(|s| s.code()), Some(8), "{strategy}: stops, exit 8; log:\n{log}");
+        assert!(
+            log.contains(&format!("starting at {offset_at}"))
+                && log.contains("no longer available on the server")
+                && log.contains("snapshot.mode=when_needed")
+                && log.contains("offset.mismatch.strategy=trust_slot"),
+            "{strategy}: names the offset, the cause and the ways out; log:\n{log}"
+        );
+    }
+    let config = write_config(&o.config(&[&base]));
+    let (code, out) = pgoutbox(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("PROBLEM offsets") && out.contains("no longer available on the server"), "{out}");
+    assert!(
+        consume(&o.env.broker, std::slice::from_ref(&topic), 1, Duration::from_secs(2)).is_empty(),
+        "nothing published by the refused starts"
+    );
+
+    // when_needed: the snapshot publishes what the outbox table holds, then the stream goes on.
+    let mut relay = Relay::start_streaming(&o.config(&[&base, "snapshot.mode=when_needed"]));
+    sql.batch_execute(&o.insert_sql("Order", "next", Some("{}"))).await.unwrap();
+    let records = consume(&o.env.broker, std::slice::from_ref(&topic), 2, Duration::from_secs(30));
+    let log = relay.log_text();
+    let keys: Vec<String> =
+        records.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect();
+    assert!(
+        keys.len() == 2 && keys[0].contains(r#""payload":"lost""#) && keys[1].contains(r#""payload":"next""#),
+        "the lost event by the snapshot, then the next one; got {keys:?}\n{log}"
+    );
+    assert!(log.contains("taking a new snapshot of the outbox table (snapshot.mode=when_needed)"), "{log}");
+    assert!(relay.stop().success(), "{}", relay.log_text());
+    // Its own record now: the next start streams without a snapshot or a stop.
+    let mut relay = Relay::start_streaming(&o.config(&[&base]));
+    assert!(relay.stop().success(), "{}", relay.log_text());
+    o.drop_slot().await;
+}
+
 /// `lsn.flush.mode=manual` (Debezium 3.4): the relay never moves the slot (the operator does) and
 /// resumes from the offsets topic, where it records what Kafka acknowledged (at least once), or
 /// where each Kafka transaction records its position (exactly once). A graceful stop publishes

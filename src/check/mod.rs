@@ -277,6 +277,27 @@ async fn check_offsets_kept(cfg: &Config) -> Option<Finding> {
     }
 }
 
+/// At least once: a committed offset the slot's `restart_lsn` has passed (a slot created again)
+/// stops the relay at start, as it stops Debezium (`pipeline::session`).
+async fn check_log_position(cfg: &Config, s: &crate::postgres::slot::SlotState) -> Option<Finding> {
+    let store = crate::kafka::offsets::OffsetStore::for_connector(cfg);
+    let o = match store.load_for_slot_unconfirmed(&cfg.slot_name).await {
+        Ok(o) => o?,
+        Err(e) => return Some(problem("offsets", format!("the committed offset cannot be read: {e}"))),
+    };
+    let (restart, offset) = crate::pipeline::position_unavailable(cfg, s.restart_lsn, &o)?;
+    if cfg.snapshot_mode == crate::config::SnapshotMode::WhenNeeded {
+        return Some(ok("offsets", format!("the committed offset ({offset}) is no longer available on the server (slot `{}` holds WAL from {restart} on): pgoutbox will take a new snapshot (snapshot.mode=when_needed), then stream from the slot", cfg.slot_name)));
+    }
+    let e = crate::RelayError::OffsetUnavailable {
+        slot: cfg.slot_name.clone(),
+        offset,
+        restart,
+        topic: store.topic().to_string(),
+    };
+    Some(problem("offsets", e.to_string()))
+}
+
 async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> {
     match crate::postgres::slot::state(sql, &cfg.slot_name).await {
         Ok(None) => vec![check_lost_slot(cfg).await],
@@ -307,6 +328,8 @@ async fn check_slot(sql: &tokio_postgres::Client, cfg: &Config) -> Vec<Finding> 
             }
             if cfg.exactly_once.is_some() {
                 f.extend(check_offsets_kept(cfg).await);
+            } else {
+                f.extend(check_log_position(cfg, &s).await);
             }
             f
         }

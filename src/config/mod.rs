@@ -292,6 +292,9 @@ pub struct Config {
     pub slot_failover: bool,
     /// `offset.mismatch.strategy`.
     pub offset_mismatch: OffsetMismatch,
+    /// `internal.log.position.check.enable` (Debezium's, default true): at start, a committed
+    /// offset the slot's `restart_lsn` has passed stops the relay (see `pipeline::session`).
+    pub log_position_check: bool,
     /// `lsn.flush.mode=manual`: the relay never confirms a position to the slot (the operator
     /// advances it) and resumes from the offsets topic, where it records every acknowledged
     /// position; see `pipeline::session`.
@@ -422,6 +425,7 @@ impl Config {
             publish_via_partition_root: stream.publish_via_partition_root,
             slot_failover: stream.slot_failover,
             offset_mismatch: stream.offset_mismatch,
+            log_position_check: stream.log_position_check,
             lsn_flush_manual,
             offset_topic: stream.offset_topic,
             offset_partitions: stream.offset_partitions,
@@ -689,6 +693,7 @@ struct Stream {
     publish_via_partition_root: bool,
     slot_failover: bool,
     offset_mismatch: OffsetMismatch,
+    log_position_check: bool,
     offset_topic: String,
     offset_partitions: i32,
     offset_replication: Option<i32>,
@@ -747,6 +752,7 @@ fn parse_stream(r: &mut Reader<'_>) -> Result<Stream, ConfigError> {
         publish_via_partition_root: r.bool_or("publish.via.partition.root", false)?,
         slot_failover: r.bool_or("slot.failover", false)?,
         offset_mismatch: parse_offset_mismatch(r)?,
+        log_position_check: r.bool_or("internal.log.position.check.enable", true)?,
         // Connect's connector-level `offsets.storage.topic` (KIP-618) wins over the worker's.
         offset_topic: match r.str("offsets.storage.topic") {
             Some(t) => t.to_string(),

@@ -56,10 +56,25 @@ pub struct SourceOffset {
     /// Set when the offset stops inside a transaction (a Kafka transaction held part of a large
     /// one, or Debezium's offset after an event).
     pub partial: Option<Partial>,
+    /// `lsn_proc`: the last change handled whole (Debezium's `lastCompletelyProcessedLsn`), which
+    /// its start-up check compares with the slot's `restart_lsn`; `None` when the record has none.
+    pub processed: Option<Lsn>,
+    /// Who wrote it, and so what it can be trusted for.
+    pub written: Written,
+}
+
+/// What wrote an offset record (`"pgoutbox.mode"`), and so what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// The published position itself: Debezium's record, or pgoutbox's under exactly once.
+    Position,
     /// A copy of the slot's confirmed position that pgoutbox recorded at least once
-    /// (`"pgoutbox.mode":"at_least_once"`), for Debezium after a rollback: pgoutbox itself trusts
-    /// the slot, not this, for where to resume.
-    pub slot_copy: bool,
+    /// (`"at_least_once"`), for Debezium after a rollback: pgoutbox itself trusts the slot, not
+    /// this, for where to resume.
+    SlotCopy,
+    /// The acknowledged position under `lsn.flush.mode=manual` (`"manual"`): the slot is the
+    /// operator's and stays behind it, as under Debezium.
+    Manual,
 }
 
 /// How far into the transaction after `lsn_commit` the published events go.
@@ -83,14 +98,20 @@ impl SourceOffset {
             ts_usec: now_usec(),
             xid: None,
             partial: None,
-            slot_copy: false,
+            processed: Some(lsn),
+            written: Written::Position,
         }
     }
 
     /// The slot's confirmed position, recorded at least once as Connect records Debezium's offsets:
-    /// what Debezium resumes from after a rollback (see [`SourceOffset::slot_copy`]).
+    /// what Debezium resumes from after a rollback (see [`Written::SlotCopy`]).
     pub fn slot_copy(slot: &str, lsn: Lsn) -> Self {
-        SourceOffset { slot_copy: true, ..Self::at_commit(slot, lsn) }
+        SourceOffset { written: Written::SlotCopy, ..Self::at_commit(slot, lsn) }
+    }
+
+    /// The acknowledged position under `lsn.flush.mode=manual` (see [`Written::Manual`]).
+    pub fn manual(slot: &str, lsn: Lsn) -> Self {
+        SourceOffset { written: Written::Manual, ..Self::at_commit(slot, lsn) }
     }
 
     /// The record's value, as Debezium's PostgreSQL connector writes it, plus the slot's name.
@@ -99,7 +120,9 @@ impl SourceOffset {
     pub fn value(&self) -> Vec<u8> {
         let c = self.lsn.0;
         let mut v = serde_json::Map::new();
-        v.insert("lsn_proc".into(), json!(c));
+        if let Some(p) = self.processed {
+            v.insert("lsn_proc".into(), json!(p.0));
+        }
         v.insert("lsn_commit".into(), json!(c));
         match self.partial {
             None => {
@@ -118,8 +141,14 @@ impl SourceOffset {
         }
         v.insert("ts_usec".into(), json!(self.ts_usec));
         v.insert("pgoutbox.slot".into(), json!(self.slot.as_deref()));
-        if self.slot_copy {
-            v.insert("pgoutbox.mode".into(), json!("at_least_once"));
+        match self.written {
+            Written::Position => {}
+            Written::SlotCopy => {
+                v.insert("pgoutbox.mode".into(), json!("at_least_once"));
+            }
+            Written::Manual => {
+                v.insert("pgoutbox.mode".into(), json!("manual"));
+            }
         }
         serde_json::Value::Object(v).to_string().into_bytes()
     }
@@ -472,7 +501,12 @@ fn parse_value(bytes: &[u8]) -> Option<SourceOffset> {
         ts_usec: v.get("ts_usec").and_then(|t| t.as_i64()).unwrap_or(0),
         xid,
         partial,
-        slot_copy: v.get("pgoutbox.mode").and_then(|m| m.as_str()) == Some("at_least_once"),
+        processed: v.get("lsn_proc").and_then(|p| p.as_u64()).map(Lsn),
+        written: match v.get("pgoutbox.mode").and_then(|m| m.as_str()) {
+            Some("at_least_once") => Written::SlotCopy,
+            Some("manual") => Written::Manual,
+            _ => Written::Position,
+        },
     })
 }
 
@@ -501,11 +535,14 @@ mod tests {
             ts_usec,
             xid: None,
             partial: None,
-            slot_copy: false,
+            processed: Some(Lsn(lsn)),
+            written: Written::Position,
         };
         assert_eq!(parse_value(v), Some(at(Some("debezium"), 100, 7)));
         // Debezium's own offset (no slot name) says the same: this connector streamed up to there.
-        assert_eq!(parse_value(br#"{"lsn":100}"#), Some(at(None, 100, 0)));
+        // Without `lsn_proc` nothing says what was handled whole.
+        assert_eq!(parse_value(br#"{"lsn":100}"#), Some(SourceOffset { processed: None, ..at(None, 100, 0) }));
+        assert_eq!(parse_value(br#"{"lsn":100,"lsn_proc":80}"#).unwrap().processed, Some(Lsn(80)));
         // Debezium's offset after an event: lsn_commit at the previous commit, lsn at the event.
         let dbz = br#"{"lsn_proc":90,"lsn_commit":90,"lsn":120,"txId":77,"ts_usec":5,"messageType":"INSERT","lsn_events_processed":2}"#;
         let o = parse_value(dbz).unwrap();
@@ -527,7 +564,8 @@ mod tests {
                 ts_usec: 1,
                 xid: Some(9),
                 partial,
-                slot_copy: false,
+                processed: Some(Lsn(400)),
+                written: Written::Position,
             };
             assert_eq!(parse_value(&o.value()), Some(o));
         }
@@ -535,6 +573,10 @@ mod tests {
         let copy = SourceOffset::slot_copy("s", Lsn(700));
         assert!(String::from_utf8(copy.value()).unwrap().contains(r#""pgoutbox.mode":"at_least_once""#));
         assert_eq!(parse_value(&copy.value()), Some(copy));
+        // lsn.flush.mode=manual: the position itself, marked as the operator's slot's.
+        let manual = SourceOffset::manual("s", Lsn(800));
+        assert!(String::from_utf8(manual.value()).unwrap().contains(r#""pgoutbox.mode":"manual""#));
+        assert_eq!(parse_value(&manual.value()), Some(manual));
         assert_eq!(parse_value(b"not json"), None);
     }
 }

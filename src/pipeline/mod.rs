@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use checkpoint::Checkpoint;
 pub(crate) use reader::{now_ms, tolerate_route_error, BATCH_MAX_BYTES};
-pub use session::drop_slot;
+pub use session::{drop_slot, position_unavailable};
 
 use crate::config::Config;
 use crate::error::RelayError;

@@ -14,7 +14,7 @@ use super::reader::{Handoff, Reader, Source};
 use super::{sink::Sink, snapshot};
 use crate::config::{Config, SnapshotMode};
 use crate::error::RelayError;
-use crate::kafka::offsets::{OffsetStore, SourceOffset};
+use crate::kafka::offsets::{OffsetStore, SourceOffset, Written};
 use crate::kafka::Producer;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -268,6 +268,7 @@ pub async fn run(
             offsets: &offsets,
             slot: &cfg.slot_name,
             resume: started.resume,
+            manual: cfg.lsn_flush_manual,
         });
     }
     // The sink stops taking work when the reader says so (a stop inside a transaction reads on to
@@ -375,7 +376,7 @@ impl OffsetRecorder {
         }
         let started = std::time::Instant::now();
         let offset =
-            if self.manual { SourceOffset::at_commit(&self.slot, at) } else { SourceOffset::slot_copy(&self.slot, at) };
+            if self.manual { SourceOffset::manual(&self.slot, at) } else { SourceOffset::slot_copy(&self.slot, at) };
         match self.offsets.store(&offset).await {
             Ok(()) => {
                 self.recorded = at;
@@ -448,11 +449,24 @@ async fn start(
     if cfg.exactly_once.is_some() {
         offsets_kept(cfg, &mut state.offsets_missing_since, &offsets, existing.is_some()).await?;
     }
-    let snapshot_wanted = match cfg.snapshot_mode {
-        SnapshotMode::NoData => false,
-        SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
-        SnapshotMode::Always => !state.snapshot_taken,
-    };
+    // At least once the committed offset of an existing slot is read before the slot is used, so
+    // that Debezium's start-up check stops the relay, or takes a snapshot, before anything is
+    // published.
+    let mut loaded = None;
+    let mut resnapshot = false;
+    if let (None, Some(s)) = (&cfg.exactly_once, &existing) {
+        let o = offsets.load_for_slot_unconfirmed(&cfg.slot_name).await.map_err(|e| offset_error(e, &offsets))?;
+        if let Some(o) = &o {
+            resnapshot = log_position_lost(cfg, s, o, &offsets)?;
+        }
+        loaded = Some(o.filter(|_| !resnapshot));
+    }
+    let snapshot_wanted = resnapshot
+        || match cfg.snapshot_mode {
+            SnapshotMode::NoData => false,
+            SnapshotMode::Initial | SnapshotMode::InitialOnly | SnapshotMode::WhenNeeded => existing.is_none(),
+            SnapshotMode::Always => !state.snapshot_taken,
+        };
     if !snapshot_wanted {
         // Debezium's SnapshotSkipped, unless this task already took one.
         let mut snap = ctx.metrics.snapshot.lock().unwrap_or_else(|e| e.into_inner());
@@ -468,7 +482,7 @@ async fn start(
         Some(eos) => Some(transactional_producer(cfg, &eos.transactional_id, &offsets).await?),
         None => None,
     };
-    let resume = committed_offset(cfg, &sql, &offsets, requested).await?;
+    let resume = committed_offset(cfg, &sql, &offsets, requested, loaded).await?;
     let requested = match resume {
         Some(Resume(p)) if cfg.offset_mismatch.advances_slot() => advance_slot(cfg, &sql, requested, p.commit).await?,
         _ => requested,
@@ -579,19 +593,22 @@ async fn transactional_producer(cfg: &Config, id: &str, offsets: &OffsetStore) -
 /// when it holds nothing more): pgoutbox's own under exactly once, or the one Debezium left in the
 /// Connect offsets topic it used. An offset ahead of the server's WAL was written for another
 /// server: skipping up to it would skip events, so the relay stops instead.
+///
+/// `loaded`: the record already read at this start, if it was.
 async fn committed_offset(
     cfg: &Config,
     sql: &Client,
     offsets: &OffsetStore,
     slot_position: Lsn,
+    loaded: Option<Option<SourceOffset>>,
 ) -> Result<Option<Resume>, RelayError> {
     // The slot exists here. At least once, a stale "no offsets topic" can only make the relay
     // publish again what the slot already passed, so the first answer is believed (saving a second
     // of rechecks at every first start); exactly once, a missed record would mean duplicates.
-    let load = if cfg.exactly_once.is_some() {
-        offsets.load_for_slot(&cfg.slot_name).await
-    } else {
-        offsets.load_for_slot_unconfirmed(&cfg.slot_name).await
+    let load = match loaded {
+        Some(o) => Ok(o),
+        None if cfg.exactly_once.is_some() => offsets.load_for_slot(&cfg.slot_name).await,
+        None => offsets.load_for_slot_unconfirmed(&cfg.slot_name).await,
     };
     let Some(o) = load.map_err(|e| offset_error(e, offsets))? else {
         return Ok(None);
@@ -601,7 +618,7 @@ async fn committed_offset(
     // restart took the slot back, a failover to a standby that was behind), the slot's own
     // position rules at least once, and what lies between is published again rather than trusted
     // across a WAL history that may have changed.
-    if o.slot_copy || !resume.beyond(slot_position) {
+    if o.written == Written::SlotCopy || !resume.beyond(slot_position) {
         return Ok(None);
     }
     let wal = setup::current_wal_lsn(sql).await?;
@@ -616,6 +633,60 @@ async fn committed_offset(
         .into());
     }
     Ok(Some(resume))
+}
+
+/// Debezium's start-up check (`PostgresConnection.validateLogPosition`, before streaming): a
+/// committed offset whose last wholly handled change (`lsn_proc`) lies before the slot's
+/// `restart_lsn` names WAL the slot no longer holds. The slot was dropped and created again under
+/// the same name, or moved past the offset, while nothing streamed from it: what was committed in
+/// between was never decoded. Debezium checks under `offset.mismatch.strategy` `no_validation` and
+/// `trust_offset` (the other two trust the slot) unless `internal.log.position.check.enable=false`,
+/// and not for `snapshot.mode=initial_only`, which does not stream. `when_needed` takes a new
+/// snapshot and streams from the slot (`true`); every other mode stops.
+///
+/// Only records that are the published position itself are checked: Debezium's (no slot name) and
+/// pgoutbox's under `lsn.flush.mode=manual`, whose slot only the operator moves. pgoutbox's
+/// at-least-once records copy a slot it confirms ahead of them, and under exactly once an idle
+/// slot is confirmed past the last Kafka transaction's record: checking those would stop healthy
+/// relays.
+fn log_position_lost(
+    cfg: &Config,
+    slot: &slot::SlotState,
+    o: &SourceOffset,
+    offsets: &OffsetStore,
+) -> Result<bool, RelayError> {
+    let Some((restart, processed)) = position_unavailable(cfg, slot.restart_lsn, o) else {
+        return Ok(false);
+    };
+    if cfg.snapshot_mode == SnapshotMode::WhenNeeded {
+        tracing::warn!(
+            slot = %cfg.slot_name,
+            offset = %processed,
+            restart_lsn = %restart,
+            "the last recorded offset is no longer available on the server (the slot's restart_lsn is past it: the slot was created again or moved); events committed in between may not have been published: taking a new snapshot of the outbox table (snapshot.mode=when_needed), then streaming from the slot"
+        );
+        return Ok(true);
+    }
+    Err(RelayError::OffsetUnavailable {
+        slot: cfg.slot_name.clone(),
+        offset: processed,
+        restart,
+        topic: offsets.topic().to_string(),
+    })
+}
+
+/// The slot's `restart_lsn` and the offset's `lsn_proc` when the first has passed the second and
+/// [`log_position_lost`] checks this record.
+pub fn position_unavailable(cfg: &Config, restart: Option<Lsn>, o: &SourceOffset) -> Option<(Lsn, Lsn)> {
+    use crate::config::OffsetMismatch;
+    let checked = cfg.log_position_check
+        && matches!(cfg.offset_mismatch, OffsetMismatch::NoValidation | OffsetMismatch::TrustOffset)
+        && cfg.snapshot_mode != SnapshotMode::InitialOnly
+        && (o.slot.is_none() || o.written == Written::Manual);
+    match (restart, o.processed) {
+        (Some(restart), Some(processed)) if checked && restart > processed => Some((restart, processed)),
+        _ => None,
+    }
 }
 
 /// A missing slot this connector streamed from before (in this process, or as recorded in Kafka)
@@ -828,7 +899,11 @@ async fn record_offset(
     if resume.is_some() {
         return Ok(());
     }
-    let offset = SourceOffset::at_commit(&cfg.slot_name, lsn);
+    let offset = if cfg.lsn_flush_manual {
+        SourceOffset::manual(&cfg.slot_name, lsn)
+    } else {
+        SourceOffset::at_commit(&cfg.slot_name, lsn)
+    };
     let Some(producer) = producer else {
         return offsets.store(&offset).await.map_err(|e| offset_error(e, offsets));
     };
@@ -993,5 +1068,54 @@ mod kept_tests {
         assert!(closing.elapsed() >= Duration::from_millis(150), "the close waited for the other holder to let go");
         holder.await.unwrap();
         assert!(kept.lock().producer.is_none());
+    }
+}
+
+#[cfg(test)]
+mod log_position_tests {
+    use super::*;
+
+    fn config(extra: &[&str]) -> Config {
+        let mut raw = crate::config::parse_properties(
+            "name=c\nconnector.class=io.debezium.connector.postgresql.PostgresConnector\n\
+             database.hostname=h\ndatabase.user=u\ndatabase.dbname=d\ntopic.prefix=p\n\
+             table.include.list=public.outbox\ntransforms=outbox\n\
+             transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\nbootstrap.servers=b:9092\n",
+        );
+        for e in extra {
+            raw.set(e).unwrap();
+        }
+        Config::from_raw(&raw).unwrap()
+    }
+
+    /// Debezium's check compares the slot's restart_lsn with the offset's lsn_proc, under
+    /// no_validation (the default) and trust_offset only, and pgoutbox makes it only for records
+    /// that are the published position.
+    #[test]
+    fn a_slot_whose_restart_lsn_passed_the_offset_is_caught_where_debezium_catches_it() {
+        let debezium = SourceOffset { slot: None, ..SourceOffset::at_commit("", Lsn(100)) };
+        let behind = Some(Lsn(100));
+        let past = Some(Lsn(101));
+        let default = config(&[]);
+        assert_eq!(position_unavailable(&default, past, &debezium), Some((Lsn(101), Lsn(100))));
+        assert_eq!(position_unavailable(&default, behind, &debezium), None, "restart_lsn at the offset is fine");
+        assert_eq!(position_unavailable(&default, None, &debezium), None);
+        let no_proc = SourceOffset { processed: None, ..debezium.clone() };
+        assert_eq!(position_unavailable(&default, past, &no_proc), None, "no lsn_proc, nothing to compare");
+        assert!(position_unavailable(&config(&["offset.mismatch.strategy=trust_offset"]), past, &debezium).is_some());
+        for unchecked in [
+            "offset.mismatch.strategy=trust_slot",
+            "offset.mismatch.strategy=trust_greater_lsn",
+            "internal.log.position.check.enable=false",
+            "snapshot.mode=initial_only",
+        ] {
+            assert_eq!(position_unavailable(&config(&[unchecked]), past, &debezium), None, "{unchecked}");
+        }
+        // pgoutbox's own: under lsn.flush.mode=manual the record is the position; a copy of the
+        // slot's, or a transactional record, may be behind a slot that moved on.
+        let manual = config(&["lsn.flush.mode=manual"]);
+        assert!(position_unavailable(&manual, past, &SourceOffset::manual("s", Lsn(100))).is_some());
+        assert_eq!(position_unavailable(&default, past, &SourceOffset::slot_copy("s", Lsn(100))), None);
+        assert_eq!(position_unavailable(&default, past, &SourceOffset::at_commit("s", Lsn(100))), None);
     }
 }

@@ -65,6 +65,8 @@ struct Txn {
     /// Where the offset record goes, and the slot it names.
     offsets: kafka::offsets::OffsetStore,
     slot: String,
+    /// How its offset records are marked: `Manual` under `lsn.flush.mode=manual`.
+    written: kafka::offsets::Written,
     transactional_id: String,
     /// `transaction.timeout.ms`: the bound on a commit or an abort.
     timeout: Duration,
@@ -79,6 +81,8 @@ pub struct ExactlyOnce<'a> {
     pub offsets: &'a crate::kafka::offsets::OffsetStore,
     pub slot: &'a str,
     pub resume: Option<Resume>,
+    /// `lsn.flush.mode=manual`: the slot is the operator's (its records say so).
+    pub manual: bool,
 }
 
 impl Sink {
@@ -124,6 +128,7 @@ impl Sink {
             state: Transactions::new(eos.config, kafka::transaction_timeout(&self.kafka)),
             offsets: eos.offsets.clone(),
             slot: eos.slot.to_string(),
+            written: if eos.manual { kafka::offsets::Written::Manual } else { kafka::offsets::Written::Position },
             transactional_id: eos.config.transactional_id.clone(),
             timeout: kafka::transaction_timeout(&self.kafka),
         });
@@ -237,7 +242,8 @@ impl Sink {
             ts_usec: kafka::offsets::now_usec(),
             xid: position.partial.map(|p| p.xid),
             partial: position.partial.map(Into::into),
-            slot_copy: false,
+            processed: Some(position.commit),
+            written: t.written,
         };
         let value = offset.value();
         let (offsets, id) = (t.offsets.clone(), t.transactional_id.clone());

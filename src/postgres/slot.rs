@@ -53,6 +53,8 @@ pub struct SlotState {
     pub plugin: Option<String>,
     pub database: Option<String>,
     pub confirmed_flush: Option<Lsn>,
+    /// `restart_lsn`: the oldest WAL the slot still holds for decoding.
+    pub restart_lsn: Option<Lsn>,
     pub active_pid: Option<i32>,
     pub wal_status: Option<String>,
     /// `failover` (PostgreSQL 17+; `None` before).
@@ -64,7 +66,7 @@ pub async fn state(sql: &Client, slot: &str) -> Result<Option<SlotState>, SetupF
     let row = sql
         .query_opt(
             // The row as JSON for `failover`, a column PostgreSQL 17 added.
-            "SELECT plugin::text, database::text, confirmed_flush_lsn::text, active_pid, wal_status, (to_jsonb(s) ->> 'failover')::bool FROM pg_replication_slots s WHERE slot_name = $1",
+            "SELECT plugin::text, database::text, confirmed_flush_lsn::text, active_pid, wal_status, (to_jsonb(s) ->> 'failover')::bool, restart_lsn::text FROM pg_replication_slots s WHERE slot_name = $1",
             &[&slot],
         )
         .await?;
@@ -72,6 +74,7 @@ pub async fn state(sql: &Client, slot: &str) -> Result<Option<SlotState>, SetupF
         plugin: r.get(0),
         database: r.get(1),
         confirmed_flush: r.get::<_, Option<String>>(2).and_then(|l| l.parse().ok()),
+        restart_lsn: r.get::<_, Option<String>>(6).and_then(|l| l.parse().ok()),
         active_pid: r.get(3),
         wal_status: r.get(4),
         failover: r.get(5),

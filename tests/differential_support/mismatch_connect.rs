@@ -12,6 +12,13 @@
 //!
 //! Each side must publish the same events as many times as the other (by aggregate id): which of
 //! the three the offset holds are published again, and the fourth once.
+//!
+//! Then each strategy again with slots created anew in step 2 instead of copied (a slot dropped
+//! and created again under its name): their `restart_lsn` is past the offset, which Debezium's
+//! start-up check refuses under `no_validation` and `trust_offset` (the task fails, "... no longer
+//! available on the server"), and pgoutbox must stop too (exit 8); under the other two both stream
+//! from the new slot. The suite runs that for `no_validation` and `trust_slot`
+//! (`PGOUTBOX_MISMATCH_RECREATED=all`: all four).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -46,13 +53,19 @@ pub async fn run() {
     let chosen = std::env::var("PGOUTBOX_MISMATCH_STRATEGIES").unwrap_or_default();
     let strategies: Vec<&str> =
         STRATEGIES.iter().copied().filter(|s| chosen.is_empty() || chosen.split(',').any(|c| c == *s)).collect();
-    for (i, strategy) in strategies.iter().enumerate() {
-        match strategy_case(&connect, &env, &sql, &table, &u, i, strategy).await {
-            Ok((connect_counts, pgoutbox_counts)) if connect_counts == pgoutbox_counts => {
-                outcomes.push(format!("{strategy}: {connect_counts:?} on both"))
+    // Slots created again: one strategy that refuses and one that trusts the slot in the suite (the
+    // others behave as these, each a minute more); `PGOUTBOX_MISMATCH_RECREATED=all` runs all four.
+    let all_recreated = std::env::var("PGOUTBOX_MISMATCH_RECREATED").is_ok_and(|v| v == "all");
+    let recreated = strategies.iter().filter(|s| all_recreated || matches!(**s, "no_validation" | "trust_slot"));
+    let cases = strategies.iter().map(|s| (*s, false)).chain(recreated.map(|s| (*s, true)));
+    for (i, (strategy, recreated)) in cases.enumerate() {
+        let case = if recreated { format!("{strategy}, slot created again") } else { strategy.to_string() };
+        match strategy_case(&connect, &env, &sql, &table, &u, i, strategy, recreated).await {
+            Ok((connect_side, pgoutbox_side)) if connect_side == pgoutbox_side => {
+                outcomes.push(format!("{case}: {connect_side:?} on both"))
             }
-            Ok((c, p)) => problems.push(format!("{strategy}: Connect published {c:?}, pgoutbox {p:?}")),
-            Err(e) => problems.push(format!("{strategy}: {e}")),
+            Ok((c, p)) => problems.push(format!("{case}: Connect {c:?}, pgoutbox {p:?}")),
+            Err(e) => problems.push(format!("{case}: {e}")),
         }
     }
     drop(connect);
@@ -65,6 +78,14 @@ pub async fn run() {
 /// The events each side published after resuming, as aggregate id -> copies.
 type Counts = BTreeMap<String, usize>;
 
+/// What a side did on resuming.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Published(Counts),
+    /// It refused to start: the offset is no longer available on the server.
+    Refused,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn strategy_case(
     connect: &Connect,
@@ -74,7 +95,8 @@ async fn strategy_case(
     u: &str,
     i: usize,
     strategy: &str,
-) -> Result<(Counts, Counts), String> {
+    recreated: bool,
+) -> Result<(Outcome, Outcome), String> {
     let name = format!("mm{i}-{u}");
     let server = format!("srv{u}{i}");
     let slot = format!("slot_{u}_{i}");
@@ -116,9 +138,12 @@ async fn strategy_case(
     // 2. The same slot and offset for each side; then one more event.
     let (slot_d, slot_p) = (format!("{slot}_d"), format!("{slot}_p"));
     for copy in [&slot_d, &slot_p] {
-        sql.batch_execute(&format!("SELECT pg_copy_logical_replication_slot('{slot}', '{copy}')"))
-            .await
-            .map_err(|e| format!("copying the slot: {e}"))?;
+        let statement = if recreated {
+            format!("SELECT pg_create_logical_replication_slot('{copy}', 'pgoutput')")
+        } else {
+            format!("SELECT pg_copy_logical_replication_slot('{slot}', '{copy}')")
+        };
+        sql.batch_execute(&statement).await.map_err(|e| format!("{statement}: {e}"))?;
     }
     let offsets = format!("offsets_{u}_{i}");
     copy_offset(&env.broker, &format!("{}-offsets", connect.group()), &offsets, &name).await?;
@@ -131,7 +156,13 @@ async fn strategy_case(
         return Err(format!("reconfiguring the connector: {code} {answer}"));
     }
     connect.call("PUT", &format!("/connectors/{name}/resume"), "");
-    let connect_counts = tokio::task::block_in_place(|| read_until(&broker, &topic("d"), "e4"));
+    let connect_side = tokio::task::block_in_place(|| {
+        if recreated && refused_by_connect(connect, &name) {
+            Outcome::Refused
+        } else {
+            Outcome::Published(read_until(&broker, &topic("d"), "e4"))
+        }
+    });
     connect.call("DELETE", &format!("/connectors/{name}"), "");
 
     // ... and pgoutbox on the other, reading Connect's offsets topic.
@@ -147,20 +178,55 @@ async fn strategy_case(
         ])
         .collect();
     let mut relay = Relay::start(&properties);
-    let pgoutbox_counts = tokio::task::block_in_place(|| read_until(&broker, &topic("p"), "e4"));
+    // Where it may refuse: its exit, or its streaming, whichever comes first.
+    let mut exited = None;
+    let waiting = Instant::now();
+    while recreated && exited.is_none() && waiting.elapsed() < Duration::from_secs(30) {
+        exited = relay.wait(Duration::from_millis(200));
+        if relay.log_text().contains("streaming") {
+            break;
+        }
+    }
+    let pgoutbox_side = if exited.is_some() {
+        Outcome::Refused
+    } else {
+        Outcome::Published(tokio::task::block_in_place(|| read_until(&broker, &topic("p"), "e4")))
+    };
     let log = relay.log_text();
-    let exit = relay.stop();
+    let exit = exited.or_else(|| Some(relay.stop()));
     for s in [&slot, &slot_d, &slot_p] {
         let _ = sql.batch_execute(&format!("SELECT pg_drop_replication_slot('{s}')")).await;
     }
     let _ = sql.batch_execute(&format!("DROP PUBLICATION IF EXISTS {publication}")).await;
-    if exit.code() != Some(0) {
-        return Err(format!("pgoutbox exited with {exit}:\n{}", tail(&log, 30)));
+    match (&pgoutbox_side, exit.and_then(|e| e.code())) {
+        (Outcome::Published(_), Some(0)) => {}
+        (Outcome::Refused, Some(8)) if log.contains("no longer available on the server") => {}
+        (_, code) => return Err(format!("pgoutbox exited with {code:?}:\n{}", tail(&log, 30))),
     }
-    if !connect_counts.contains_key("e4") {
-        return Err(format!("Connect did not publish the fourth event: {connect_counts:?}\n{}", connect.log_tail(30)));
+    if let Outcome::Published(c) = &connect_side {
+        if !c.contains_key("e4") {
+            return Err(format!("Connect did not publish the fourth event: {c:?}\n{}", connect.log_tail(30)));
+        }
     }
-    Ok((connect_counts, pgoutbox_counts))
+    Ok((connect_side, pgoutbox_side))
+}
+
+/// Whether connector `name`'s task failed at start (within 30 s) on Debezium's start-up check.
+fn refused_by_connect(connect: &Connect, name: &str) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let (_, body) = connect.call("GET", &format!("/connectors/{name}/status"), "");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let task = &v["tasks"][0];
+        match task["state"].as_str() {
+            Some("FAILED") => {
+                return task["trace"].as_str().is_some_and(|t| t.contains("no longer available on the server"))
+            }
+            Some("RUNNING") if start.elapsed() > Duration::from_secs(10) => return false,
+            _ => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+    false
 }
 
 /// The last record of `from` keyed for connector `name`, written into the new compacted topic `to`.
