@@ -1427,6 +1427,86 @@ async fn a_registry_refusing_the_credentials_stops_the_relay_and_the_right_ones_
     outbox.drop_slot().await;
 }
 
+/// `bearer.auth.credentials.source=OAUTHBEARER`: a registry behind a proxy (Debian's nginx) that
+/// lets through only requests bearing a live token of an OAuth endpoint (the client-credentials
+/// grant; tokens live 4 s here). With a wrong client secret the endpoint refuses, and the relay
+/// stops with exit code 6 naming the keys to fix, nothing published and the secret in no log line.
+/// With the right one the relay fetches a token, registers through the proxy, sends
+/// `bearer.auth.logical.cluster` as `target-sr-cluster`, and fetches a new token once the first is
+/// due (a new topic's schema after 5 s).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_behind_oauth_gets_tokens_from_the_endpoint_and_a_refused_client_stops_the_relay() {
+    const SECRET: &str = "sr-oauth-Sekr3t";
+    let registry =
+        std::env::var("PGOUTBOX_TEST_REGISTRY").expect("PGOUTBOX_TEST_REGISTRY: run through scripts/test.sh");
+    let endpoint =
+        support::oauth::TokenEndpoint::start("relay", SECRET, "schema:write registry", Duration::from_secs(4)).await;
+    let proxy = faults_support::registry::AuthProxy::bearer(&registry, &endpoint.introspect_url);
+    let (code, _) = support::http_get(proxy.url.trim_start_matches("http://"), "/apis/ccompat/v7/subjects")
+        .expect("the proxy answers");
+    assert_eq!(code, 401, "the proxy lets a request without a token through");
+    let outbox = support::Outbox::new("registry_oauth").await;
+    outbox.create_topics(&["Order", "Invoice"], 1).await;
+    let config = |secret: &str| {
+        outbox.config(&[
+            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+            "value.converter=io.confluent.connect.avro.AvroConverter",
+            &format!("value.converter.schema.registry.url={}/apis/ccompat/v7", proxy.url),
+            "value.converter.bearer.auth.credentials.source=OAUTHBEARER",
+            &format!("value.converter.bearer.auth.issuer.endpoint.url={}", endpoint.url),
+            "value.converter.bearer.auth.client.id=relay",
+            &format!("value.converter.bearer.auth.client.secret={secret}"),
+            "value.converter.bearer.auth.scope=schema:write registry",
+            "value.converter.bearer.auth.logical.cluster=lsrc-pgoutbox",
+        ])
+    };
+    let sql = outbox.env.sql().await;
+    sql.batch_execute(&outbox.insert_sql("Order", "a-1", Some(r#"{"n": 1}"#))).await.unwrap();
+    let order = outbox.topic("Order");
+
+    let mut relay = support::Relay::start(&config("not-the-secret"));
+    let Some(exit) = relay.wait(Duration::from_secs(60)) else {
+        panic!("the relay kept running with a client the token endpoint refuses; log:\n{}", relay.log_text())
+    };
+    let log = relay.log_text();
+    assert_eq!(exit.code(), Some(6), "log:\n{log}");
+    assert!(
+        log.contains("OAuth token endpoint") && log.contains("HTTP 401") && log.contains("bearer.auth.client.secret"),
+        "names the endpoint's refusal and the keys; log:\n{log}"
+    );
+    assert!(!log.contains("not-the-secret"), "the secret reached the log:\n{log}");
+    let none = support::consume_until_idle(&outbox.env.broker, std::slice::from_ref(&order), Duration::from_secs(2));
+    assert!(none.is_empty(), "published without a token");
+    assert_eq!(endpoint.issued(), 0);
+
+    let mut relay = support::Relay::start(&config(SECRET));
+    let records = support::consume(&outbox.env.broker, std::slice::from_ref(&order), 1, Duration::from_secs(60));
+    assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
+    let id = faults_support::registry::confluent_id(records[0].value.as_deref().unwrap());
+    let (code, body) =
+        support::http_get(registry.trim_start_matches("http://"), &format!("/apis/ccompat/v7/schemas/ids/{id}"))
+            .expect("the registry answers");
+    assert_eq!(code, 200, "the id names a schema in the registry behind the proxy: {body}");
+    assert_eq!(endpoint.issued(), 1, "one token for the first schema");
+    // The first token is due after 80% of its 4 s: the next schema needs a new one.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    sql.batch_execute(&outbox.insert_sql("Invoice", "i-1", Some(r#"{"n": 2}"#))).await.unwrap();
+    let invoice = outbox.topic("Invoice");
+    let records = support::consume(&outbox.env.broker, std::slice::from_ref(&invoice), 1, Duration::from_secs(60));
+    assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
+    assert_eq!(endpoint.issued(), 2, "a new token once the first was due");
+    assert!(endpoint.refused.lock().unwrap().len() == 1, "only the wrong secret was refused");
+    let access = proxy.access_log();
+    assert!(
+        access.lines().filter(|l| l.contains("/apis/ccompat/v7/subjects/")).all(|l| l.ends_with("lsrc-pgoutbox")),
+        "every registry call names the logical cluster:\n{access}"
+    );
+    let log = relay.log_text();
+    assert!(!log.contains(SECRET), "the secret reached the log");
+    assert!(relay.wait(Duration::from_millis(10)).is_none(), "the relay exited; log:\n{log}");
+    outbox.drop_slot().await;
+}
+
 /// A registry reached over https (a certificate from a CA of the test's own): with the CA as the
 /// truststore (PEM), records are published with ids the registry gives; without it the relay stops
 /// at once with exit code 6, saying the registry cannot be trusted and naming the truststore key,

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pgoutbox::kafka::consume::consume_all_with;
+use support::oauth::TokenEndpoint;
 use support::{pgoutbox, write_config, Outbox, Relay};
 
 /// The cluster's listeners and users (its `env` file) and its certificates (`tls/`).
@@ -441,88 +442,6 @@ async fn sasl_plain_and_oauthbearer_deliver_across_reauthentication() {
         assert!(!log.contains(&carol), "a secret reached the log:\n{log}");
         assert_eq!(relay.stop().code(), Some(0));
         o.drop_slot().await;
-    }
-}
-
-/// An OAuth 2 token endpoint on loopback for the client-credentials grant, as an identity provider
-/// (Keycloak, Okta, Entra ID) serves it: it checks the grant type, the scope and the client's id and
-/// secret (HTTP Basic), and issues tokens that live `lifetime`, in the unsecured form (alg none)
-/// the broker's validator on this cluster accepts, with the client's id as the principal.
-struct TokenEndpoint {
-    url: String,
-    /// Tokens issued, and requests refused (with what was wrong).
-    issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    refused: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl TokenEndpoint {
-    async fn start(
-        client_id: &'static str,
-        client_secret: &'static str,
-        scope: &'static str,
-        lifetime: Duration,
-    ) -> TokenEndpoint {
-        use axum::http::{header, HeaderMap, StatusCode};
-        use base64::Engine;
-        const JSON: [(header::HeaderName, &str); 1] = [(header::CONTENT_TYPE, "application/json")];
-        use std::sync::atomic::Ordering;
-        let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (i, r) = (issued.clone(), refused.clone());
-        let token = move |headers: HeaderMap, body: String| {
-            let (i, r) = (i.clone(), r.clone());
-            async move {
-                let b64 = base64::engine::general_purpose::STANDARD;
-                let basic = headers
-                    .get("authorization")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Basic "))
-                    .and_then(|v| b64.decode(v).ok())
-                    .map(|v| String::from_utf8_lossy(&v).into_owned());
-                let form: std::collections::HashMap<&str, &str> =
-                    body.split('&').filter_map(|kv| kv.split_once('=')).collect();
-                let wrong = if basic.as_deref() != Some(&format!("{client_id}:{client_secret}")) {
-                    Some("client credentials")
-                } else if form.get("grant_type") != Some(&"client_credentials") {
-                    Some("grant_type")
-                } else if form.get("scope") != Some(&scope) {
-                    Some("scope")
-                } else {
-                    None
-                };
-                if let Some(what) = wrong {
-                    r.lock().unwrap().push(format!("{what}: {body}"));
-                    return (StatusCode::UNAUTHORIZED, JSON, r#"{"error":"invalid_client"}"#.to_string());
-                }
-                i.fetch_add(1, Ordering::Relaxed);
-                let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-                let claims =
-                    serde_json::json!({"sub": client_id, "iat": now, "exp": now + lifetime.as_secs(), "scope": scope});
-                let jwt = format!("{}.{}.", url.encode(r#"{"alg":"none"}"#), url.encode(claims.to_string()));
-                let answer =
-                    serde_json::json!({"access_token": jwt, "token_type": "Bearer", "expires_in": lifetime.as_secs()});
-                (StatusCode::OK, JSON, answer.to_string())
-            }
-        };
-        let app = axum::Router::new().route("/oauth2/token", axum::routing::post(token));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://127.0.0.1:{}/oauth2/token", listener.local_addr().unwrap().port());
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        TokenEndpoint { url, issued, refused, server }
-    }
-
-    fn issued(&self) -> usize {
-        self.issued.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl Drop for TokenEndpoint {
-    fn drop(&mut self) {
-        self.server.abort();
     }
 }
 

@@ -130,6 +130,18 @@ enum IdKind {
 #[derive(Clone, PartialEq, Eq)]
 struct Authorization(String);
 
+/// Headers Confluent's client sends with every call under bearer auth, by name.
+type BearerHeaders = Vec<(&'static str, String)>;
+
+/// How the converter authenticates to the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Auth {
+    /// The same `Authorization` header on every call (basic auth, a static bearer token).
+    Header(Authorization),
+    /// A bearer token fetched from an OAuth token endpoint (`OAUTHBEARER`).
+    OAuth(Arc<oauth::OAuth>),
+}
+
 impl std::fmt::Debug for Authorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("\"***\"")
@@ -148,7 +160,10 @@ pub struct RegistryConverter {
     urls: Vec<Url>,
     /// For `https://` URLs.
     tls: Option<tls::Tls>,
-    authorization: Option<Authorization>,
+    auth: Option<Auth>,
+    /// Confluent's `target-sr-cluster` and `Confluent-Identity-Pool-Id` (`bearer.auth.logical.cluster`,
+    /// `bearer.auth.identity.pool.id`), sent with every call.
+    bearer_headers: BearerHeaders,
     flavor: Flavor,
     format: Format,
     /// Ids by topic and Connect schema: the registry is asked once per new pair. Nested, so that a
@@ -166,7 +181,8 @@ impl PartialEq for RegistryConverter {
             && self.is_key == other.is_key
             && self.urls == other.urls
             && self.tls == other.tls
-            && self.authorization == other.authorization
+            && self.auth == other.auth
+            && self.bearer_headers == other.bearer_headers
             && self.flavor == other.flavor
             && self.format == other.format
     }
@@ -246,7 +262,8 @@ impl RegistryConverter {
     ) -> Result<RegistryConverter, ConfigError> {
         let which = if is_key { "key" } else { "value" };
         let key = |k: &str| format!("{prefix}{k}");
-        let (class, url_key, urls, authorization, flavor) = match class {
+        let mut bearer_headers = Vec::new();
+        let (class, url_key, urls, auth, flavor) = match class {
             CONFLUENT_AVRO | CONFLUENT_PROTOBUF | CONFLUENT_JSON_SCHEMA => {
                 let url_key = key("schema.registry.url");
                 let urls: Vec<Url> = r
@@ -255,7 +272,8 @@ impl RegistryConverter {
                     .filter(|u| !u.trim().is_empty())
                     .map(|u| Url::parse(&url_key, u))
                     .collect::<Result<_, _>>()?;
-                let authorization = confluent_auth(r, prefix)?;
+                let (auth, headers) = confluent_auth(r, prefix)?;
+                bearer_headers = headers;
                 let strategy = |r: &mut Reader<'_>, k: &str| -> Result<SubjectStrategy, ConfigError> {
                     let full = key(k);
                     let Some(v) = r.str(&full) else { return Ok(SubjectStrategy::Topic) };
@@ -280,7 +298,7 @@ impl RegistryConverter {
                     CONFLUENT_PROTOBUF => CONFLUENT_PROTOBUF,
                     _ => CONFLUENT_JSON_SCHEMA,
                 };
-                (class, url_key, urls, authorization, flavor)
+                (class, url_key, urls, auth, flavor)
             }
             APICURIO_AVRO | APICURIO_EXT_JSON => {
                 let url_key = key("apicurio.registry.url");
@@ -292,9 +310,8 @@ impl RegistryConverter {
                 if url.path.ends_with("/v3") {
                     return Err(ConfigError::invalid(&url_key, "names Apicurio Registry's v3 API, which pgoutbox does not speak yet; point it at the v2 API (/apis/registry/v2) or at the Confluent-compatible API with io.confluent.connect.avro.AvroConverter"));
                 }
-                let authorization = match (r.str(&key("apicurio.auth.username")), r.str(&key("apicurio.auth.password")))
-                {
-                    (Some(u), Some(p)) => Some(basic(&format!("{u}:{p}"))),
+                let auth = match (r.str(&key("apicurio.auth.username")), r.str(&key("apicurio.auth.password"))) {
+                    (Some(u), Some(p)) => Some(Auth::Header(basic(&format!("{u}:{p}")))),
                     (None, None) => None,
                     _ => {
                         return Err(ConfigError::invalid(
@@ -336,7 +353,7 @@ impl RegistryConverter {
                     as_confluent: r.bool_or(&key("apicurio.registry.as-confluent"), false)?,
                 };
                 let class = if class == APICURIO_AVRO { APICURIO_AVRO } else { APICURIO_EXT_JSON };
-                (class, url_key, vec![url], authorization, flavor)
+                (class, url_key, vec![url], auth, flavor)
             }
             other => {
                 return Err(ConfigError::invalid(prefix.trim_end_matches('.'), format!("names `{other}`, a schema-registry converter pgoutbox does not implement yet; supported: {CONFLUENT_AVRO}, {CONFLUENT_PROTOBUF}, {CONFLUENT_JSON_SCHEMA}, {APICURIO_AVRO}, {APICURIO_EXT_JSON} (Apicurio's SerdeBasedConverter and its 3.x converters are not)")));
@@ -346,7 +363,9 @@ impl RegistryConverter {
             CONFLUENT_AVRO | CONFLUENT_PROTOBUF | CONFLUENT_JSON_SCHEMA => key("schema.registry.ssl."),
             _ => key("apicurio.registry.request.ssl."),
         };
-        let tls = if urls.iter().any(|u| u.tls) { Some(tls::parse(r, &ssl_prefix)?) } else { None };
+        // Confluent's client reaches a token endpoint with the registry's TLS settings too.
+        let issuer_tls = matches!(&auth, Some(Auth::OAuth(o)) if o.endpoint.tls);
+        let tls = if urls.iter().any(|u| u.tls) || issuer_tls { Some(tls::parse(r, &ssl_prefix)?) } else { None };
         refuse_byte_changing_options(r, prefix)?;
         let format = if class == CONFLUENT_PROTOBUF {
             refuse_protobuf_options(r, prefix)?;
@@ -381,7 +400,8 @@ impl RegistryConverter {
             ssl_prefix,
             urls,
             tls,
-            authorization,
+            auth,
+            bearer_headers,
             flavor,
             format,
             cache: Mutex::new(HashMap::new()),
@@ -630,6 +650,10 @@ impl RegistryConverter {
         headers: &[(&str, &str)],
         body: Option<String>,
     ) -> Result<serde_json::Value, RegistryError> {
+        let authorization = self.authorization(subject).await?;
+        let mut all_headers: Vec<(&str, &str)> = headers.to_vec();
+        all_headers.extend(self.bearer_headers.iter().map(|(k, v)| (*k, v.as_str())));
+        let headers = &all_headers[..];
         let mut reasons = Vec::new();
         // A conflict between concurrent registrations (Apicurio answers 409 "already exists" when
         // another client created an artifact or version at the same moment) is asked again at once,
@@ -639,15 +663,7 @@ impl RegistryConverter {
             for url in &self.urls {
                 let target = format!("{}{path}", url.path);
                 let tls = self.tls.as_ref().map(|t| t.config.clone());
-                let call = http_call(
-                    url,
-                    tls,
-                    method,
-                    &target,
-                    headers,
-                    self.authorization.as_ref().map(|a| a.0.as_str()),
-                    body.clone(),
-                );
+                let call = http_call(url, tls, method, &target, headers, authorization.as_deref(), body.clone());
                 match tokio::time::timeout(CALL_TIMEOUT, call).await {
                     Err(_) => reasons.push(format!("{}: no answer in {} s", url.describe(), CALL_TIMEOUT.as_secs())),
                     Ok(Err(CallError::Tls(reason))) => {
@@ -677,7 +693,12 @@ impl RegistryConverter {
                         reasons.push(format!("{}: HTTP 409 {}", url.describe(), message(&answer)));
                         conflict = true;
                     }
-                    Ok(Ok((status, answer))) => return Err(self.refusal(subject, status, &answer)),
+                    Ok(Ok((status, answer))) => {
+                        if let (401, Some(Auth::OAuth(o))) = (status, &self.auth) {
+                            o.forget();
+                        }
+                        return Err(self.refusal(subject, status, &answer));
+                    }
                 }
             }
             if !conflict {
@@ -695,10 +716,39 @@ impl RegistryConverter {
         })
     }
 
+    /// The `Authorization` header's value for the next call, fetching an OAuth token when one is
+    /// due.
+    async fn authorization(&self, subject: &str) -> Result<Option<String>, RegistryError> {
+        let o = match &self.auth {
+            None => return Ok(None),
+            Some(Auth::Header(a)) => return Ok(Some(a.0.clone())),
+            Some(Auth::OAuth(o)) => o,
+        };
+        let tls = self.tls.as_ref().map(|t| t.config.clone());
+        o.authorization(tls).await.map(Some).map_err(|e| match e {
+            oauth::TokenError::Unavailable(reason) => RegistryError::Unavailable {
+                urls: o.endpoint.describe(),
+                subject: subject.into(),
+                reason: format!("the OAuth token endpoint: {reason}"),
+                key: o.endpoint_key.clone(),
+            },
+            oauth::TokenError::Refused { status, message } => RegistryError::Refused {
+                subject: subject.into(),
+                status,
+                message: format!("the OAuth token endpoint {} gave no usable token: {message}", o.endpoint.describe()),
+                fix: format!(
+                    "check {p}bearer.auth.client.id, {p}bearer.auth.client.secret and {p}bearer.auth.scope (and {p}bearer.auth.issuer.endpoint.url)",
+                    p = o.prefix
+                ),
+            },
+        })
+    }
+
     fn refusal(&self, subject: &str, status: u16, answer: &[u8]) -> RegistryError {
-        let auth_keys = match self.flavor {
-            Flavor::Confluent { .. } => "basic.auth.credentials.source and basic.auth.user.info (or bearer.auth.token)",
-            Flavor::Apicurio { .. } => "apicurio.auth.username and apicurio.auth.password",
+        let auth_keys = match (&self.flavor, &self.auth) {
+            (Flavor::Confluent { .. }, Some(Auth::OAuth(_))) => "bearer.auth.client.id, bearer.auth.client.secret and bearer.auth.scope (the registry refused the token they obtained)",
+            (Flavor::Confluent { .. }, _) => "basic.auth.credentials.source and basic.auth.user.info (or bearer.auth.token)",
+            (Flavor::Apicurio { .. }, _) => "apicurio.auth.username and apicurio.auth.password",
         };
         let fix = match (status, &self.flavor) {
             (401 | 403, _) => format!("check the credentials in {}{auth_keys}", self.prefix),
@@ -843,12 +893,15 @@ fn message(answer: &[u8]) -> String {
     }
 }
 
-/// `basic.auth.credentials.source` and friends.
-fn confluent_auth(r: &mut Reader<'_>, prefix: &str) -> Result<Option<Authorization>, ConfigError> {
+/// `basic.auth.credentials.source`, `bearer.auth.credentials.source` and their keys; with the
+/// headers Confluent's client adds to every call under bearer auth.
+fn confluent_auth(r: &mut Reader<'_>, prefix: &str) -> Result<(Option<Auth>, BearerHeaders), ConfigError> {
     let key = |k: &str| format!("{prefix}{k}");
     let source = r.string_or(&key("basic.auth.credentials.source"), "URL");
     let basic_auth = match source.to_ascii_uppercase().as_str() {
-        "USER_INFO" => Some(basic(&r.required(&key("basic.auth.user.info"), "user:password for the schema registry")?)),
+        "USER_INFO" => Some(Auth::Header(basic(
+            &r.required(&key("basic.auth.user.info"), "user:password for the schema registry")?,
+        ))),
         "URL" => {
             r.str(&key("basic.auth.user.info"));
             None
@@ -866,25 +919,73 @@ fn confluent_auth(r: &mut Reader<'_>, prefix: &str) -> Result<Option<Authorizati
             ))
         }
     };
-    let bearer =
-        match r.str(&key("bearer.auth.credentials.source")) {
-            None => None,
-            Some(s) if s.eq_ignore_ascii_case("STATIC_TOKEN") => Some(Authorization(format!(
-                "Bearer {}",
-                r.required(&key("bearer.auth.token"), "the bearer token for the schema registry")?
-            ))),
-            Some(_) => return Err(ConfigError::invalid(
-                &key("bearer.auth.credentials.source"),
-                "is not supported; use STATIC_TOKEN with bearer.auth.token (OAuth token fetching is not supported yet)",
-            )),
-        };
+    let source = r.str(&key("bearer.auth.credentials.source")).map(|s| s.trim().to_ascii_uppercase());
+    let bearer = match source.as_deref() {
+        None => None,
+        Some("STATIC_TOKEN") => Some(Auth::Header(Authorization(format!(
+            "Bearer {}",
+            r.required(&key("bearer.auth.token"), "the bearer token for the schema registry")?
+        )))),
+        Some("OAUTHBEARER") => Some(Auth::OAuth(Arc::new(oauth_config(r, prefix)?))),
+        Some(_) => return Err(ConfigError::invalid(
+            &key("bearer.auth.credentials.source"),
+            "is not supported; use STATIC_TOKEN with bearer.auth.token, or OAUTHBEARER with bearer.auth.issuer.endpoint.url, bearer.auth.client.id and bearer.auth.client.secret (SASL_OAUTHBEARER_INHERIT, CUSTOM and the managed-identity sources are not supported)",
+        )),
+    };
+    let mut headers = Vec::new();
+    for (k, header) in [
+        ("bearer.auth.logical.cluster", "target-sr-cluster"),
+        ("bearer.auth.identity.pool.id", "Confluent-Identity-Pool-Id"),
+    ] {
+        if let Some(v) = r.str(&key(k)).map(str::trim).filter(|v| !v.is_empty()) {
+            if bearer.is_some() {
+                headers.push((header, v.to_string()));
+            }
+        }
+    }
     match (basic_auth, bearer) {
         (Some(_), Some(_)) => Err(ConfigError::invalid(
             &key("bearer.auth.credentials.source"),
             "cannot be set beside basic.auth.credentials.source=USER_INFO; choose one",
         )),
-        (b, t) => Ok(b.or(t)),
+        (b, t) => Ok((b.or(t), headers)),
     }
+}
+
+/// `OAUTHBEARER`'s keys.
+fn oauth_config(r: &mut Reader<'_>, prefix: &str) -> Result<oauth::OAuth, ConfigError> {
+    let key = |k: &str| format!("{prefix}{k}");
+    let endpoint_key = key("bearer.auth.issuer.endpoint.url");
+    let url = r.required(&endpoint_key, "the OAuth token endpoint's URL, e.g. https://idp.example.com/oauth2/token")?;
+    let endpoint = Url::parse(&endpoint_key, &url)?;
+    let client_id = r.required(&key("bearer.auth.client.id"), "the OAuth client's id")?;
+    let client_secret = r.required(&key("bearer.auth.client.secret"), "the OAuth client's secret")?;
+    for (k, v) in [("bearer.auth.client.id", &client_id), ("bearer.auth.client.secret", &client_secret)] {
+        if v.trim().is_empty() {
+            return Err(ConfigError::invalid(&key(k), "is empty"));
+        }
+    }
+    let scope = r.str(&key("bearer.auth.scope")).map(str::to_string);
+    let scope_claim = r.string_or(&key("bearer.auth.scope.claim.name"), "scope");
+    let sub_claim = r.string_or(&key("bearer.auth.sub.claim.name"), "sub");
+    let buffer_key = key("bearer.auth.cache.expiry.buffer.seconds");
+    let buffer = match r.str(&buffer_key) {
+        None => 300,
+        Some(v) => v.trim().parse::<i16>().ok().filter(|b| *b >= 0).ok_or_else(|| {
+            ConfigError::invalid(&buffer_key, format!("`{v}` is not a number of seconds from 0 to 32767"))
+        })?,
+    };
+    Ok(oauth::OAuth::new(
+        endpoint,
+        endpoint_key,
+        prefix.to_string(),
+        client_id,
+        client_secret,
+        scope,
+        scope_claim,
+        sub_claim,
+        Duration::from_secs(buffer as u64),
+    ))
 }
 
 fn basic(user_info: &str) -> Authorization {
@@ -1012,6 +1113,7 @@ fn block_on<T: Send>(f: impl std::future::Future<Output = T> + Send) -> T {
     })
 }
 
+mod oauth;
 mod tls;
 
 #[cfg(test)]

@@ -133,6 +133,25 @@ impl AuthProxy {
         let hash = Command::new("openssl").args(["passwd", "-apr1", password]).output().expect("openssl passwd");
         assert!(hash.status.success(), "openssl passwd -apr1");
         std::fs::write(dir.join("htpasswd"), format!("{user}:{}", String::from_utf8_lossy(&hash.stdout))).unwrap();
+        let d = dir.display();
+        let check = format!("      auth_basic \"schema registry\";\n      auth_basic_user_file {d}/htpasswd;\n");
+        Self::spawn(dir.clone(), registry, &check, "")
+    }
+
+    /// Asking for a bearer token instead: each request's `Authorization` header is checked at
+    /// `introspect` (nginx's `auth_request`), which answers 200 for a token it accepts.
+    pub fn bearer(registry: &str, introspect: &str) -> AuthProxy {
+        let dir = std::env::temp_dir().join("pgoutbox-registry-tests").join(unique("bearerproxy"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let check = "      auth_request /_token;\n";
+        let token = format!(
+            "    location = /_token {{\n      internal;\n      proxy_pass {introspect};\n      proxy_method GET;\n\
+             proxy_pass_request_body off;\n      proxy_set_header Content-Length \"\";\n    }}\n"
+        );
+        Self::spawn(dir, registry, check, &token)
+    }
+
+    fn spawn(dir: PathBuf, registry: &str, check: &str, more: &str) -> AuthProxy {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let upstream = registry.trim_start_matches("http://").trim_end_matches('/');
         let d = dir.display();
@@ -140,10 +159,9 @@ impl AuthProxy {
             dir.join("nginx.conf"),
             format!(
                 "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
-                 http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+                 http {{\n  log_format headers '$request $status $http_target_sr_cluster';\n  access_log {d}/access.log headers;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
                  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-                 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      auth_basic \"schema registry\";\n\
-                 auth_basic_user_file {d}/htpasswd;\n      proxy_pass http://{upstream};\n    }}\n  }}\n}}\n"
+                 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n{check}      proxy_pass http://{upstream};\n    }}\n{more}  }}\n}}\n"
             ),
         )
         .unwrap();
@@ -166,6 +184,11 @@ impl AuthProxy {
             std::thread::sleep(Duration::from_millis(50));
         }
         AuthProxy { url, child, dir }
+    }
+
+    /// The proxy's access log: each request line, its status and its `target-sr-cluster` header.
+    pub fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default()
     }
 }
 

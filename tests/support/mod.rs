@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use pgoutbox::kafka::consume::{consume_all, ConsumedRecord};
 use tokio_postgres::{Client, NoTls};
 
+pub mod oauth;
+
 pub struct Env {
     pub pg_host: String,
     pub pg_port: u16,

@@ -579,3 +579,67 @@ fn apicurio_ext_json_writes_the_global_id_and_the_schemaless_value_in_one_json_o
     .unwrap_err();
     assert!(e.to_string().contains("value.converter.decimal.format"), "{e}");
 }
+
+/// OAUTHBEARER's keys, as Confluent's client reads them: the endpoint, the client's id and secret
+/// are required; the scope, the claim names and the cache buffer are optional; the logical cluster
+/// and identity pool become headers; the other bearer sources are refused naming the key.
+#[test]
+fn oauthbearer_reads_the_client_credentials_and_refuses_what_it_cannot_do() {
+    let base = [
+        ("value.converter", CONFLUENT_AVRO),
+        ("value.converter.schema.registry.url", "http://registry:8081"),
+        ("value.converter.bearer.auth.credentials.source", "OAUTHBEARER"),
+        ("value.converter.bearer.auth.issuer.endpoint.url", "https://idp:8443/oauth2/token"),
+        ("value.converter.bearer.auth.client.id", "relay"),
+        ("value.converter.bearer.auth.client.secret", "s3cret"),
+        ("value.converter.bearer.auth.logical.cluster", "lsrc-1"),
+        ("value.converter.bearer.auth.identity.pool.id", "pool-2"),
+    ];
+    let c = converter("value", &base).unwrap();
+    match &c.auth {
+        Some(Auth::OAuth(o)) => {
+            assert_eq!((o.client_id.as_str(), o.scope.as_deref(), o.buffer), ("relay", None, Duration::from_secs(300)));
+            assert_eq!((o.scope_claim.as_str(), o.sub_claim.as_str()), ("scope", "sub"));
+            assert!(!format!("{c:?}").contains("s3cret"), "Debug shows the secret");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        c.bearer_headers,
+        vec![("target-sr-cluster", "lsrc-1".to_string()), ("Confluent-Identity-Pool-Id", "pool-2".to_string())]
+    );
+    assert!(c.tls.is_some(), "an https token endpoint is reached with the registry's TLS settings");
+    let key_of = |props: Vec<(&str, &str)>| match converter("value", &props) {
+        Err(ConfigError::Invalid { key, .. } | ConfigError::Missing { key, .. }) => key,
+        other => panic!("{other:?}"),
+    };
+    let without = |k: &str| base.iter().copied().filter(|(key, _)| !key.ends_with(k)).collect::<Vec<_>>();
+    assert_eq!(key_of(without("client.secret")), "value.converter.bearer.auth.client.secret");
+    assert_eq!(key_of(without("issuer.endpoint.url")), "value.converter.bearer.auth.issuer.endpoint.url");
+    let with = |k: &'static str, v: &'static str| {
+        let mut p = without(k);
+        p.push((k, v));
+        p
+    };
+    assert_eq!(
+        key_of(with("value.converter.bearer.auth.cache.expiry.buffer.seconds", "forever")),
+        "value.converter.bearer.auth.cache.expiry.buffer.seconds"
+    );
+    assert_eq!(
+        key_of(with("value.converter.bearer.auth.credentials.source", "SASL_OAUTHBEARER_INHERIT")),
+        "value.converter.bearer.auth.credentials.source"
+    );
+    let static_token = converter(
+        "value",
+        &[
+            ("value.converter", CONFLUENT_AVRO),
+            ("value.converter.schema.registry.url", "http://registry:8081"),
+            ("value.converter.bearer.auth.credentials.source", "STATIC_TOKEN"),
+            ("value.converter.bearer.auth.token", "t0ken"),
+            ("value.converter.bearer.auth.logical.cluster", "lsrc-1"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(static_token.auth, Some(Auth::Header(Authorization("Bearer t0ken".into()))));
+    assert_eq!(static_token.bearer_headers, vec![("target-sr-cluster", "lsrc-1".to_string())]);
+}
