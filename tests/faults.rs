@@ -1433,7 +1433,8 @@ async fn a_registry_refusing_the_credentials_stops_the_relay_and_the_right_ones_
 /// stops with exit code 6 naming the keys to fix, nothing published and the secret in no log line.
 /// With the right one the relay fetches a token, registers through the proxy, sends
 /// `bearer.auth.logical.cluster` as `target-sr-cluster`, and fetches a new token once the first is
-/// due (a new topic's schema after 5 s).
+/// due (a new topic's schema after 5 s). Apicurio 2.x's converter with
+/// `apicurio.auth.service.token.endpoint` gets its token the same way, its id and secret in the form.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_registry_behind_oauth_gets_tokens_from_the_endpoint_and_a_refused_client_stops_the_relay() {
     const SECRET: &str = "sr-oauth-Sekr3t";
@@ -1446,7 +1447,7 @@ async fn a_registry_behind_oauth_gets_tokens_from_the_endpoint_and_a_refused_cli
         .expect("the proxy answers");
     assert_eq!(code, 401, "the proxy lets a request without a token through");
     let outbox = support::Outbox::new("registry_oauth").await;
-    outbox.create_topics(&["Order", "Invoice"], 1).await;
+    outbox.create_topics(&["Order", "Invoice", "Shipment"], 1).await;
     let config = |secret: &str| {
         outbox.config(&[
             "key.converter=org.apache.kafka.connect.storage.StringConverter",
@@ -1504,6 +1505,36 @@ async fn a_registry_behind_oauth_gets_tokens_from_the_endpoint_and_a_refused_cli
     let log = relay.log_text();
     assert!(!log.contains(SECRET), "the secret reached the log");
     assert!(relay.wait(Duration::from_millis(10)).is_none(), "the relay exited; log:\n{log}");
+    assert_eq!(relay.stop().code(), Some(0));
+    // Confluent's way: the credentials as HTTP Basic, the scope asked for.
+    let grants = endpoint.grants.lock().unwrap().clone();
+    assert!(
+        grants.iter().all(|(how, scope)| *how == "basic" && scope.as_deref() == Some("schema:write registry")),
+        "{grants:?}"
+    );
+
+    // Apicurio 2.x's converter, its id and secret in the form, through the same proxy.
+    let mut relay = support::Relay::start(&outbox.config(&[
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=io.apicurio.registry.utils.converter.AvroConverter",
+        &format!("value.converter.apicurio.registry.url={}/apis/registry/v2", proxy.url),
+        "value.converter.apicurio.registry.auto-register=true",
+        &format!("value.converter.apicurio.auth.service.token.endpoint={}", endpoint.url),
+        "value.converter.apicurio.auth.client.id=relay",
+        &format!("value.converter.apicurio.auth.client.secret={SECRET}"),
+    ]));
+    sql.batch_execute(&outbox.insert_sql("Shipment", "s-1", Some(r#"{"n": 3}"#))).await.unwrap();
+    let shipment = outbox.topic("Shipment");
+    let records = support::consume(&outbox.env.broker, std::slice::from_ref(&shipment), 1, Duration::from_secs(60));
+    assert_eq!(records.len(), 1, "log:\n{}", relay.log_text());
+    let grants = endpoint.grants.lock().unwrap().clone();
+    assert_eq!(
+        grants.last(),
+        Some(&("post", None)),
+        "Apicurio's way: the credentials in the form, no scope: {grants:?}"
+    );
+    assert!(!relay.log_text().contains(SECRET), "the secret reached the log");
+    assert!(relay.wait(Duration::from_millis(10)).is_none(), "the relay exited; log:\n{}", relay.log_text());
     outbox.drop_slot().await;
 }
 

@@ -500,6 +500,8 @@ async fn oauthbearer_fetches_tokens_from_an_oidc_endpoint_with_client_credential
     );
     assert!(endpoint.issued() >= 2, "the token was not renewed: {} issued", endpoint.issued());
     assert!(endpoint.refused.lock().unwrap().is_empty(), "refused: {:?}", endpoint.refused.lock().unwrap());
+    let grants = endpoint.grants.lock().unwrap().clone();
+    assert!(grants.iter().all(|(_, scope)| scope.as_deref() == Some("kafka")), "the scope asked for: {grants:?}");
     let log = relay.log_text();
     assert!(!log.contains("reconnecting"), "the session restarted:\n{log}");
     assert!(!log.contains(SECRET), "the client secret reached the log:\n{log}");

@@ -320,13 +320,11 @@ impl RegistryConverter {
                         ))
                     }
                 };
-                for unsupported in
-                    ["apicurio.auth.service.url", "apicurio.auth.service.token.endpoint", "apicurio.auth.client.id"]
-                {
-                    if r.str(&key(unsupported)).is_some() {
-                        return Err(ConfigError::invalid(&key(unsupported), "asks for OAuth to the registry, which pgoutbox does not support yet; use apicurio.auth.username and apicurio.auth.password"));
-                    }
-                }
+                // OAuth, when asked for, comes first, as in Apicurio's resolver.
+                let auth = match apicurio_oauth(r, prefix)? {
+                    Some(o) => Some(Auth::OAuth(Arc::new(o))),
+                    None => auth,
+                };
                 if let Some(s) = r.str(&key("apicurio.registry.artifact-resolver-strategy")) {
                     if !s.ends_with(".TopicIdStrategy") {
                         return Err(ConfigError::invalid(&key("apicurio.registry.artifact-resolver-strategy"), "is not supported; pgoutbox names artifacts as io.apicurio.registry.serde.strategy.TopicIdStrategy does (<topic>-key, <topic>-value), the default"));
@@ -725,6 +723,7 @@ impl RegistryConverter {
             Some(Auth::OAuth(o)) => o,
         };
         let tls = self.tls.as_ref().map(|t| t.config.clone());
+        let keys = o.keys();
         o.authorization(tls).await.map(Some).map_err(|e| match e {
             oauth::TokenError::Unavailable(reason) => RegistryError::Unavailable {
                 urls: o.endpoint.describe(),
@@ -736,10 +735,7 @@ impl RegistryConverter {
                 subject: subject.into(),
                 status,
                 message: format!("the OAuth token endpoint {} gave no usable token: {message}", o.endpoint.describe()),
-                fix: format!(
-                    "check {p}bearer.auth.client.id, {p}bearer.auth.client.secret and {p}bearer.auth.scope (and {p}bearer.auth.issuer.endpoint.url)",
-                    p = o.prefix
-                ),
+                fix: format!("check {keys}"),
             },
         })
     }
@@ -748,6 +744,7 @@ impl RegistryConverter {
         let auth_keys = match (&self.flavor, &self.auth) {
             (Flavor::Confluent { .. }, Some(Auth::OAuth(_))) => "bearer.auth.client.id, bearer.auth.client.secret and bearer.auth.scope (the registry refused the token they obtained)",
             (Flavor::Confluent { .. }, _) => "basic.auth.credentials.source and basic.auth.user.info (or bearer.auth.token)",
+            (Flavor::Apicurio { .. }, Some(Auth::OAuth(_))) => "apicurio.auth.client.id and apicurio.auth.client.secret (the registry refused the token they obtained)",
             (Flavor::Apicurio { .. }, _) => "apicurio.auth.username and apicurio.auth.password",
         };
         let fix = match (status, &self.flavor) {
@@ -981,11 +978,38 @@ fn oauth_config(r: &mut Reader<'_>, prefix: &str) -> Result<oauth::OAuth, Config
         prefix.to_string(),
         client_id,
         client_secret,
-        scope,
-        scope_claim,
-        sub_claim,
-        Duration::from_secs(buffer as u64),
+        oauth::Style::Confluent { scope, scope_claim, sub_claim, buffer: Duration::from_secs(buffer as u64) },
     ))
+}
+
+/// Apicurio 2.x's OAuth keys: the token endpoint, given, or Keycloak's under
+/// `apicurio.auth.service.url` and `apicurio.auth.realm` (which wins, as in Apicurio's resolver).
+fn apicurio_oauth(r: &mut Reader<'_>, prefix: &str) -> Result<Option<oauth::OAuth>, ConfigError> {
+    let key = |k: &str| format!("{prefix}{k}");
+    let service = r.str(&key("apicurio.auth.service.url")).map(str::to_string);
+    let given = r.str(&key("apicurio.auth.service.token.endpoint")).map(str::to_string);
+    let (endpoint_key, url) = match (service, given) {
+        (None, None) => return Ok(None),
+        (Some(service), _) => {
+            let realm = r.required(&key("apicurio.auth.realm"), "the Keycloak realm the token endpoint is under")?;
+            let url = format!("{}/realms/{realm}/protocol/openid-connect/token", service.trim());
+            (key("apicurio.auth.service.url"), url)
+        }
+        (None, Some(url)) => (key("apicurio.auth.service.token.endpoint"), url),
+    };
+    let endpoint = Url::parse(&endpoint_key, &url)?;
+    let client_id = r.required(&key("apicurio.auth.client.id"), "the OAuth client's id")?;
+    let client_secret = r.required(&key("apicurio.auth.client.secret"), "the OAuth client's secret")?;
+    // Apicurio 2.6's converter does not send a scope: read, so that it is not reported ignored.
+    r.str(&key("apicurio.auth.client.scope"));
+    Ok(Some(oauth::OAuth::new(
+        endpoint,
+        endpoint_key,
+        prefix.to_string(),
+        client_id,
+        client_secret,
+        oauth::Style::Apicurio,
+    )))
 }
 
 fn basic(user_info: &str) -> Authorization {

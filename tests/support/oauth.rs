@@ -5,13 +5,19 @@ use std::time::Duration;
 
 /// An OAuth 2 token endpoint on loopback for the client-credentials grant, as an identity provider
 /// (Keycloak, Okta, Entra ID) serves it: it checks the grant type, the scope and the client's id and
-/// secret (HTTP Basic), and issues tokens that live `lifetime`, in the unsecured form (alg none)
+/// secret (HTTP Basic, or in the form), and issues tokens that live `lifetime`, in the unsecured form (alg none)
 /// the broker's validator on this cluster accepts, with the client's id as the principal.
+/// Where a token request put the client's credentials (`basic` or `post`), and its scope.
+pub type Grant = (&'static str, Option<String>);
+
 pub struct TokenEndpoint {
     pub url: String,
     /// Tokens issued, and requests refused (with what was wrong).
     pub issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     pub refused: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// How each token was asked for: the credentials' place (`basic` or `post`) and the scope, if
+    /// one was asked for (a missing one is granted, as identity providers grant default scopes).
+    pub grants: std::sync::Arc<std::sync::Mutex<Vec<Grant>>>,
     /// `introspect_url`: answers 200 to a request whose `Authorization: Bearer` token this endpoint
     /// issued and which has not expired, else 401 (for a proxy's `auth_request` in front of a
     /// service that accepts these tokens).
@@ -34,9 +40,10 @@ impl TokenEndpoint {
         let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         // Every token issued, with its expiry (seconds since 1970).
         let live = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::<String, u64>::new()));
-        let (i, r, l) = (issued.clone(), refused.clone(), live.clone());
+        let grants = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (i, r, l, g) = (issued.clone(), refused.clone(), live.clone(), grants.clone());
         let token = move |headers: HeaderMap, body: String| {
-            let (i, r, l) = (i.clone(), r.clone(), l.clone());
+            let (i, r, l, g) = (i.clone(), r.clone(), l.clone(), g.clone());
             async move {
                 let b64 = base64::engine::general_purpose::STANDARD;
                 let basic = headers
@@ -50,11 +57,17 @@ impl TokenEndpoint {
                     .filter_map(|kv| kv.split_once('='))
                     .map(|(k, v)| (form_decode(k), form_decode(v)))
                     .collect();
-                let wrong = if basic.as_deref() != Some(&format!("{client_id}:{client_secret}")) {
+                // client_secret_basic, or client_secret_post (the id and secret in the form).
+                let posted = match (form.get("client_id"), form.get("client_secret")) {
+                    (Some(id), Some(secret)) => Some(format!("{id}:{secret}")),
+                    _ => None,
+                };
+                let how = if basic.is_some() { "basic" } else { "post" };
+                let wrong = if basic.or(posted).as_deref() != Some(&format!("{client_id}:{client_secret}")) {
                     Some("client credentials")
                 } else if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
                     Some("grant_type")
-                } else if form.get("scope").map(String::as_str) != Some(scope) {
+                } else if form.get("scope").is_some_and(|s| s != scope) {
                     Some("scope")
                 } else {
                     None
@@ -64,6 +77,7 @@ impl TokenEndpoint {
                     return (StatusCode::UNAUTHORIZED, JSON, r#"{"error":"invalid_client"}"#.to_string());
                 }
                 i.fetch_add(1, Ordering::Relaxed);
+                g.lock().unwrap().push((how, form.get("scope").cloned()));
                 let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
                 let claims =
@@ -101,7 +115,7 @@ impl TokenEndpoint {
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        TokenEndpoint { url, issued, refused, introspect_url, server }
+        TokenEndpoint { url, issued, refused, grants, introspect_url, server }
     }
 
     pub fn issued(&self) -> usize {

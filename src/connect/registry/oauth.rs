@@ -1,11 +1,15 @@
-//! `bearer.auth.credentials.source=OAUTHBEARER`: the schema-registry client fetches its bearer token
-//! from an OAuth 2 token endpoint with the client-credentials grant, as Confluent's
-//! `OauthCredentialProvider` does (`HttpJwtRetriever`, `ClientJwtValidator`, `OauthTokenCache`):
-//! a POST of `grant_type=client_credentials[&scope=…]` with the client's id and secret as HTTP
-//! Basic credentials, the `access_token` of the answer read as a JWT whose `exp` and subject claims
-//! must be there, and the token kept until 80% of its life has passed, but never into the last
-//! `bearer.auth.cache.expiry.buffer.seconds` (300) before it expires. A token is asked for only
-//! when a schema is registered or looked up, never per record.
+//! Bearer tokens fetched from an OAuth 2 token endpoint with the client-credentials grant, as the
+//! registry clients do it, and asked for only when a schema is registered or looked up, never per
+//! record:
+//! - Confluent's `bearer.auth.credentials.source=OAUTHBEARER` (`OauthCredentialProvider`:
+//!   `HttpJwtRetriever`, `ClientJwtValidator`, `OauthTokenCache`): a POST of
+//!   `grant_type=client_credentials[&scope=…]` with the client's id and secret as HTTP Basic
+//!   credentials; the `access_token` of the answer read as a JWT whose `exp` and subject claims must
+//!   be there, and kept until 80% of its life has passed, but never into the last
+//!   `bearer.auth.cache.expiry.buffer.seconds` (300) before it expires.
+//! - Apicurio 2.x's `apicurio.auth.service.url` or `apicurio.auth.service.token.endpoint`
+//!   (`OidcAuth`): the client's id and secret in the form (`grant_type=client_credentials&client_id=…
+//!   &client_secret=…`), the `access_token` kept for the answer's `expires_in` less a second.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,6 +19,16 @@ use super::{http_call, CallError, Url, CALL_TIMEOUT};
 /// Confluent's `OauthTokenCache.CACHE_EXPIRY_THRESHOLD`.
 const CACHE_EXPIRY_THRESHOLD: f64 = 0.8;
 
+/// Apicurio's `OidcAuth` default token expiration reduction.
+const APICURIO_EXPIRATION_REDUCTION: Duration = Duration::from_secs(1);
+
+/// Whose client's way of asking and keeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Style {
+    Confluent { scope: Option<String>, scope_claim: String, sub_claim: String, buffer: Duration },
+    Apicurio,
+}
+
 /// The client credentials and where to exchange them.
 pub struct OAuth {
     pub endpoint: Url,
@@ -23,10 +37,7 @@ pub struct OAuth {
     pub prefix: String,
     pub client_id: String,
     pub client_secret: String,
-    pub scope: Option<String>,
-    pub scope_claim: String,
-    pub sub_claim: String,
-    pub buffer: Duration,
+    pub style: Style,
     /// The token, and until when it is used (milliseconds since 1970).
     cached: Mutex<Option<(Arc<str>, u64)>>,
 }
@@ -37,7 +48,7 @@ impl std::fmt::Debug for OAuth {
             .field("endpoint", &self.endpoint.describe())
             .field("client_id", &self.client_id)
             .field("client_secret", &"***")
-            .field("scope", &self.scope)
+            .field("style", &self.style)
             .finish()
     }
 }
@@ -47,10 +58,7 @@ impl PartialEq for OAuth {
         self.endpoint == o.endpoint
             && self.client_id == o.client_id
             && self.client_secret == o.client_secret
-            && self.scope == o.scope
-            && self.scope_claim == o.scope_claim
-            && self.sub_claim == o.sub_claim
-            && self.buffer == o.buffer
+            && self.style == o.style
     }
 }
 
@@ -66,29 +74,36 @@ pub enum TokenError {
 }
 
 impl OAuth {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         endpoint: Url,
         endpoint_key: String,
         prefix: String,
         client_id: String,
         client_secret: String,
-        scope: Option<String>,
-        scope_claim: String,
-        sub_claim: String,
-        buffer: Duration,
+        style: Style,
     ) -> OAuth {
-        OAuth {
-            endpoint,
-            endpoint_key,
-            prefix,
-            client_id,
-            client_secret,
-            scope: scope.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
-            scope_claim,
-            sub_claim,
-            buffer,
-            cached: Mutex::new(None),
+        let style = match style {
+            Style::Confluent { scope, scope_claim, sub_claim, buffer } => Style::Confluent {
+                scope: scope.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+                scope_claim,
+                sub_claim,
+                buffer,
+            },
+            apicurio => apicurio,
+        };
+        OAuth { endpoint, endpoint_key, prefix, client_id, client_secret, style, cached: Mutex::new(None) }
+    }
+
+    /// The keys that say how the token is had, for a refusal's fix.
+    pub fn keys(&self) -> String {
+        let p = &self.prefix;
+        match self.style {
+            Style::Confluent { .. } => format!(
+                "{p}bearer.auth.client.id, {p}bearer.auth.client.secret and {p}bearer.auth.scope (and {p}bearer.auth.issuer.endpoint.url)"
+            ),
+            Style::Apicurio => format!(
+                "{p}apicurio.auth.client.id and {p}apicurio.auth.client.secret (and {p}apicurio.auth.service.url with {p}apicurio.auth.realm, or {p}apicurio.auth.service.token.endpoint)"
+            ),
         }
     }
 
@@ -100,13 +115,27 @@ impl OAuth {
                 return Ok(format!("Bearer {token}"));
             }
         }
-        let token = self.fetch(tls).await?;
-        let claims = claims(&token, &self.sub_claim, &self.scope_claim)
-            .map_err(|message| TokenError::Refused { status: 200, message })?;
-        let until = cache_until(now_ms(), claims.expires_ms, claims.issued_ms, self.buffer);
-        if now_ms() >= claims.expires_ms {
-            tracing::warn!(endpoint = %self.endpoint.describe(), "the schema registry's OAuth token has expired already on arrival (this host's clock is later than the token's exp): check that the clocks are in sync");
-        }
+        let (token, expires_in) = self.fetch(tls).await?;
+        let now = now_ms();
+        let until = match &self.style {
+            Style::Confluent { scope_claim, sub_claim, buffer, .. } => {
+                let claims = claims(&token, sub_claim, scope_claim)
+                    .map_err(|message| TokenError::Refused { status: 200, message })?;
+                if now >= claims.expires_ms {
+                    tracing::warn!(endpoint = %self.endpoint.describe(), "the schema registry's OAuth token has expired already on arrival (this host's clock is later than the token's exp): check that the clocks are in sync");
+                }
+                cache_until(now, claims.expires_ms, claims.issued_ms, *buffer)
+            }
+            Style::Apicurio => {
+                let expires_in = Duration::from_secs(expires_in.unwrap_or(0));
+                let kept = if expires_in > APICURIO_EXPIRATION_REDUCTION {
+                    expires_in - APICURIO_EXPIRATION_REDUCTION
+                } else {
+                    expires_in
+                };
+                now + kept.as_millis() as u64
+            }
+        };
         let header = format!("Bearer {token}");
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some((token.into(), until));
         Ok(header)
@@ -117,22 +146,35 @@ impl OAuth {
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    async fn fetch(&self, tls: Option<Arc<rustls::ClientConfig>>) -> Result<String, TokenError> {
+    /// The token and the answer's `expires_in` (seconds).
+    async fn fetch(&self, tls: Option<Arc<rustls::ClientConfig>>) -> Result<(String, Option<u64>), TokenError> {
         use base64::Engine;
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
-            "{}:{}",
-            self.client_id.trim(),
-            self.client_secret.trim()
-        ));
-        let mut body = String::from("grant_type=client_credentials");
-        if let Some(scope) = &self.scope {
-            body.push_str("&scope=");
-            body.push_str(&form_encode(scope));
-        }
+        let (body, authorization) = match &self.style {
+            Style::Confluent { scope, .. } => {
+                let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+                    "{}:{}",
+                    self.client_id.trim(),
+                    self.client_secret.trim()
+                ));
+                let mut body = String::from("grant_type=client_credentials");
+                if let Some(scope) = scope {
+                    body.push_str("&scope=");
+                    body.push_str(&form_encode(scope));
+                }
+                (body, Some(format!("Basic {basic}")))
+            }
+            Style::Apicurio => (
+                format!(
+                    "grant_type=client_credentials&client_id={}&client_secret={}",
+                    form_encode(&self.client_id),
+                    form_encode(&self.client_secret)
+                ),
+                None,
+            ),
+        };
         let headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Cache-Control", "no-cache")];
-        let authorization = format!("Basic {basic}");
         let target = if self.endpoint.path.is_empty() { "/".to_string() } else { self.endpoint.path.clone() };
-        let call = http_call(&self.endpoint, tls, "POST", &target, &headers, Some(&authorization), Some(body));
+        let call = http_call(&self.endpoint, tls, "POST", &target, &headers, authorization.as_deref(), Some(body));
         let (status, answer) = match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Err(_) => return Err(TokenError::Unavailable(format!("no answer in {} s", CALL_TIMEOUT.as_secs()))),
             Ok(Err(CallError::Tls(reason))) => {
@@ -145,7 +187,7 @@ impl OAuth {
             Ok(Ok(answer)) => answer,
         };
         // Kafka's and Confluent's retriever give up on these at once and retry the others.
-        let retryable = !matches!(status, 400..=405 | 406 | 407 | 409..=415 | 501 | 505) && status >= 300;
+        let retryable = !matches!(status, 400..=407 | 409..=415 | 501 | 505) && status >= 300;
         if retryable {
             return Err(TokenError::Unavailable(format!("HTTP {status} {}", super::message(&answer))));
         }
@@ -155,7 +197,7 @@ impl OAuth {
         let v: serde_json::Value = serde_json::from_slice(&answer)
             .map_err(|e| TokenError::Refused { status, message: format!("an answer that is not JSON ({e})") })?;
         match v["access_token"].as_str().map(str::trim) {
-            Some(t) if !t.is_empty() => Ok(t.to_string()),
+            Some(t) if !t.is_empty() => Ok((t.to_string(), v["expires_in"].as_u64())),
             _ => Err(TokenError::Refused {
                 status,
                 message: "the token endpoint response did not contain an access_token value".into(),

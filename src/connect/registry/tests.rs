@@ -598,8 +598,16 @@ fn oauthbearer_reads_the_client_credentials_and_refuses_what_it_cannot_do() {
     let c = converter("value", &base).unwrap();
     match &c.auth {
         Some(Auth::OAuth(o)) => {
-            assert_eq!((o.client_id.as_str(), o.scope.as_deref(), o.buffer), ("relay", None, Duration::from_secs(300)));
-            assert_eq!((o.scope_claim.as_str(), o.sub_claim.as_str()), ("scope", "sub"));
+            assert_eq!(o.client_id, "relay");
+            assert_eq!(
+                o.style,
+                oauth::Style::Confluent {
+                    scope: None,
+                    scope_claim: "scope".into(),
+                    sub_claim: "sub".into(),
+                    buffer: Duration::from_secs(300)
+                }
+            );
             assert!(!format!("{c:?}").contains("s3cret"), "Debug shows the secret");
         }
         other => panic!("{other:?}"),
@@ -642,4 +650,44 @@ fn oauthbearer_reads_the_client_credentials_and_refuses_what_it_cannot_do() {
     .unwrap();
     assert_eq!(static_token.auth, Some(Auth::Header(Authorization("Bearer t0ken".into()))));
     assert_eq!(static_token.bearer_headers, vec![("target-sr-cluster", "lsrc-1".to_string())]);
+}
+
+/// Apicurio 2.x's OAuth: Keycloak's token endpoint under the service URL and realm (which wins over
+/// a token endpoint given, as in Apicurio's resolver, and over basic auth), the client's id and
+/// secret required.
+#[test]
+fn apicurio_oauth_finds_the_token_endpoint_as_apicurios_resolver_does() {
+    let base = [
+        ("value.converter", APICURIO_AVRO),
+        ("value.converter.apicurio.registry.url", "http://registry:8080/apis/registry/v2"),
+        ("value.converter.apicurio.auth.service.url", "https://keycloak:8443/auth"),
+        ("value.converter.apicurio.auth.realm", "registry"),
+        ("value.converter.apicurio.auth.service.token.endpoint", "https://elsewhere/token"),
+        ("value.converter.apicurio.auth.client.id", "relay"),
+        ("value.converter.apicurio.auth.client.secret", "s3cret"),
+        ("value.converter.apicurio.auth.username", "user"),
+        ("value.converter.apicurio.auth.password", "pw"),
+    ];
+    let c = converter("value", &base).unwrap();
+    match &c.auth {
+        Some(Auth::OAuth(o)) => {
+            assert_eq!(
+                o.endpoint.describe(),
+                "https://keycloak:8443/auth/realms/registry/protocol/openid-connect/token"
+            );
+            assert_eq!(o.style, oauth::Style::Apicurio);
+        }
+        other => panic!("{other:?}"),
+    }
+    let without = |k: &str| base.iter().copied().filter(|(key, _)| !key.ends_with(k)).collect::<Vec<_>>();
+    let c = converter("value", &without("service.url")).unwrap();
+    assert!(matches!(&c.auth, Some(Auth::OAuth(o)) if o.endpoint.describe() == "https://elsewhere:443/token"));
+    match converter("value", &without("auth.realm")) {
+        Err(ConfigError::Missing { key, .. }) => assert_eq!(key, "value.converter.apicurio.auth.realm"),
+        other => panic!("{other:?}"),
+    }
+    match converter("value", &without("client.secret")) {
+        Err(ConfigError::Missing { key, .. }) => assert_eq!(key, "value.converter.apicurio.auth.client.secret"),
+        other => panic!("{other:?}"),
+    }
 }
