@@ -190,6 +190,62 @@ async fn polling_relay_keeps_commit_order_unless_an_aggregates_transactions_over
     assert!(rows[0].payload.as_deref().unwrap().contains("first-numbered"));
 }
 
+/// A row of an aggregate that something outside the relay holds locked is not stepped over. A
+/// foreign key from another table to the outbox takes `FOR KEY SHARE` on each referencing insert,
+/// which the relay's row lock (`FOR NO KEY UPDATE`, all marking needs) does not wait for: both rows
+/// go out at once, in order. An application's `SELECT … FOR UPDATE` makes the relay wait for it
+/// (it owns the aggregate's partition, so no other instance takes the rows meanwhile), then
+/// publish both in order; with `SKIP LOCKED` the later row went out first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_locked_outside_the_relay_is_not_stepped_over() {
+    let o = polled_outbox("poll_locked").await;
+    o.create_topics(&["order"], 1).await;
+    let topics = vec![o.topic("order")];
+    let sql = o.env.sql().await;
+    let mut seen = 0;
+    for lock in ["FOR KEY SHARE", "FOR UPDATE"] {
+        sql.batch_execute(&o.insert_sql("order", "agg", Some(r#"{"step":"first"}"#))).await.unwrap();
+        let locker = o.env.sql().await;
+        locker
+            .batch_execute(&format!("BEGIN; SELECT 1 FROM public.{} WHERE published_at IS NULL {lock}", o.table))
+            .await
+            .unwrap();
+        sql.batch_execute(&o.insert_sql("order", "agg", Some(r#"{"step":"second"}"#))).await.unwrap();
+        let mut relay = start_polling(&polling_config(&o, &[]), &[]);
+        if lock == "FOR UPDATE" {
+            // Several polls while the first row is locked: nothing goes out ahead of it.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let early = consume_until_idle(&o.env.broker, &topics, Duration::from_millis(500));
+            assert_eq!(
+                early.len(),
+                seen,
+                "{lock}: a later row went out while the first was locked: {}",
+                relay.log_text()
+            );
+            locker.batch_execute("COMMIT").await.unwrap();
+        }
+        let records = consume(&o.env.broker, &topics, seen + 2, Duration::from_secs(30));
+        let steps: Vec<String> = records[seen..]
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+                v.to_string()
+            })
+            .collect();
+        assert!(
+            steps.len() == 2 && steps[0].contains("first") && steps[1].contains("second"),
+            "{lock}: in order: {steps:?}\n{}",
+            relay.log_text()
+        );
+        if lock == "FOR KEY SHARE" {
+            locker.batch_execute("COMMIT").await.unwrap();
+        }
+        wait_for_async("both marked", Duration::from_secs(30), || async { unpublished(&o).await == 0 }).await;
+        relay.stop();
+        seen += 2;
+    }
+}
+
 /// Rows are marked only after the broker acknowledged them: with the broker unreachable nothing is
 /// marked (the relay does not even poll: its session starts with a look at the cluster); once it is
 /// back, everything is published and marked. A broker lost in the middle of a batch:

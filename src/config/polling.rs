@@ -24,7 +24,7 @@ pub enum Ordering {
     /// `per_aggregate` (the default): the aggregate ids are hashed into `partitions`, each owned by
     /// one live instance at a time, so an aggregate's rows are published by one poller, in order.
     PerAggregate,
-    /// `none`: every instance takes any unpublished row (`FOR UPDATE SKIP LOCKED`). Faster with many
+    /// `none`: every instance takes any unpublished row (`FOR NO KEY UPDATE SKIP LOCKED`). Faster with many
     /// instances, but an aggregate's events can be published out of order (the seed's warning).
     None,
 }

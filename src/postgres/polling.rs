@@ -1,7 +1,7 @@
 //! The SQL of the polling relay: which rows are unpublished, how they are read, marked and owned.
 //!
-//! A batch is one transaction on one connection: `SELECT ... FOR UPDATE SKIP LOCKED` the oldest
-//! unpublished rows, publish them, then `UPDATE ... SET published_at` on exactly those rows (by
+//! A batch is one transaction on one connection: `SELECT ... FOR NO KEY UPDATE` the oldest
+//! unpublished rows (`SKIP LOCKED` under `ordering=none`), publish them, then `UPDATE ... SET published_at` on exactly those rows (by
 //! `ctid`, which cannot change while the transaction holds their row locks), then `COMMIT`. The
 //! same connection holds the advisory locks that say which aggregate partitions this instance owns:
 //! when it dies, its locks, its row locks and its open batch go together.
@@ -36,7 +36,7 @@ pub struct PolledTable {
     pub schema: String,
     pub table: String,
     pub columns: Vec<ColumnInfo>,
-    /// `SELECT ctid-and-relation, every column as text ... FOR UPDATE SKIP LOCKED`, with `$1` the
+    /// `SELECT ctid-and-relation, every column as text ... FOR NO KEY UPDATE [SKIP LOCKED]`, with `$1` the
     /// owned partitions (when partitioned) and `$2` the batch size.
     select: String,
     /// The published column, quoted.
@@ -152,9 +152,19 @@ impl PolledTable {
             }
             _ => " AND $1::int4[] IS NOT NULL".to_string(),
         };
+        // The row lock marking needs: `FOR NO KEY UPDATE`, which another instance's takes exclude,
+        // and which a foreign key's `FOR KEY SHARE` (an insert referencing an outbox row) does not.
+        // With aggregate partitions no other instance reads these rows, so a row something else
+        // holds locked is waited for, never stepped over: skipping it would publish the
+        // aggregate's later rows before it. Unpartitioned, instances share every row and skip
+        // each other's.
+        let lock = match cfg.ordering {
+            crate::config::polling::Ordering::PerAggregate => "FOR NO KEY UPDATE",
+            _ => "FOR NO KEY UPDATE SKIP LOCKED",
+        };
         let select = format!(
             "SELECT o.tableoid::regclass::text, o.ctid::text, {} FROM {qualified} AS o WHERE o.{published} IS NULL{partition_filter} \
-             ORDER BY {order} LIMIT $2 FOR UPDATE SKIP LOCKED",
+             ORDER BY {order} LIMIT $2 {lock}",
             texts.join(", ")
         );
         Ok(PolledTable {

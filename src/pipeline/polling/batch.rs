@@ -50,6 +50,9 @@ const CHUNK: usize = 1024;
 /// the relay, which then reconnects and finds out whether it still owns its partitions.
 const SQL_STEP: Duration = Duration::from_secs(60);
 
+/// How long a batch waits for a row another session holds locked before it says so and starts over.
+const ROW_LOCK_WAIT: Duration = Duration::from_secs(30);
+
 pub struct Batch<'a> {
     pub cfg: &'a Config,
     pub sql: &'a Client,
@@ -148,8 +151,20 @@ impl Batch<'_> {
         partitions: &[i32],
         limit: i64,
     ) -> Result<usize, RelayError> {
-        step(async { self.sql.batch_execute("BEGIN").await.map_err(PgError::Sql) }).await?;
+        // A row something else holds locked is waited for (see `PolledTable::select`), but not for
+        // ever without a word.
+        let begin = format!("BEGIN; SET LOCAL lock_timeout = {}", ROW_LOCK_WAIT.as_millis());
+        step(async { self.sql.batch_execute(&begin).await.map_err(PgError::Sql) }).await?;
         let result = self.publish(table, plan, partitions, limit).await;
+        if let Err(RelayError::Postgres(e)) = &result {
+            if e.sqlstate() == Some("55P03") {
+                tracing::warn!(
+                    table = %table.qualified(),
+                    waited = ?ROW_LOCK_WAIT,
+                    "polling: an unpublished row has been locked by another session for {ROW_LOCK_WAIT:?} (a SELECT … FOR UPDATE or FOR SHARE, an UPDATE or DELETE of the row, in a transaction still open): its aggregate's later rows wait behind it so that they stay in order; find the session in pg_locks and pg_stat_activity and end its transaction. Trying again"
+                );
+            }
+        }
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
         match (result, step(async { self.sql.batch_execute(end).await.map_err(PgError::Sql) }).await) {
             (Ok(Published { rows, stop: None }), Ok(())) => Ok(rows),

@@ -2,7 +2,7 @@
 //! through the same stages as the log-tailing relay, and marks them published.
 //!
 //! ```text
-//!  outbox table ──SELECT … FOR UPDATE SKIP LOCKED──▶ poller ──batches──▶ sink ──▶ librdkafka ──▶ broker
+//!  outbox table ──SELECT … FOR NO KEY UPDATE──▶ poller ──batches──▶ sink ──▶ librdkafka ──▶ broker
 //!      ▲           (owned partitions, oldest first)   (route)   ◀── barrier: all acknowledged ──┘
 //!      └──────── UPDATE … SET published_at; COMMIT ◀──┘
 //! ```
