@@ -11,7 +11,7 @@ pub struct Services {
     brokers: Vec<(String, PathBuf)>,
     /// Directories of the Kafka clusters started.
     kafkas: Vec<(String, PathBuf)>,
-    /// The converter lines every relay's config gets (JsonConverter unless `--avro`, `--protobuf` or `--json-schema`).
+    /// The converter lines every relay's config gets (JsonConverter unless `--avro` or `--protobuf`).
     pub converters: String,
     /// The schema registry's directory, when one runs.
     registry: Option<PathBuf>,

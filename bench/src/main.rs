@@ -88,10 +88,6 @@ pub struct Args {
     /// jars, with Google's common protos 2.x that scripts/install.sh fetched first on its classpath).
     #[arg(long)]
     pub protobuf: bool,
-    /// As --avro with Confluent's JsonSchemaConverter, for pgoutbox only: no JsonSchemaConverter
-    /// jar is to be had here for Debezium's side, so it needs --skip-debezium.
-    #[arg(long, conflicts_with_all = ["avro", "protobuf"], requires = "skip_debezium")]
-    pub json_schema: bool,
     /// With --polling: the table size the poll query is timed up to.
     #[arg(long, default_value_t = 1_000_000)]
     pub polling_table_rows: usize,
@@ -132,10 +128,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
         // Read by scripts/debezium.sh, which Debezium's side runs through.
         std::env::set_var("PGOUTBOX_DEBEZIUM_PROTOBUF", "1");
         eprintln!("converters: Confluent's ProtobufConverter through a schema registry");
-    }
-    if args.json_schema {
-        svc.registry_converter("io.confluent.connect.json.JsonSchemaConverter")?;
-        eprintln!("converters: Confluent's JsonSchemaConverter through a schema registry (pgoutbox only)");
     }
     let shape = Shape { payload_bytes: args.payload_bytes, per_txn: args.events_per_txn, aggregates: args.aggregates };
     let sql = workload::connect(svc.pg_port).await?;

@@ -217,8 +217,6 @@ pub fn table(r: &Results) -> String {
             "Confluent's AvroConverter (schema registry)"
         } else if r.args.protobuf {
             "Confluent's ProtobufConverter (schema registry)"
-        } else if r.args.json_schema {
-            "Confluent's JsonSchemaConverter (schema registry)"
         } else {
             "JsonConverter"
         }
@@ -297,15 +295,7 @@ pub fn write(r: &Results, out: &Path) -> anyhow::Result<()> {
         "workload": {
             "events": r.events, "events_per_txn": r.args.events_per_txn, "payload_bytes": r.args.payload_bytes,
             "aggregates": r.args.aggregates, "partitions": r.args.partitions, "payload_total_bytes": r.payload_bytes,
-            "converter": if r.args.avro {
-                "avro"
-            } else if r.args.protobuf {
-                "protobuf"
-            } else if r.args.json_schema {
-                "json_schema"
-            } else {
-                "json"
-            },
+            "converter": if r.args.avro { "avro" } else if r.args.protobuf { "protobuf" } else { "json" },
         },
         "pgoutbox": p.map(|c| contender_json(r, c)),
         "debezium": r.debezium.as_ref().map(|c| contender_json(r, c)),
