@@ -175,8 +175,10 @@ impl<'a> Reader<'a> {
 
     fn regexes(key: &str, v: Option<&str>) -> Result<Vec<Regex>, ConfigError> {
         let Some(v) = v else { return Ok(Vec::new()) };
-        v.split(',')
-            .map(str::trim)
+        split_regex_list(v)
+            .map_err(|m| ConfigError::invalid(key, m))?
+            .iter()
+            .map(String::as_str)
             .filter(|s| !s.is_empty())
             .map(|p| {
                 Regex::new(&format!("(?i)^(?:{p})$")).map_err(|e| {
@@ -184,5 +186,49 @@ impl<'a> Reader<'a> {
                 })
             })
             .collect()
+    }
+}
+
+/// Debezium's `Strings.RegExSplitter`: a list of regular expressions split at the commas a
+/// backslash does not escape (so `\,` is a comma inside an expression, e.g. in `{1\,3}`), each part
+/// trimmed and its `\,` made a plain comma; other escapes stay for the expression.
+pub fn split_regex_list(v: &str) -> Result<Vec<String>, String> {
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    return Err("ends with a lone backslash (an unterminated escape sequence)".into());
+                };
+                part.push('\\');
+                part.push(next);
+            }
+            ',' => parts.push(std::mem::take(&mut part)),
+            c => part.push(c),
+        }
+    }
+    parts.push(part);
+    Ok(parts.into_iter().filter(|p| !p.is_empty()).map(|p| p.trim().replace("\\,", ",")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As Debezium splits its include and exclude lists.
+    #[test]
+    fn a_regex_list_splits_at_unescaped_commas_only() {
+        let split = |v: &str| split_regex_list(v).unwrap();
+        assert_eq!(split("public.outbox, public.events"), ["public.outbox", "public.events"]);
+        assert_eq!(split(r"public.outbox_\d{1\,3}"), [r"public.outbox_\d{1,3}"]);
+        assert_eq!(split(r"a\.b,c"), [r"a\.b", "c"], "other escapes stay for the expression");
+        assert_eq!(split("a,,b"), ["a", "b"]);
+        assert!(split_regex_list("a,b\\").is_err());
+        let entries: std::collections::BTreeMap<String, String> =
+            [("table.include.list".to_string(), r"public\.outbox_\d{2\,3}".to_string())].into();
+        let list = Reader::new(&entries).regex_list("table.include.list").unwrap();
+        assert!(list[0].is_match("public.outbox_123") && !list[0].is_match("public.outbox_1"));
     }
 }
