@@ -748,12 +748,7 @@ async fn a_new_instance_fences_the_zombie_transactional_producer() {
     let env = Env::get();
     let topic = unique("fence");
     create_topics(&env.broker, std::slice::from_ref(&topic), 1).await;
-    let kafka = pgoutbox::config::KafkaConfig {
-        bootstrap_servers: env.broker.clone(),
-        producer_overrides: Default::default(),
-        client_security: Default::default(),
-        topic_creation: None,
-    };
+    let kafka = kafka_config(&env.broker);
     let id = unique("txid");
     let zombie = Producer::transactional(&kafka, &id, "zombie-test").unwrap();
     let successor = Producer::transactional(&kafka, &id, "zombie-test").unwrap();
@@ -1243,7 +1238,6 @@ async fn message_outbox_under_exactly_once_publishes_each_message_once() {
 /// holds are not published again, and the next one is.
 #[tokio::test(flavor = "multi_thread")]
 async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up_to_it() {
-    use pgoutbox::kafka::offsets::{OffsetStore, SourceOffset};
     for (strategy, advances) in [("trust_offset", true), ("no_validation", false)] {
         let o = Outbox::new("mismatch").await;
         let topic = o.topic("Order");
@@ -1260,17 +1254,7 @@ async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up
         for i in 0..3 {
             sql.batch_execute(&o.insert_sql("Order", &format!("published-{i}"), Some("{}"))).await.unwrap();
         }
-        let offset_at: String = sql.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).await.unwrap().get(0);
-        let offset_at: Lsn = offset_at.parse().unwrap();
-        let kafka = pgoutbox::config::KafkaConfig {
-            bootstrap_servers: o.env.broker.clone(),
-            producer_overrides: Default::default(),
-            client_security: Default::default(),
-            topic_creation: None,
-        };
-        let store = OffsetStore::new(&kafka, &offsets_topic, "test-connector", "testserver");
-        let debezium = SourceOffset { slot: None, ..SourceOffset::at_commit("", offset_at) };
-        store.store(&debezium).await.unwrap();
+        let offset_at = debezium_offset_at_wal_flush(&o, &offsets_topic).await;
 
         // Prompt confirmation off and a long status interval: the slot moves only by the strategy
         // (and the first status update, which confirms the position streaming starts from).
@@ -1310,6 +1294,18 @@ async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up
     }
 }
 
+/// Writes into `offsets_topic` the offset Debezium commits for `o`'s connector (no slot name) at the
+/// server's flushed WAL position, and returns that position.
+async fn debezium_offset_at_wal_flush(o: &Outbox, offsets_topic: &str) -> Lsn {
+    use pgoutbox::kafka::offsets::{OffsetStore, SourceOffset};
+    let sql = o.env.sql().await;
+    let at: String = sql.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).await.unwrap().get(0);
+    let at: Lsn = at.parse().unwrap();
+    let store = OffsetStore::new(&kafka_config(&o.env.broker), offsets_topic, "test-connector", "testserver");
+    store.store(&SourceOffset { slot: None, ..SourceOffset::at_commit("", at) }).await.unwrap();
+    at
+}
+
 /// Debezium's start-up check (`offset.mismatch.strategy` `no_validation`, the default, and
 /// `trust_offset`): a committed offset the slot's `restart_lsn` has passed names WAL the slot no
 /// longer holds, as when the slot was dropped and created again under the same name while nothing
@@ -1318,7 +1314,6 @@ async fn offset_mismatch_strategy_trust_offset_moves_a_slot_behind_the_offset_up
 /// says the same, and `snapshot.mode=when_needed` publishes it with a new snapshot, then streams.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slot_created_again_past_the_committed_offset_stops_the_relay_unless_a_snapshot_fills_the_gap() {
-    use pgoutbox::kafka::offsets::{OffsetStore, SourceOffset};
     let o = Outbox::new("recreated").await;
     let topic = o.topic("Order");
     create_topics(&o.env.broker, std::slice::from_ref(&topic), 1).await;
@@ -1328,16 +1323,7 @@ async fn a_slot_created_again_past_the_committed_offset_stops_the_relay_unless_a
     assert!(relay.stop().success(), "{}", relay.log_text());
     // Debezium streamed from the slot up to here and committed its offset.
     let sql = o.env.sql().await;
-    let offset_at: String = sql.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).await.unwrap().get(0);
-    let offset_at: Lsn = offset_at.parse().unwrap();
-    let kafka = pgoutbox::config::KafkaConfig {
-        bootstrap_servers: o.env.broker.clone(),
-        producer_overrides: Default::default(),
-        client_security: Default::default(),
-        topic_creation: None,
-    };
-    let store = OffsetStore::new(&kafka, &offsets_topic, "test-connector", "testserver");
-    store.store(&SourceOffset { slot: None, ..SourceOffset::at_commit("", offset_at) }).await.unwrap();
+    let offset_at = debezium_offset_at_wal_flush(&o, &offsets_topic).await;
     // An event committed while nothing streamed; then the slot is dropped and created again.
     sql.batch_execute(&o.insert_sql("Order", "lost", Some("{}"))).await.unwrap();
     o.drop_slot().await;

@@ -209,13 +209,18 @@ pub async fn set_topic_config(broker: &str, topic: &str, key: &str, value: &str)
     assert!(altered.iter().all(Result::is_ok), "{topic} {key}={value}: {altered:?}");
 }
 
-pub async fn create_topics(broker: &str, topics: &[String], partitions: i32) {
-    let cfg = pgoutbox::config::KafkaConfig {
+/// The relay's Kafka settings for `broker`, with nothing else set.
+pub fn kafka_config(broker: &str) -> pgoutbox::config::KafkaConfig {
+    pgoutbox::config::KafkaConfig {
         bootstrap_servers: broker.to_string(),
         producer_overrides: Default::default(),
         client_security: Default::default(),
         topic_creation: None,
-    };
+    }
+}
+
+pub async fn create_topics(broker: &str, topics: &[String], partitions: i32) {
+    let cfg = kafka_config(broker);
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     pgoutbox::kafka::create_topics(&cfg, &refs, partitions, -1).await.expect("create topics");
     // The broker's metadata can lag creation briefly: wait until every topic is visible.

@@ -59,6 +59,11 @@ fn fake_routes(routes: &[(&'static str, u16, &'static str)]) -> Fake {
     Fake { url, seen }
 }
 
+/// `props` without the keys ending in `suffix`.
+fn without<'a>(props: &[(&'a str, &'a str)], suffix: &str) -> Vec<(&'a str, &'a str)> {
+    props.iter().copied().filter(|(key, _)| !key.ends_with(suffix)).collect()
+}
+
 fn converter(which: &str, props: &[(&str, &str)]) -> Result<RegistryConverter, ConfigError> {
     let entries: BTreeMap<String, String> = props.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let mut r = Reader::new(&entries);
@@ -621,11 +626,10 @@ fn oauthbearer_reads_the_client_credentials_and_refuses_what_it_cannot_do() {
         Err(ConfigError::Invalid { key, .. } | ConfigError::Missing { key, .. }) => key,
         other => panic!("{other:?}"),
     };
-    let without = |k: &str| base.iter().copied().filter(|(key, _)| !key.ends_with(k)).collect::<Vec<_>>();
-    assert_eq!(key_of(without("client.secret")), "value.converter.bearer.auth.client.secret");
-    assert_eq!(key_of(without("issuer.endpoint.url")), "value.converter.bearer.auth.issuer.endpoint.url");
+    assert_eq!(key_of(without(&base, "client.secret")), "value.converter.bearer.auth.client.secret");
+    assert_eq!(key_of(without(&base, "issuer.endpoint.url")), "value.converter.bearer.auth.issuer.endpoint.url");
     let with = |k: &'static str, v: &'static str| {
-        let mut p = without(k);
+        let mut p = without(&base, k);
         p.push((k, v));
         p
     };
@@ -679,14 +683,13 @@ fn apicurio_oauth_finds_the_token_endpoint_as_apicurios_resolver_does() {
         }
         other => panic!("{other:?}"),
     }
-    let without = |k: &str| base.iter().copied().filter(|(key, _)| !key.ends_with(k)).collect::<Vec<_>>();
-    let c = converter("value", &without("service.url")).unwrap();
+    let c = converter("value", &without(&base, "service.url")).unwrap();
     assert!(matches!(&c.auth, Some(Auth::OAuth(o)) if o.endpoint.describe() == "https://elsewhere:443/token"));
-    match converter("value", &without("auth.realm")) {
+    match converter("value", &without(&base, "auth.realm")) {
         Err(ConfigError::Missing { key, .. }) => assert_eq!(key, "value.converter.apicurio.auth.realm"),
         other => panic!("{other:?}"),
     }
-    match converter("value", &without("client.secret")) {
+    match converter("value", &without(&base, "client.secret")) {
         Err(ConfigError::Missing { key, .. }) => assert_eq!(key, "value.converter.apicurio.auth.client.secret"),
         other => panic!("{other:?}"),
     }
