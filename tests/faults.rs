@@ -517,6 +517,81 @@ async fn network_cut_detected_and_recovered() {
     .await;
 }
 
+/// `lsn.flush.timeout.ms` and `lsn.flush.timeout.action` (Debezium 3.2+) bound a status update the
+/// server does not take. The proxy stalls the relay's connections to PostgreSQL (it stops reading
+/// them, as a stuck walsender or a stalled network does), and status updates every millisecond
+/// fill the socket buffers (the proxy's are small) within a second or two. Under `warn` the relay says so and keeps waiting, and
+/// streams on once the connection flows again; under the default `fail` it stops with exit 3,
+/// naming the key (before this, the write waited for ever and the relay hung silently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_status_update_the_server_does_not_take_stops_the_relay_or_warns_as_configured() {
+    let name = "a_status_update_the_server_does_not_take_stops_the_relay_or_warns_as_configured";
+    bounded(name, Duration::from_secs(240), async {
+        let kinds = ["Order"];
+        // A server of its own, with PostgreSQL's default wal_sender_timeout (60 s; the suite's is
+        // 5 s): the relay does not take the stalled server's silence for a dead connection first.
+        let pg = PgCluster::start("flushtimeout");
+        pg.set_wal_sender_timeout("1min").await;
+        let pg_proxy = Proxy::start_with_small_buffers(([127, 0, 0, 1], pg.port).into()).await;
+        let bed = Bed::new("flushtimeout", pg.port, &Env::get().broker).await;
+        bed.create_topics(&kinds, 1).await;
+        let config = |action: &str| {
+            bed.config_via(
+                pg_proxy.port,
+                &Env::get().broker,
+                &[
+                    "status.update.interval.ms=1",
+                    "lsn.flush.timeout.ms=1000",
+                    &format!("lsn.flush.timeout.action={action}"),
+                ],
+            )
+        };
+        let mut relay = RelayProc::start("flushtimeout_warn", &config("warn"));
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        let stalled = Instant::now();
+        assert!(pg_proxy.stall_all() > 0);
+        let warning = "the status update confirming this position is not written yet";
+        relay.wait_count(warning, 1, Duration::from_secs(60)).await;
+        let warned_after = stalled.elapsed();
+        assert!(relay.running(), "warn keeps the relay running; log tail:\n{}", relay.log_tail(20));
+        pg_proxy.resume_all();
+        // The stream goes on: an event written now is published, by this session or the next.
+        let published = bed.probe_round_trip(Instant::now(), Duration::from_secs(90)).await;
+        assert!(relay.running(), "log tail:\n{}", relay.log_tail(20));
+        assert_eq!(relay.stop().code(), Some(0), "log tail:\n{}", relay.log_tail(30));
+
+        let mut relay = RelayProc::start("flushtimeout_fail", &config("fail"));
+        relay.wait_count(STREAMING, 1, Duration::from_secs(30)).await;
+        let stalled = Instant::now();
+        assert!(pg_proxy.stall_all() > 0);
+        while relay.running() {
+            assert!(
+                stalled.elapsed() < Duration::from_secs(60),
+                "the relay kept running with its status updates unwritten; log tail:\n{}",
+                relay.log_tail(20)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let stopped_after = stalled.elapsed();
+        pg_proxy.resume_all();
+        let log = relay.log_text();
+        assert!(
+            log.contains("was not written to PostgreSQL within lsn.flush.timeout.ms (1000 ms)")
+                && log.contains("lsn.flush.timeout.action=warn"),
+            "the stop names the key and the way out; log tail:\n{}",
+            relay.log_tail(20)
+        );
+        assert_eq!(relay.stop().code(), Some(3), "log tail:\n{}", relay.log_tail(20));
+        println!(
+            "{name}: warned {} after the stall, published again {} after it ended; stopped {} after the stall",
+            ms(warned_after),
+            ms(published),
+            ms(stopped_after)
+        );
+    })
+    .await;
+}
+
 /// A session that ends with a record in flight (the broker read the request but has not answered)
 /// must not let that record land after the next session's resends of the same events. Here the
 /// proxy holds what the relay sends on its broker connections (as a broker that took the requests

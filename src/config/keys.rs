@@ -33,8 +33,6 @@ const KNOWN: &[(&str, &str)] = &[
         "provide.transaction.metadata",
         "not implemented: Debezium would also publish BEGIN/END records to <topic.prefix>.transaction",
     ),
-    ("lsn.flush.timeout.ms", "pgoutbox confirms positions asynchronously at every status update"),
-    ("lsn.flush.timeout.action", "pgoutbox confirms positions asynchronously at every status update"),
     ("schema.refresh.mode", "pgoutbox follows the Relation messages of pgoutput"),
     ("snapshot.isolation.mode", "the snapshot always reads the slot's exported snapshot (repeatable read)"),
     ("snapshot.locking.mode", "no locks are needed: the snapshot reads the slot's exported snapshot"),

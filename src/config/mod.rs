@@ -299,6 +299,11 @@ pub struct Config {
     /// advances it) and resumes from the offsets topic, where it records every acknowledged
     /// position; see `pipeline::session`.
     pub lsn_flush_manual: bool,
+    /// `lsn.flush.timeout.ms` (default 30 s): how long a status update, which confirms a position
+    /// to the server, may take to be written before `lsn_flush_timeout_action` applies.
+    pub lsn_flush_timeout: Duration,
+    /// `lsn.flush.timeout.action` (default `fail`).
+    pub lsn_flush_timeout_action: FlushTimeoutAction,
     /// `offset.storage.topic`: where the relay records the slot it streams from (see
     /// `kafka::offsets`), so that a slot lost while the relay was stopped is noticed.
     pub offset_topic: String,
@@ -364,7 +369,8 @@ impl Config {
         for k in raw.entries.keys().filter(|k| providers::is_provider_key(k)) {
             r.consume(k);
         }
-        let lsn_flush_manual = check_connector(&mut r)?;
+        let LsnFlush { manual: lsn_flush_manual, timeout: lsn_flush_timeout, timeout_action: lsn_flush_timeout_action } =
+            check_connector(&mut r)?;
         let database = parse_database(&mut r)?;
         let stream = parse_stream(&mut r)?;
         let topic_prefix = parse_topic_prefix(&mut r)?;
@@ -427,6 +433,8 @@ impl Config {
             offset_mismatch: stream.offset_mismatch,
             log_position_check: stream.log_position_check,
             lsn_flush_manual,
+            lsn_flush_timeout,
+            lsn_flush_timeout_action,
             offset_topic: stream.offset_topic,
             offset_partitions: stream.offset_partitions,
             offset_replication: stream.offset_replication,
@@ -508,7 +516,7 @@ pub fn version_matches(spec: &str, version: &str) -> bool {
 }
 
 /// Whether `lsn.flush.mode` (or the deprecated `flush.lsn.source`) is `manual`.
-fn check_connector(r: &mut Reader<'_>) -> Result<bool, ConfigError> {
+fn check_connector(r: &mut Reader<'_>) -> Result<LsnFlush, ConfigError> {
     if let Some(class) = r.str("connector.class") {
         if class != POSTGRES_CONNECTOR_CLASS && class != "PostgresConnector" {
             return Err(invalid(
@@ -565,21 +573,44 @@ fn check_connector(r: &mut Reader<'_>) -> Result<bool, ConfigError> {
         "manual" => true,
         _ => return Err(invalid("lsn.flush.mode", "is not one of connector, manual, connector_and_driver")),
     };
-    // Keys pgoutbox accepts without acting on them (config::keys says why) are still checked as
-    // Debezium checks them, so a typo fails here as it would in Connect.
-    if let Some(v) = r.peek("lsn.flush.timeout.ms") {
-        if !v.parse::<i64>().is_ok_and(|n| n > 0) {
-            return Err(invalid("lsn.flush.timeout.ms", "is not a positive number of milliseconds"));
-        }
-    }
-    let one_of = |key: &str, value: Option<&str>, options: &[&str]| match value {
-        Some(v) if !options.iter().any(|o| o.eq_ignore_ascii_case(v)) => {
-            Err(invalid(key, format!("is not one of {}", options.join(", "))))
-        }
-        _ => Ok(()),
+    // lsn.flush.timeout.ms and .action (Debezium 3.2): how long a status update may take to be
+    // written, and what happens when it takes longer (see `pipeline::reader`).
+    let timeout = match r.str("lsn.flush.timeout.ms") {
+        None => Duration::from_millis(30_000),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n > 0 => Duration::from_millis(n as u64),
+            _ => return Err(invalid("lsn.flush.timeout.ms", "is not a positive number of milliseconds")),
+        },
     };
-    one_of("lsn.flush.timeout.action", r.peek("lsn.flush.timeout.action"), &["fail", "warn", "ignore"])?;
-    Ok(manual)
+    let timeout_action = r.choice(
+        "lsn.flush.timeout.action",
+        FlushTimeoutAction::Fail,
+        &[
+            ("fail", FlushTimeoutAction::Fail),
+            ("warn", FlushTimeoutAction::Warn),
+            ("ignore", FlushTimeoutAction::Ignore),
+        ],
+    )?;
+    Ok(LsnFlush { manual, timeout, timeout_action })
+}
+
+/// `lsn.flush.mode` and `lsn.flush.timeout.*`, as `check_connector` reads them.
+struct LsnFlush {
+    manual: bool,
+    timeout: Duration,
+    timeout_action: FlushTimeoutAction,
+}
+
+/// `lsn.flush.timeout.action` (Debezium 3.2+): what a status update that the server has not taken
+/// within `lsn.flush.timeout.ms` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushTimeoutAction {
+    /// Stop the relay, naming the slot and the key (Debezium fails the task).
+    Fail,
+    /// Log a warning and keep waiting for the server to take it.
+    Warn,
+    /// Keep waiting, logging at debug level only.
+    Ignore,
 }
 
 /// `offset.mismatch.strategy` (Debezium 3.4+): what to do when the connector's committed offset

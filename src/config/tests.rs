@@ -468,20 +468,29 @@ fn enforce_record_size_is_checked_and_passes_the_routers_records_through() {
 }
 
 #[test]
-fn keys_accepted_without_effect_are_still_checked() {
+fn lsn_flush_timeout_and_offset_mismatch_are_read_as_debezium_reads_them() {
     assert_eq!(err_key(&["lsn.flush.timeout.action=retry"]), "lsn.flush.timeout.action");
     assert_eq!(err_key(&["lsn.flush.timeout.ms=0"]), "lsn.flush.timeout.ms");
+    assert_eq!(err_key(&["lsn.flush.timeout.ms=soon"]), "lsn.flush.timeout.ms");
     assert_eq!(err_key(&["offset.mismatch.strategy=trust_me"]), "offset.mismatch.strategy");
+    let defaults = with(&[]).unwrap();
+    assert_eq!(defaults.lsn_flush_timeout, std::time::Duration::from_secs(30));
+    assert_eq!(defaults.lsn_flush_timeout_action, crate::config::FlushTimeoutAction::Fail);
     let c = with(&[
-        "lsn.flush.timeout.action=WARN",
+        "lsn.flush.timeout.action= WARN ",
         "lsn.flush.timeout.ms=5000",
         "offset.mismatch.strategy=trust_greater_lsn",
     ])
     .unwrap();
-    for key in ["lsn.flush.timeout.action", "lsn.flush.timeout.ms"] {
-        assert!(c.ignored.iter().any(|k| k.key == key), "{key} is listed as ignored: {:?}", c.ignored);
+    assert_eq!(c.lsn_flush_timeout, std::time::Duration::from_millis(5000));
+    assert_eq!(c.lsn_flush_timeout_action, crate::config::FlushTimeoutAction::Warn);
+    assert_eq!(
+        with(&["lsn.flush.timeout.action=ignore"]).unwrap().lsn_flush_timeout_action,
+        crate::config::FlushTimeoutAction::Ignore
+    );
+    for key in ["lsn.flush.timeout.action", "lsn.flush.timeout.ms", "offset.mismatch.strategy"] {
+        assert!(!c.ignored.iter().any(|k| k.key == key), "{key} is acted on, not ignored: {:?}", c.ignored);
     }
-    assert!(!c.ignored.iter().any(|k| k.key == "offset.mismatch.strategy"), "{:?}", c.ignored);
     assert_eq!(c.offset_mismatch, crate::config::OffsetMismatch::TrustGreaterLsn);
     // As Debezium parses it: case-insensitive, trimmed; no_validation by default.
     assert_eq!(

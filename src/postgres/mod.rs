@@ -81,6 +81,8 @@ pub enum PgError {
     SqlSessionEnded,
     #[error("no message from PostgreSQL for {0:?} although a reply was requested; assuming the connection is dead")]
     PeerTimeout(Duration),
+    #[error("the status update confirming {lsn} was not written to PostgreSQL within lsn.flush.timeout.ms ({} ms): the server has stopped reading the replication connection (a stuck walsender, or a stalled network or proxy). Stopping, as lsn.flush.timeout.action=fail says (Debezium fails its task here); nothing past the last acknowledged event is confirmed. Check the server and the network, then restart; to keep waiting instead, set lsn.flush.timeout.action=warn or raise lsn.flush.timeout.ms", .after.as_millis())]
+    FlushTimeout { lsn: crate::lsn::Lsn, after: Duration },
     #[error("PostgreSQL asks for a password for user `{user}`; set database.password")]
     PasswordRequired { user: String },
     #[error("PostgreSQL asks for {method}, which pgoutbox does not support; allow scram-sha-256, md5, password or trust for this user in pg_hba.conf")]
@@ -150,7 +152,8 @@ impl PgError {
             | PgError::Scram(_)
             | PgError::AuthRefused(_)
             | PgError::Tls(_)
-            | PgError::TlsRefused(_) => false,
+            | PgError::TlsRefused(_)
+            | PgError::FlushTimeout { .. } => false,
             PgError::Server(_) | PgError::Sql(_) => !self.sqlstate().is_some_and(definite_sqlstate),
             _ => true,
         }

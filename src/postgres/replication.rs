@@ -59,6 +59,9 @@ pub struct SystemIdentity {
     pub dbname: Option<String>,
 }
 
+/// The replication connection's socket send buffer (the kernel doubles it for its bookkeeping).
+const SEND_BUFFER: usize = 16 * 1024;
+
 impl ReplicationConnection {
     pub async fn connect(params: &ConnectParams) -> Result<Self, PgError> {
         let addr = format!("{}:{}", params.host, params.port);
@@ -72,6 +75,10 @@ impl ReplicationConnection {
             // database.tcpKeepAlive: the kernel notices a vanished peer even on an idle connection.
             let _ = socket2::SockRef::from(&stream).set_keepalive(true);
         }
+        // The client only ever sends small messages here (status updates, a few commands): a send
+        // buffer the kernel does not grow to megabytes makes a server that stopped reading block
+        // the next status update within lsn.flush.timeout.ms, instead of after hours of updates.
+        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER);
         let stream = negotiate_tls(stream, params, &addr).await?;
         if params.channel_binding == Binding::Require && matches!(stream, Stream::Left(_)) {
             return Err(PgError::AuthRefused("database.channelBinding=require, but the connection is not TLS; set database.sslmode to require, verify-ca or verify-full".into()));
@@ -419,10 +426,10 @@ impl ReplicationConnection {
     /// server before the connection closes. Bounded by `deadline`.
     pub async fn end_copy(&mut self, deadline: std::time::Duration) {
         frontend::copy_done(&mut self.write_buf);
-        if self.flush().await.is_err() {
-            return;
-        }
         let wait = async {
+            if self.flush().await.is_err() {
+                return;
+            }
             loop {
                 match self.try_frame() {
                     Ok(Some(f))
@@ -447,10 +454,14 @@ impl ReplicationConnection {
     }
 
     /// Ends the session politely; errors are irrelevant at this point.
+    /// Bounded: a server that stopped reading does not hold the relay here.
     pub async fn terminate(mut self) {
         frontend::terminate(&mut self.write_buf);
-        let _ = self.flush().await;
-        let _ = self.stream.shutdown().await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+            let _ = self.flush().await;
+            let _ = self.stream.shutdown().await;
+        })
+        .await;
     }
 }
 

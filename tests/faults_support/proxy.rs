@@ -56,7 +56,20 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on a free loopback port and forwards to `target`.
     pub async fn start(target: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        Self::listening(TcpListener::bind("127.0.0.1:0").await.expect("bind proxy"), target)
+    }
+
+    /// `start`, with the smallest receive buffer the kernel allows on the clients' connections: a
+    /// stall then pushes back on a client after a few kilobytes (its writes block), as a peer that
+    /// stopped reading does once the buffers between them are full.
+    pub async fn start_with_small_buffers(target: SocketAddr) -> Proxy {
+        let socket = tokio::net::TcpSocket::new_v4().expect("proxy socket");
+        socket.set_recv_buffer_size(1).expect("SO_RCVBUF");
+        socket.bind(([127, 0, 0, 1], 0).into()).expect("bind proxy");
+        Self::listening(socket.listen(64).expect("listen"), target)
+    }
+
+    fn listening(listener: TcpListener, target: SocketAddr) -> Proxy {
         let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(Shared {
             target,

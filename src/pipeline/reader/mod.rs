@@ -229,8 +229,10 @@ impl<'a> Reader<'a> {
         let result = self.stream(shutdown).await;
         match result {
             Ok(()) => self.finish().await,
-            // The connection is gone: nothing more can be confirmed on it.
+            // The connection is gone, or the server stopped reading it: nothing more can be
+            // confirmed on it.
             Err(e @ RelayError::Postgres(_)) if e.is_retryable() => Err(e),
+            Err(e @ RelayError::Postgres(PgError::FlushTimeout { .. })) => Err(e),
             // A definite error found here (bad row, bad bytes, a fatal UPDATE): the events read before
             // it are still published (as Debezium publishes the records before the one that fails its
             // task), then the sink drains and the position is confirmed, which stays before the
@@ -457,10 +459,42 @@ impl<'a> Reader<'a> {
         self.batch.push(Item::Event(record));
     }
 
+    /// Sends a status update, bounded as Debezium bounds its LSN flush: an update the server has
+    /// not taken within `lsn.flush.timeout.ms` (it stopped reading the connection) stops the relay
+    /// under `lsn.flush.timeout.action=fail`; under `warn` and `ignore` the relay goes on waiting
+    /// for it (a half-written message cannot be taken back), until the server has been silent past
+    /// its own timeout, which ends the session as a dead connection.
     async fn send_status(&mut self, reply: bool) -> Result<(), PgError> {
+        use crate::config::FlushTimeoutAction as Action;
         let confirmed = *self.confirmed.borrow();
         let flush = self.pinned_flush.unwrap_or(confirmed);
-        self.conn.send_status(self.received.max(confirmed), flush, reply).await
+        let (limit, action, peer_timeout) =
+            (self.cfg.lsn_flush_timeout, self.cfg.lsn_flush_timeout_action, self.peer_timeout);
+        let started = Instant::now();
+        let send = self.conn.send_status(self.received.max(confirmed), flush, reply);
+        tokio::pin!(send);
+        loop {
+            let Ok(sent) = tokio::time::timeout(limit, &mut send).await else {
+                let waited = started.elapsed();
+                match action {
+                    Action::Fail => return Err(PgError::FlushTimeout { lsn: flush, after: limit }),
+                    Action::Warn => tracing::warn!(
+                        lsn = %flush,
+                        waited_ms = waited.as_millis() as u64,
+                        "the status update confirming this position is not written yet: the server is not reading the replication connection; \
+                         waiting on, as lsn.flush.timeout.action=warn says"
+                    ),
+                    Action::Ignore => {
+                        tracing::debug!(lsn = %flush, waited_ms = waited.as_millis() as u64, "status update not written yet")
+                    }
+                }
+                if peer_timeout.is_some_and(|peer| waited > peer) {
+                    return Err(PgError::PeerTimeout(waited));
+                }
+                continue;
+            };
+            return sent;
+        }
     }
 
     async fn handle(&mut self, msg: ReplicationMessage) -> Result<(), RelayError> {
