@@ -407,6 +407,17 @@ impl Config {
         let connector_name = r.str("name").map(str::to_string).or(source_name).unwrap_or_else(|| "pgoutbox".into());
         let shutdown_timeout = r.millis_or("task.shutdown.graceful.timeout.ms", 30_000)?;
         let exactly_once = exactly_once::parse(&mut r, &connector_name, relay == polling::RelayKind::Polling)?;
+        // Under exactly once a record given up aborts its Kafka transaction, and nothing of it is read.
+        if exactly_once.is_none() {
+            if let Some(ms) = kafka.producer_overrides.get("message.timeout.ms").filter(|v| v.trim() != "0") {
+                r.warn(format!(
+                    "the producer gives up on a record Kafka has not acknowledged within {ms} ms (delivery.timeout.ms or message.timeout.ms): \
+                     later records of its partition may be written meanwhile, and the relay then publishes it again after them, out of its \
+                     aggregate's commit order. Remove the key to keep the order through a broker outage (pgoutbox then never gives up on a \
+                     record, as Connect's delivery.timeout.ms=2147483647 does)"
+                ));
+            }
+        }
         let warnings = r.take_warnings();
         let mut ignored = keys::ignored(raw, r.used());
         ignored.extend(producer_ignored);

@@ -818,3 +818,18 @@ fn json_converter_decimal_format_is_read_per_converter() {
     let e = with(&["value.converter.decimal.format=TEXT"]).unwrap_err().to_string();
     assert!(e.contains("value.converter.decimal.format") && e.contains("NUMERIC"), "{e}");
 }
+
+/// A finite delivery timeout can reorder an aggregate's events (a record given up is published again
+/// after later ones of its partition): said at start, at least once; not under exactly once, where the
+/// record's transaction aborts.
+#[test]
+fn a_finite_delivery_timeout_is_warned_about_at_least_once() {
+    let warned = |extra: &[&str]| {
+        with(extra).unwrap().warnings.iter().any(|w| w.contains("out of its aggregate's commit order"))
+    };
+    assert!(warned(&["producer.override.delivery.timeout.ms=120000"]));
+    assert!(warned(&["producer.message.timeout.ms=30000"]));
+    assert!(!warned(&[]));
+    assert!(!warned(&["producer.override.delivery.timeout.ms=2147483647"]));
+    assert!(!warned(&["producer.override.delivery.timeout.ms=120000", "exactly.once.source.support=enabled"]));
+}
