@@ -83,6 +83,8 @@ pub enum PgError {
     PeerTimeout(Duration),
     #[error("the status update confirming {lsn} was not written to PostgreSQL within lsn.flush.timeout.ms ({} ms): the server has stopped reading the replication connection (a stuck walsender, or a stalled network or proxy). Stopping, as lsn.flush.timeout.action=fail says (Debezium fails its task here); nothing past the last acknowledged event is confirmed. Check the server and the network, then restart; to keep waiting instead, set lsn.flush.timeout.action=warn or raise lsn.flush.timeout.ms", .after.as_millis())]
     FlushTimeout { lsn: crate::lsn::Lsn, after: Duration },
+    #[error("stop requested while a status update waited for PostgreSQL to take it")]
+    StoppedWhileFlushing,
     #[error("PostgreSQL asks for a password for user `{user}`; set database.password")]
     PasswordRequired { user: String },
     #[error("PostgreSQL asks for {method}, which pgoutbox does not support; allow scram-sha-256, md5, password or trust for this user in pg_hba.conf")]

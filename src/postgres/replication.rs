@@ -266,12 +266,11 @@ impl ReplicationConnection {
         Ok((ScramSha256::new(password, binding), SCRAM_SHA_256, false))
     }
 
+    /// Writes what is buffered. Cancel-safe: the buffer drops each byte as it is written, so a
+    /// write given up halfway (a status update the server does not take in time) goes on where it
+    /// stopped at the next flush, and the stream never carries half a message twice.
     async fn flush(&mut self) -> Result<(), PgError> {
-        if !self.write_buf.is_empty() {
-            self.stream.write_all(&self.write_buf).await.map_err(PgError::Io)?;
-            self.write_buf.clear();
-        }
-        Ok(())
+        self.stream.write_all_buf(&mut self.write_buf).await.map_err(PgError::Io)
     }
 
     /// Reads more bytes from the server into the buffer. Cancel-safe.

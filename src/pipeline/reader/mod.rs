@@ -123,6 +123,8 @@ pub struct Reader<'a> {
     /// Silence from the server longer than this (while we read) means the connection is dead: the
     /// server's wal_sender_timeout plus a status interval, `None` when the server has no timeout.
     peer_timeout: Option<Duration>,
+    /// The stop the reader runs until (set by `run`): it ends a status update the server does not take.
+    stop: CancellationToken,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
@@ -209,6 +211,7 @@ impl<'a> Reader<'a> {
             confirmed,
             pinned_flush: cfg.lsn_flush_manual.then_some(received),
             peer_timeout,
+            stop: CancellationToken::new(),
             metrics,
         }
     }
@@ -226,9 +229,18 @@ impl<'a> Reader<'a> {
     }
 
     pub async fn run(mut self, shutdown: &CancellationToken) -> Result<(), RelayError> {
+        self.stop = shutdown.clone();
         let result = self.stream(shutdown).await;
         match result {
             Ok(()) => self.finish().await,
+            // A stop: nothing more can go out on this connection, and nothing more need.
+            Err(RelayError::Postgres(PgError::StoppedWhileFlushing)) => {
+                tracing::warn!(
+                    "stopped while PostgreSQL took no status update: the slot stays where the last update the server took put it; what was published since is published again at the next start"
+                );
+                self.sink_stop.cancel();
+                Ok(())
+            }
             // The connection is gone, or the server stopped reading it: nothing more can be
             // confirmed on it.
             Err(e @ RelayError::Postgres(_)) if e.is_retryable() => Err(e),
@@ -396,17 +408,20 @@ impl<'a> Reader<'a> {
         self.tx = None;
         let mut status = tokio::time::interval(self.cfg.status_interval);
         status.tick().await;
-        // Bounded: the sink gives up on acknowledgements after its drain timeout.
-        let deadline = tokio::time::sleep(self.cfg.shutdown_timeout + FINISH_MARGIN);
+        // Bounded: the sink gives up on acknowledgements after its drain timeout. So are the status
+        // updates meanwhile: one the server does not take (lsn.flush.timeout.action=warn) does not
+        // hold the stop past it.
+        let until = tokio::time::Instant::now() + self.cfg.shutdown_timeout + FINISH_MARGIN;
+        let deadline = tokio::time::sleep_until(until);
         tokio::pin!(deadline);
         loop {
             tokio::select! {
                 // Every move goes out at once: the server may be waiting for it to shut down.
                 changed = self.confirmed.changed() => match changed {
-                    Ok(()) => { let _ = self.send_status(false).await; }
+                    Ok(()) => { let _ = tokio::time::timeout_at(until, self.send_status(false)).await; }
                     Err(_) => break,
                 },
-                _ = status.tick() => { let _ = self.send_status(false).await; }
+                _ = status.tick() => { let _ = tokio::time::timeout_at(until, self.send_status(false)).await; }
                 _ = &mut deadline => {
                     tracing::warn!("the sink did not finish in time; confirming what it acknowledged so far");
                     self.sink_stop.cancel();
@@ -415,7 +430,11 @@ impl<'a> Reader<'a> {
             }
         }
         let confirmed = *self.confirmed.borrow();
-        let result = self.send_status(false).await;
+        let result = match tokio::time::timeout(FINISH_MARGIN, self.send_status(false)).await {
+            Ok(sent) => sent,
+            // Half written, perhaps: nothing more can go out on this connection.
+            Err(_) => return Err(PgError::PeerTimeout(FINISH_MARGIN).into()),
+        };
         self.conn.end_copy(Duration::from_secs(5)).await;
         match self.pinned_flush {
             None => tracing::info!(confirmed = %confirmed, "confirmed final position"),
@@ -471,29 +490,34 @@ impl<'a> Reader<'a> {
         let (limit, action, peer_timeout) =
             (self.cfg.lsn_flush_timeout, self.cfg.lsn_flush_timeout_action, self.peer_timeout);
         let started = Instant::now();
+        let stop = self.stop.clone();
         let send = self.conn.send_status(self.received.max(confirmed), flush, reply);
         tokio::pin!(send);
+        let mut late = false;
         loop {
-            let Ok(sent) = tokio::time::timeout(limit, &mut send).await else {
-                let waited = started.elapsed();
-                match action {
-                    Action::Fail => return Err(PgError::FlushTimeout { lsn: flush, after: limit }),
-                    Action::Warn => tracing::warn!(
-                        lsn = %flush,
-                        waited_ms = waited.as_millis() as u64,
-                        "the status update confirming this position is not written yet: the server is not reading the replication connection; \
-                         waiting on, as lsn.flush.timeout.action=warn says"
-                    ),
-                    Action::Ignore => {
-                        tracing::debug!(lsn = %flush, waited_ms = waited.as_millis() as u64, "status update not written yet")
-                    }
+            tokio::select! {
+                sent = &mut send => return sent,
+                _ = tokio::time::sleep(limit) => {}
+                // A stop is not held by an update the server does not take.
+                _ = stop.cancelled(), if late => return Err(PgError::StoppedWhileFlushing),
+            }
+            late = true;
+            let waited = started.elapsed();
+            match action {
+                Action::Fail => return Err(PgError::FlushTimeout { lsn: flush, after: limit }),
+                Action::Warn => tracing::warn!(
+                    lsn = %flush,
+                    waited_ms = waited.as_millis() as u64,
+                    "the status update confirming this position is not written yet: the server is not reading the replication connection; \
+                     waiting on, as lsn.flush.timeout.action=warn says"
+                ),
+                Action::Ignore => {
+                    tracing::debug!(lsn = %flush, waited_ms = waited.as_millis() as u64, "status update not written yet")
                 }
-                if peer_timeout.is_some_and(|peer| waited > peer) {
-                    return Err(PgError::PeerTimeout(waited));
-                }
-                continue;
-            };
-            return sent;
+            }
+            if peer_timeout.is_some_and(|peer| waited > peer) {
+                return Err(PgError::PeerTimeout(waited));
+            }
         }
     }
 
