@@ -431,9 +431,15 @@ impl<'a> Reader<'a> {
         }
         let confirmed = *self.confirmed.borrow();
         let result = match tokio::time::timeout(FINISH_MARGIN, self.send_status(false)).await {
+            Ok(Err(PgError::StoppedWhileFlushing)) | Err(_) => {
+                tracing::warn!(
+                    confirmed = %confirmed,
+                    "PostgreSQL took no final status update: the slot stays where the last update it took put it; what was published since is published again at the next start"
+                );
+                self.conn.terminate().await;
+                return Ok(());
+            }
             Ok(sent) => sent,
-            // Half written, perhaps: nothing more can go out on this connection.
-            Err(_) => return Err(PgError::PeerTimeout(FINISH_MARGIN).into()),
         };
         self.conn.end_copy(Duration::from_secs(5)).await;
         match self.pinned_flush {
@@ -493,15 +499,15 @@ impl<'a> Reader<'a> {
         let stop = self.stop.clone();
         let send = self.conn.send_status(self.received.max(confirmed), flush, reply);
         tokio::pin!(send);
-        let mut late = false;
         loop {
             tokio::select! {
+                biased;
                 sent = &mut send => return sent,
+                // A stop is not held by an update the server does not take (one it takes is written
+                // at once, above).
+                _ = stop.cancelled() => return Err(PgError::StoppedWhileFlushing),
                 _ = tokio::time::sleep(limit) => {}
-                // A stop is not held by an update the server does not take.
-                _ = stop.cancelled(), if late => return Err(PgError::StoppedWhileFlushing),
             }
-            late = true;
             let waited = started.elapsed();
             match action {
                 Action::Fail => return Err(PgError::FlushTimeout { lsn: flush, after: limit }),
