@@ -155,10 +155,16 @@ impl PgError {
             | PgError::AuthRefused(_)
             | PgError::Tls(_)
             | PgError::TlsRefused(_)
-            | PgError::FlushTimeout { .. } => false,
+            | PgError::FlushTimeout { .. }
+            | PgError::StoppedWhileFlushing => false,
             PgError::Server(_) | PgError::Sql(_) => !self.sqlstate().is_some_and(definite_sqlstate),
             _ => true,
         }
+    }
+
+    /// A status update the server did not take in time (or before a stop).
+    pub fn is_unwritten_status(&self) -> bool {
+        matches!(self, PgError::FlushTimeout { .. } | PgError::PeerTimeout(_) | PgError::StoppedWhileFlushing)
     }
 
     /// The replication slot is in use by another process (SQLSTATE 55006 object_in_use).

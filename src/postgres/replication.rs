@@ -76,8 +76,8 @@ impl ReplicationConnection {
             let _ = socket2::SockRef::from(&stream).set_keepalive(true);
         }
         // The client only ever sends small messages here (status updates, a few commands): a send
-        // buffer the kernel does not grow to megabytes makes a server that stopped reading block
-        // the next status update within lsn.flush.timeout.ms, instead of after hours of updates.
+        // buffer the kernel does not grow to megabytes leaves less to fill before a server that
+        // stopped reading blocks a status update (the server's receive buffer still comes first).
         let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER);
         let stream = negotiate_tls(stream, params, &addr).await?;
         if params.channel_binding == Binding::Require && matches!(stream, Stream::Left(_)) {
@@ -270,7 +270,9 @@ impl ReplicationConnection {
     /// write given up halfway (a status update the server does not take in time) goes on where it
     /// stopped at the next flush, and the stream never carries half a message twice.
     async fn flush(&mut self) -> Result<(), PgError> {
-        self.stream.write_all_buf(&mut self.write_buf).await.map_err(PgError::Io)
+        self.stream.write_all_buf(&mut self.write_buf).await.map_err(PgError::Io)?;
+        // Under TLS, what the TLS layer still holds goes out too.
+        self.stream.flush().await.map_err(PgError::Io)
     }
 
     /// Reads more bytes from the server into the buffer. Cancel-safe.

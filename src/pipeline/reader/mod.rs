@@ -414,14 +414,18 @@ impl<'a> Reader<'a> {
         let until = tokio::time::Instant::now() + self.cfg.shutdown_timeout + FINISH_MARGIN;
         let deadline = tokio::time::sleep_until(until);
         tokio::pin!(deadline);
+        // Set once an update was not taken in time: none is tried again, and the drain is waited
+        // for on its own.
+        let mut stalled = false;
         loop {
             tokio::select! {
                 // Every move goes out at once: the server may be waiting for it to shut down.
                 changed = self.confirmed.changed() => match changed {
-                    Ok(()) => { let _ = tokio::time::timeout_at(until, self.send_status(false)).await; }
+                    Ok(()) if !stalled => stalled = !self.final_status_taken(until).await,
+                    Ok(()) => {}
                     Err(_) => break,
                 },
-                _ = status.tick() => { let _ = tokio::time::timeout_at(until, self.send_status(false)).await; }
+                _ = status.tick(), if !stalled => stalled = !self.final_status_taken(until).await,
                 _ = &mut deadline => {
                     tracing::warn!("the sink did not finish in time; confirming what it acknowledged so far");
                     self.sink_stop.cancel();
@@ -430,8 +434,15 @@ impl<'a> Reader<'a> {
             }
         }
         let confirmed = *self.confirmed.borrow();
-        let result = match tokio::time::timeout(FINISH_MARGIN, self.send_status(false)).await {
-            Ok(Err(PgError::StoppedWhileFlushing)) | Err(_) => {
+        let result = match stalled {
+            true => Err(PgError::StoppedWhileFlushing),
+            false => match tokio::time::timeout(FINISH_MARGIN, self.send_status(false)).await {
+                Ok(sent) => sent,
+                Err(_) => Err(PgError::StoppedWhileFlushing),
+            },
+        };
+        if let Err(e) = &result {
+            if e.is_unwritten_status() {
                 tracing::warn!(
                     confirmed = %confirmed,
                     "PostgreSQL took no final status update: the slot stays where the last update it took put it; what was published since is published again at the next start"
@@ -439,8 +450,7 @@ impl<'a> Reader<'a> {
                 self.conn.terminate().await;
                 return Ok(());
             }
-            Ok(sent) => sent,
-        };
+        }
         self.conn.end_copy(Duration::from_secs(5)).await;
         match self.pinned_flush {
             None => tracing::info!(confirmed = %confirmed, "confirmed final position"),
@@ -484,6 +494,16 @@ impl<'a> Reader<'a> {
         self.batch.push(Item::Event(record));
     }
 
+    /// A status update while finishing, bounded by `until`: whether the server took it (a
+    /// connection error counts as taken: the final update reports it).
+    async fn final_status_taken(&mut self, until: tokio::time::Instant) -> bool {
+        match tokio::time::timeout_at(until, self.send_status(false)).await {
+            Ok(Err(e)) => !e.is_unwritten_status(),
+            Ok(Ok(())) => true,
+            Err(_) => false,
+        }
+    }
+
     /// Sends a status update, bounded as Debezium bounds its LSN flush: an update the server has
     /// not taken within `lsn.flush.timeout.ms` (it stopped reading the connection) stops the relay
     /// under `lsn.flush.timeout.action=fail`; under `warn` and `ignore` the relay goes on waiting
@@ -497,6 +517,7 @@ impl<'a> Reader<'a> {
             (self.cfg.lsn_flush_timeout, self.cfg.lsn_flush_timeout_action, self.peer_timeout);
         let started = Instant::now();
         let stop = self.stop.clone();
+        let dead_at = tokio::time::Instant::from_std(started) + peer_timeout.unwrap_or_default();
         let send = self.conn.send_status(self.received.max(confirmed), flush, reply);
         tokio::pin!(send);
         loop {
@@ -506,6 +527,10 @@ impl<'a> Reader<'a> {
                 // A stop is not held by an update the server does not take (one it takes is written
                 // at once, above).
                 _ = stop.cancelled() => return Err(PgError::StoppedWhileFlushing),
+                // A server that took nothing for its own timeout is gone, whatever the action.
+                _ = tokio::time::sleep_until(dead_at), if peer_timeout.is_some() => {
+                    return Err(PgError::PeerTimeout(started.elapsed()));
+                }
                 _ = tokio::time::sleep(limit) => {}
             }
             let waited = started.elapsed();
@@ -520,9 +545,6 @@ impl<'a> Reader<'a> {
                 Action::Ignore => {
                     tracing::debug!(lsn = %flush, waited_ms = waited.as_millis() as u64, "status update not written yet")
                 }
-            }
-            if peer_timeout.is_some_and(|peer| waited > peer) {
-                return Err(PgError::PeerTimeout(waited));
             }
         }
     }
