@@ -586,13 +586,10 @@ fn check_connector(r: &mut Reader<'_>) -> Result<LsnFlush, ConfigError> {
     };
     // lsn.flush.timeout.ms and .action (Debezium 3.2): how long a status update may take to be
     // written, and what happens when it takes longer (see `pipeline::reader`).
-    let timeout = match r.str("lsn.flush.timeout.ms") {
-        None => Duration::from_millis(30_000),
-        Some(v) => match v.parse::<i64>() {
-            Ok(n) if n > 0 => Duration::from_millis(n as u64),
-            _ => return Err(invalid("lsn.flush.timeout.ms", "is not a positive number of milliseconds")),
-        },
-    };
+    let timeout = r.millis_or("lsn.flush.timeout.ms", 30_000)?;
+    if timeout.is_zero() {
+        return Err(invalid("lsn.flush.timeout.ms", "must be greater than 0"));
+    }
     let timeout_action = r.choice(
         "lsn.flush.timeout.action",
         FlushTimeoutAction::Fail,
