@@ -896,11 +896,23 @@ fn confluent_auth(r: &mut Reader<'_>, prefix: &str) -> Result<(Option<Auth>, Bea
     let key = |k: &str| format!("{prefix}{k}");
     let source = r.string_or(&key("basic.auth.credentials.source"), "URL");
     let basic_auth = match source.to_ascii_uppercase().as_str() {
-        "USER_INFO" => Some(Auth::Header(basic(
-            &r.required(&key("basic.auth.user.info"), "user:password for the schema registry")?,
-        ))),
+        // The older name wins when it is set and not empty, as in Confluent's
+        // `UserInfoCredentialProvider` and `AbstractKafkaSchemaSerDeConfig.basicAuthUserInfo`.
+        "USER_INFO" => {
+            let deprecated =
+                r.str(&key("schema.registry.basic.auth.user.info")).filter(|v| !v.is_empty()).map(str::to_string);
+            let user_info = match deprecated {
+                Some(v) => v,
+                None => r.required(
+                    &key("basic.auth.user.info"),
+                    "user:password for the schema registry (or the older schema.registry.basic.auth.user.info)",
+                )?,
+            };
+            Some(Auth::Header(basic(&user_info)))
+        }
         "URL" => {
             r.str(&key("basic.auth.user.info"));
+            r.str(&key("schema.registry.basic.auth.user.info"));
             None
         }
         "SASL_INHERIT" => {

@@ -135,6 +135,42 @@ fn confluent_registers_once_and_writes_magic_byte_and_id() {
 }
 
 #[test]
+fn the_older_user_info_key_is_honoured_and_wins_as_in_confluents_client() {
+    let f = fake(200, r#"{"id":7}"#);
+    let base = [
+        ("value.converter", CONFLUENT_AVRO),
+        ("value.converter.schema.registry.url", f.url.as_str()),
+        ("value.converter.basic.auth.credentials.source", "USER_INFO"),
+    ];
+    let sent = |extra: &[(&str, &str)]| {
+        let props: Vec<_> = base.iter().chain(extra).copied().collect();
+        let c = converter("value", &props).unwrap();
+        encode_h(&c, "outbox.event.order", Some(&json_payload()), &text("{}"), &mut Vec::new()).unwrap();
+        f.seen.lock().unwrap().pop().unwrap()
+    };
+    // Alone (Confluent Cloud's older examples), and beside the newer key, which it outranks.
+    let alone = sent(&[("value.converter.schema.registry.basic.auth.user.info", "fred:letmein")]);
+    assert!(alone.contains("authorization: Basic ZnJlZDpsZXRtZWlu"), "{alone}");
+    let both = sent(&[
+        ("value.converter.schema.registry.basic.auth.user.info", "fred:letmein"),
+        ("value.converter.basic.auth.user.info", "other:secret"),
+    ]);
+    assert!(both.contains("authorization: Basic ZnJlZDpsZXRtZWlu"), "{both}");
+    // Empty, it is as if unset.
+    let empty = sent(&[
+        ("value.converter.schema.registry.basic.auth.user.info", ""),
+        ("value.converter.basic.auth.user.info", "other:secret"),
+    ]);
+    assert!(empty.contains("authorization: Basic b3RoZXI6c2VjcmV0"), "{empty}");
+    // Neither: the error names both keys.
+    let e = converter("value", &base).unwrap_err().to_string();
+    assert!(
+        e.contains("value.converter.basic.auth.user.info") && e.contains("schema.registry.basic.auth.user.info"),
+        "{e}"
+    );
+}
+
+#[test]
 fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
     let answer = r#"{"id":"t-key","version":"1","type":"AVRO","globalId":3,"contentId":1}"#;
     let f = fake(200, answer);
