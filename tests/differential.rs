@@ -78,6 +78,8 @@ differential_cases! {
 
     placement_envelope;
     placement_envelope_schemas_on;
+    placement_envelope_schema_name_avro;
+    placement_envelope_schema_name_avro_unicode;
     placement_timestamptz;
     expand_json_payload_schemas_off;
     expand_json_payload_schemas_on;

@@ -261,7 +261,7 @@ fn check_name(part: &str, full: &str) -> Result<(), ConvertError> {
         Ok(())
     } else {
         Err(ConvertError::Avro(format!(
-            "`{full}` is not a valid Avro name (letters, digits and _ only, not starting with a digit); rename it (e.g. with field.name.adjustment.mode=avro or a transform)"
+            "`{full}` is not a valid Avro name (letters, digits and _ only, not starting with a digit), and Connect's AvroData refuses it too; rename it (schema.name.adjustment.mode=avro adjusts the part named after topic.prefix, schema and table; a routed topic's part needs route.topic.replacement, a field another column name or alias)"
         )))
     }
 }

@@ -14,6 +14,7 @@ pub mod interval;
 pub mod mappers;
 pub mod message;
 pub mod modes;
+pub mod schema_name;
 
 pub mod temporal;
 pub mod transforms;

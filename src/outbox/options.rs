@@ -78,6 +78,8 @@ pub struct RouterConfig {
     pub json_empty_array_behavior: JsonEmptyArrayBehavior,
     /// `topic.prefix`: names the envelope struct's schema.
     pub topic_prefix: String,
+    /// `schema.name.adjustment.mode`: how the envelope struct's schema name is adjusted.
+    pub schema_name_adjustment: crate::debezium::schema_name::SchemaNameAdjustment,
     /// The connector's type options: how the router's columns are typed.
     pub type_modes: TypeModes,
     /// `column.propagate.source.type`, `datatype.propagate.source.type`.
@@ -152,6 +154,7 @@ impl RouterConfig {
                 ],
             )?,
             topic_prefix: topic_prefix.to_string(),
+            schema_name_adjustment: schema_name_adjustment(r)?,
             type_modes: TypeModes::parse(r)?,
             column_mappers: crate::debezium::mappers::ColumnMappers::parse(r)?,
             header_converter: Converter::parse_header(r)?,
@@ -233,4 +236,17 @@ fn parse_placements(v: Option<&str>, key: &str) -> Result<Vec<AdditionalField>, 
         });
     }
     Ok(out)
+}
+
+/// The connector's `schema.name.adjustment.mode` (`none`, `avro`, `avro_unicode`; trimmed, any case).
+fn schema_name_adjustment(
+    r: &mut Reader<'_>,
+) -> Result<crate::debezium::schema_name::SchemaNameAdjustment, ConfigError> {
+    use crate::debezium::schema_name::SchemaNameAdjustment;
+    const KEY: &str = "schema.name.adjustment.mode";
+    match r.str(KEY) {
+        None => Ok(SchemaNameAdjustment::None),
+        Some(v) => SchemaNameAdjustment::parse(v)
+            .ok_or_else(|| ConfigError::invalid(KEY, "is not one of none, avro, avro_unicode")),
+    }
 }

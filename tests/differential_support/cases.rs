@@ -401,6 +401,24 @@ pub fn placement_envelope_schemas_on() -> Case {
     placement("placement_envelope_schemas_on", "type:envelope:eventType,aggregateid:envelope,part:envelope:p")
 }
 
+/// `schema.name.adjustment.mode` adjusts the part of the envelope's schema name that Debezium
+/// builds from the topic prefix, schema and table (here a prefix with a dash and a leading digit),
+/// not the routed part.
+fn placement_envelope_adjusted(name: &'static str, mode: &str) -> Case {
+    with_props(
+        placement(name, "type:envelope:eventType"),
+        vec!["topic.prefix=9-server".to_string(), format!("schema.name.adjustment.mode={mode}")],
+    )
+}
+
+pub fn placement_envelope_schema_name_avro() -> Case {
+    placement_envelope_adjusted("placement_envelope_schema_name_avro", "avro")
+}
+
+pub fn placement_envelope_schema_name_avro_unicode() -> Case {
+    placement_envelope_adjusted("placement_envelope_schema_name_avro_unicode", "AVRO_UNICODE")
+}
+
 pub fn placement_partition() -> Case {
     placement("placement_partition", "part:partition,type:header:eventType")
 }

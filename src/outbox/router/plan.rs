@@ -121,7 +121,7 @@ impl Planner<'_> {
             timestamp,
             additional,
             schema_version: self.schema_version()?,
-            envelope_base: format!("{}.{}.{}", cfg.topic_prefix, self.rel.schema, self.rel.table),
+            envelope_base: envelope_base(cfg, &self.rel.schema, &self.rel.table),
         })
     }
 
@@ -185,4 +185,14 @@ impl Planner<'_> {
 /// Java value is a `java.util.Date`, which Debezium's `getInt32` cannot read.
 fn is_java_date(c: &ColumnType) -> bool {
     matches!(c.form, TextForm::JavaDate | TextForm::JavaTime | TextForm::JavaTimestamp)
+}
+
+/// The first part of the envelope struct's schema name: the table's value schema name
+/// (`<data-change topic>.Value`, adjusted by `schema.name.adjustment.mode`) up to its last dot, as
+/// Debezium's router takes it.
+fn envelope_base(cfg: &RouterConfig, schema: &str, table: &str) -> String {
+    let topic = crate::debezium::schema_name::data_change_topic(&cfg.topic_prefix, schema, table, ".");
+    let value = format!("{topic}.Value");
+    let adjusted = cfg.schema_name_adjustment.adjust(&value);
+    adjusted.strip_suffix(".Value").unwrap_or(&adjusted).to_string()
 }

@@ -33,6 +33,7 @@ fn cfg() -> RouterConfig {
         json_null_behavior: crate::debezium::JsonNullBehavior::Ignore,
         json_empty_array_behavior: crate::debezium::JsonEmptyArrayBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
+        schema_name_adjustment: Default::default(),
         type_modes: Default::default(),
         column_mappers: Default::default(),
         header_converter: None,
@@ -300,6 +301,31 @@ fn router_envelope_placement_matches_debezium() {
     let rec =
         r.route1(&plan, &row(&[Some(ID), Some("Order"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0).unwrap();
     assert_eq!(s(&rec.value), Some("Struct{payload={},eventType=OrderCreated}"));
+}
+
+/// `schema.name.adjustment.mode` adjusts the table's part of the envelope's schema name (Debezium
+/// adjusts the table's value schema name, which its router then extends with the routed value).
+#[test]
+fn envelope_schema_name_follows_schema_name_adjustment_mode() {
+    use crate::debezium::schema_name::SchemaNameAdjustment;
+    use crate::outbox::{AdditionalField, Placement};
+    let name = |adjustment| {
+        let mut c = cfg();
+        c.topic_prefix = "my-server".into();
+        c.schema_name_adjustment = adjustment;
+        c.additional =
+            vec![AdditionalField { column: "type".into(), placement: Placement::Envelope, alias: "eventType".into() }];
+        let mut r = Router::new(c, Converters { key: Converter::String, value: Converter::json(true) }, None);
+        let plan = r.plan(&outbox());
+        let rec = r
+            .route1(&plan, &row(&[Some(ID), Some("Order-1"), Some("o-1"), Some("OrderCreated"), Some("{}")]), 0)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(rec.value.as_deref().unwrap()).unwrap();
+        v["schema"]["name"].as_str().unwrap().to_string()
+    };
+    assert_eq!(name(SchemaNameAdjustment::None), "my-server.public.outbox.Order-1.Value");
+    assert_eq!(name(SchemaNameAdjustment::Avro), "my_server.public.outbox.Order-1.Value");
+    assert_eq!(name(SchemaNameAdjustment::AvroUnicode), "my_u002dserver.public.outbox.Order-1.Value");
 }
 
 #[test]
