@@ -452,6 +452,52 @@ async fn relay_binary_converter_relays_bytea_payloads() {
     o.drop_slot().await;
 }
 
+/// Connect configs set Java producer keys librdkafka does not know (`max.block.ms`,
+/// `send.buffer.bytes`, the per-codec compression level) and zstd compression: the relay starts
+/// on them, and its batches on the broker are zstd batches (Kafka's own DumpLogSegments says so).
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_takes_java_producer_settings_and_writes_zstd_batches() {
+    let o = Outbox::new("zstd").await;
+    o.create_topics(&["Order"], 1).await;
+    let mut relay = Relay::start_streaming(&o.config(&[
+        "producer.override.compression.type=zstd",
+        "producer.override.compression.zstd.level=6",
+        "producer.override.max.block.ms=60000",
+        "producer.override.send.buffer.bytes=131072",
+        "producer.override.metric.reporters=org.apache.kafka.common.metrics.JmxReporter",
+    ]));
+    insert_many(&o, "Order", 50).await;
+    let records = consume(&o.env.broker, &[o.topic("Order")], 50, Duration::from_secs(30));
+    assert_eq!(records.len(), 50, "log:\n{}", relay.log_text());
+    assert_eq!(relay.stop().code(), Some(0));
+    o.drop_slot().await;
+    let (Ok(scripts), Ok(kafka)) = (std::env::var("PGOUTBOX_TEST_SCRIPTS"), std::env::var("PGOUTBOX_TEST_KAFKA"))
+    else {
+        // The suite runs on Apache Kafka; against another broker only the delivery is checked.
+        return;
+    };
+    let segments: Vec<_> = std::fs::read_dir(&kafka)
+        .unwrap()
+        .flatten()
+        .map(|node| node.path().join("data").join(format!("{}-0", o.topic("Order"))).join("00000000000000000000.log"))
+        .filter(|p| p.exists())
+        .collect();
+    assert!(!segments.is_empty(), "no log segment of the topic under {kafka}");
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new("bash")
+            .arg(format!("{scripts}/services.sh"))
+            .args(["kafka-tool", &kafka, "org.apache.kafka.tools.DumpLogSegments", "--files"])
+            .arg(&segments[0])
+            .output()
+            .expect("run DumpLogSegments")
+    });
+    let dump = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "DumpLogSegments failed: {dump}{}", String::from_utf8_lossy(&out.stderr));
+    let codecs: std::collections::BTreeSet<_> =
+        dump.split("compresscodec: ").skip(1).filter_map(|rest| rest.split_whitespace().next()).collect();
+    assert_eq!(codecs.into_iter().collect::<Vec<_>>(), ["zstd"], "batches on the broker:\n{dump}");
+}
+
 async fn insert_many(o: &Outbox, kind: &str, n: usize) {
     o.env
         .sql()

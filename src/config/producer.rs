@@ -19,7 +19,31 @@ const PROTECTED: &[(&str, &str)] = &[
     ("transactional.id", "Connect derives it per task, <group.id>-<connector>-0 (exactly.once.source.support=enabled)"),
     ("key.serializer", "records are already bytes"),
     ("value.serializer", "records are already bytes"),
+    (
+        "partitioner.ignore.keys",
+        "each record goes to its key's murmur2 partition, as Java's default partitioner sends it, so that an aggregate's events stay in one partition",
+    ),
 ];
+
+/// Java producer keys librdkafka has no counterpart for, and why leaving them out changes nothing
+/// the relay writes.
+const JAVA_ONLY: &[(&str, &str)] = &[
+    ("max.block.ms", "librdkafka's send never blocks; the relay waits for room in the producer's queue itself, for as long as it takes"),
+    ("metadata.max.idle.ms", "librdkafka keeps the metadata of the topics it writes to by itself"),
+    ("socket.connection.setup.timeout.max.ms", "librdkafka bounds a connection's setup by socket.connection.setup.timeout.ms alone"),
+    ("metric.reporters", "a Java metrics reporter; pgoutbox serves its metrics itself (/metrics)"),
+    ("auto.include.jmx.reporter", "a Java metrics reporter; pgoutbox serves its metrics itself (/metrics)"),
+    ("metrics.sample.window.ms", "Java client metrics; pgoutbox serves its metrics itself (/metrics)"),
+    ("metrics.num.samples", "Java client metrics; pgoutbox serves its metrics itself (/metrics)"),
+    ("metrics.recording.level", "Java client metrics; pgoutbox serves its metrics itself (/metrics)"),
+    ("partitioner.adaptive.partitioning.enable", "it only places records without a key, which librdkafka spreads at random"),
+    ("partitioner.availability.timeout.ms", "it only places records without a key, which librdkafka spreads at random"),
+];
+
+/// Java's per-codec compression levels (KIP-390), each honoured as librdkafka's `compression.level`
+/// when its codec is the one in use.
+const LEVELS: &[(&str, &str)] =
+    &[("compression.gzip.level", "gzip"), ("compression.lz4.level", "lz4"), ("compression.zstd.level", "zstd")];
 
 /// The librdkafka settings of pgoutbox's Kafka clients.
 #[derive(Debug, Default)]
@@ -109,12 +133,35 @@ pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<C
             clients.ignored.push(i);
         }
     }
+    let mut levels = Vec::new();
     for (name, (full, value)) in tuning {
         if let Some((_, why)) = PROTECTED.iter().find(|(p, _)| *p == name) {
             clients.ignored.push(IgnoredKey { key: full, reason: format!("pgoutbox sets it: {why}") });
             continue;
         }
+        if let Some((_, why)) = JAVA_ONLY.iter().find(|(j, _)| *j == name) {
+            clients.ignored.push(IgnoredKey { key: full, reason: format!("a Java producer setting: {why}") });
+            continue;
+        }
+        if let Some((_, codec)) = LEVELS.iter().find(|(l, _)| *l == name) {
+            levels.push((full, *codec, value));
+            continue;
+        }
         let (target, value) = match name.as_str() {
+            // Interceptors are Java classes that may add headers or change records: the records
+            // would differ from Connect's, so they are refused rather than left out.
+            "interceptor.classes" if !value.trim().is_empty() => {
+                return Err(invalid(
+                    &full,
+                    "names Java producer interceptors, which only Kafka's Java client can run (they may add headers to or change each record, as Debezium's tracing interceptor does); remove the key, or keep Kafka Connect for this connector",
+                ));
+            }
+            "interceptor.classes" => continue,
+            // Java's -1 (the operating system's size) is librdkafka's 0.
+            "send.buffer.bytes" | "receive.buffer.bytes" => {
+                let bytes: i64 = value.trim().parse().map_err(|_| invalid(&full, "is not a number of bytes"))?;
+                (format!("socket.{name}"), bytes.max(0).to_string())
+            }
             "buffer.memory" => {
                 let bytes: u64 = value.trim().parse().map_err(|_| invalid(&full, "is not a number of bytes"))?;
                 ("queue.buffering.max.kbytes".to_string(), (bytes / 1024).max(1).to_string())
@@ -128,6 +175,20 @@ pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<C
             },
         };
         clients.producer.set(&target, value);
+    }
+    let codec = clients.producer.get("compression.type").or(clients.producer.get("compression.codec"));
+    let codec = codec.map(|c| c.trim().to_ascii_lowercase());
+    for (full, level_codec, value) in levels {
+        let level: i32 = value.trim().parse().map_err(|_| invalid(&full, "is not a compression level (a number)"))?;
+        let reason = if codec.as_deref() != Some(level_codec) {
+            format!("it applies only with compression.type={level_codec}")
+        } else if !(-1..=12).contains(&level) {
+            format!("librdkafka's levels go from -1 to 12; {level_codec}'s default level is used")
+        } else {
+            clients.producer.set("compression.level", level.to_string());
+            continue;
+        };
+        clients.ignored.push(IgnoredKey { key: full, reason });
     }
     check_limits(&clients.producer)?;
     Ok(clients)
@@ -198,6 +259,55 @@ mod tests {
         assert!(s.contains(&("compression.type".into(), "lz4".into())));
         assert!(!s.iter().any(|(k, _)| k == "acks"));
         assert_eq!(ignored[0].key, "producer.override.acks");
+    }
+
+    /// Connect configs carry Java producer keys librdkafka does not know: mapped where librdkafka has
+    /// the setting, listed as ignored where it changes nothing written, refused where it would.
+    #[test]
+    fn java_producer_keys_are_mapped_ignored_or_refused() {
+        let c = collect(&map(&[
+            ("producer.override.max.block.ms", "60000"),
+            ("producer.override.send.buffer.bytes", "-1"),
+            ("producer.receive.buffer.bytes", "65536"),
+            ("producer.override.metric.reporters", "org.apache.kafka.common.metrics.JmxReporter"),
+            ("producer.override.partitioner.ignore.keys", "true"),
+            ("producer.override.compression.type", "zstd"),
+            ("producer.override.compression.zstd.level", "6"),
+            ("producer.override.compression.gzip.level", "9"),
+            ("producer.override.interceptor.classes", ""),
+        ]))
+        .unwrap();
+        let s = &c.producer;
+        assert_eq!(s.get("socket.send.buffer.bytes"), Some("0"), "Java's -1 is librdkafka's 0");
+        assert_eq!(s.get("socket.receive.buffer.bytes"), Some("65536"));
+        assert_eq!(s.get("compression.level"), Some("6"));
+        for k in ["max.block.ms", "metric.reporters", "partitioner.ignore.keys", "interceptor.classes", "gzip"] {
+            assert!(!s.0.iter().any(|(n, _)| n.contains(k)), "{k} reached librdkafka: {s:?}");
+        }
+        let ignored: Vec<_> = c.ignored.iter().map(|i| i.key.as_str()).collect();
+        for k in [
+            "producer.override.max.block.ms",
+            "producer.override.metric.reporters",
+            "producer.override.partitioner.ignore.keys",
+            "producer.override.compression.gzip.level",
+        ] {
+            assert!(ignored.contains(&k), "{k} not listed as ignored: {ignored:?}");
+        }
+        let taken = validate(&c.producer, "127.0.0.1:9");
+        assert!(taken.is_ok(), "librdkafka takes the mapped settings: {taken:?}");
+        let zstd = collect(&map(&[
+            ("producer.override.compression.type", "zstd"),
+            ("producer.override.compression.zstd.level", "19"),
+        ]))
+        .unwrap();
+        assert_eq!(zstd.producer.get("compression.level"), None, "beyond librdkafka's range: the default");
+        let err = collect(&map(&[(
+            "producer.override.interceptor.classes",
+            "io.debezium.tracing.DebeziumTracingProducerInterceptor",
+        )]))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("producer.override.interceptor.classes") && err.contains("Java"), "{err}");
     }
 
     #[test]
