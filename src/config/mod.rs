@@ -547,6 +547,14 @@ fn check_connector(r: &mut Reader<'_>) -> Result<LsnFlush, ConfigError> {
             ));
         }
     }
+    // Debezium's custom converters (`converters=<names>`, `<name>.type=<class>`) are Java classes
+    // that change how columns are converted: left out, the records could differ from Debezium's.
+    if r.str("converters").is_some_and(|v| !v.trim().is_empty()) {
+        return Err(invalid(
+            "converters",
+            "names Debezium custom converters, Java classes pgoutbox cannot run (they change how a column's value and schema are written, so the records could differ from Debezium's); remove the key and its converters' options if none of them applies to the outbox table's columns, or keep Kafka Connect for this connector",
+        ));
+    }
     let plugin = r.string_or("plugin.name", "pgoutput");
     if plugin != "pgoutput" {
         return Err(invalid(

@@ -509,6 +509,9 @@ fn config_refuses_what_it_cannot_honour() {
         "transforms.outbox.field.name.adjustment.mode"
     );
     assert!(with(&["lsn.flush.mode=connector"]).is_ok());
+    // Custom converters are Java classes: refused when named, as the key Debezium reads them from.
+    assert_eq!(err_key(&["converters=bool", "bool.type=com.example.BooleanConverter"]), "converters");
+    assert!(with(&["converters= "]).is_ok());
     let c = with(&[
         "topic.creation.default.partitions=3",
         "topic.creation.default.replication.factor=1",
