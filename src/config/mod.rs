@@ -396,7 +396,7 @@ impl Config {
         {
             stream.tables.none = true;
         }
-        router.chain.check_gates(&topic_prefix, &stream.tables.literal_tables())?;
+        router.chain.check_gates(&topic_prefix, &router.topic_delimiter, &stream.tables.literal_tables())?;
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
             return Err(invalid(
                 "pgoutbox.commit.lsn.header",
@@ -906,7 +906,12 @@ fn parse_heartbeat(r: &mut Reader<'_>, topic_prefix: &str) -> Result<Option<Hear
         Some(p) => p.to_string(),
         None => r.string_or("heartbeat.topics.prefix", "__debezium-heartbeat"),
     };
-    let topic = r.str("topic.heartbeat.name").map(str::to_string).unwrap_or_else(|| format!("{prefix}.{topic_prefix}"));
+    // AbstractTopicNamingStrategy.heartbeatTopic: the prefix and topic.prefix joined by topic.delimiter.
+    let delimiter = r.string_or("topic.delimiter", ".");
+    let topic = r
+        .str("topic.heartbeat.name")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{prefix}{delimiter}{topic_prefix}"));
     let action_query = r.str("heartbeat.action.query").map(str::to_string);
     Ok((!interval.is_zero()).then_some(Heartbeat { interval, topic, action_query }))
 }

@@ -409,6 +409,21 @@ fn lsn_flush_mode_is_read_as_debezium_reads_it() {
     assert_eq!(err_key(&["flush.lsn.source=maybe"]), "flush.lsn.source");
 }
 
+/// Debezium's heartbeat topic is its prefix and `topic.prefix` joined by `topic.delimiter`
+/// (`AbstractTopicNamingStrategy.heartbeatTopic`); `topic.heartbeat.name` replaces it whole.
+#[test]
+fn heartbeat_topic_follows_topic_delimiter() {
+    let topic = |extra: &[&str]| {
+        let props = [&["heartbeat.interval.ms=1000"], extra].concat();
+        with(&props).unwrap().heartbeat.unwrap().topic
+    };
+    let prefix = with(&[]).unwrap().topic_prefix;
+    assert_eq!(topic(&[]), format!("__debezium-heartbeat.{prefix}"));
+    assert_eq!(topic(&["topic.delimiter=_"]), format!("__debezium-heartbeat_{prefix}"));
+    assert_eq!(topic(&["topic.delimiter=_", "topic.heartbeat.name=beats"]), "beats");
+    assert_eq!(with(&["topic.delimiter=_"]).unwrap().router.topic_delimiter, "_");
+}
+
 #[test]
 fn connector_and_driver_turns_heartbeats_on_as_debezium_does() {
     let c = with(&["lsn.flush.mode=connector_and_driver"]).unwrap();

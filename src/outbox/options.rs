@@ -80,6 +80,8 @@ pub struct RouterConfig {
     pub topic_prefix: String,
     /// `schema.name.adjustment.mode`: how the envelope struct's schema name is adjusted.
     pub schema_name_adjustment: crate::debezium::schema_name::SchemaNameAdjustment,
+    /// `topic.delimiter`: joins the topic prefix, schema and table of a change event's topic.
+    pub topic_delimiter: String,
     /// The connector's type options: how the router's columns are typed.
     pub type_modes: TypeModes,
     /// `column.propagate.source.type`, `datatype.propagate.source.type`.
@@ -155,6 +157,7 @@ impl RouterConfig {
             )?,
             topic_prefix: topic_prefix.to_string(),
             schema_name_adjustment: schema_name_adjustment(r)?,
+            topic_delimiter: r.string_or("topic.delimiter", "."),
             type_modes: TypeModes::parse(r)?,
             column_mappers: crate::debezium::mappers::ColumnMappers::parse(r)?,
             header_converter: Converter::parse_header(r)?,

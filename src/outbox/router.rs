@@ -70,6 +70,9 @@ pub struct RouteError {
 #[derive(Debug, Clone)]
 pub struct RoutePlan {
     table: String,
+    /// The change event's topic before the router (`topic.prefix`, schema and table), which the
+    /// transforms before it and their predicates see.
+    topic: String,
     plan: Result<Columns, RouteError>,
 }
 
@@ -147,6 +150,12 @@ impl Router {
 
     pub fn plan(&self, rel: &RelationInfo) -> RoutePlan {
         let table = format!("{}.{}", rel.schema, rel.table);
+        let topic = crate::debezium::schema_name::data_change_topic(
+            &self.cfg.topic_prefix,
+            &rel.schema,
+            &rel.table,
+            &self.cfg.topic_delimiter,
+        );
         let planner = Planner {
             cfg: &self.cfg,
             rel,
@@ -155,7 +164,7 @@ impl Router {
             value_converter: self.converters.value.clone(),
         };
         let plan = planner.columns();
-        RoutePlan { table, plan }
+        RoutePlan { table, topic, plan }
     }
 
     /// The converters the records are meant for (transforms and `encode` use them).
@@ -178,7 +187,7 @@ impl Router {
         let mut leading = self.leading_headers.clone();
         let origin = Origin::Table(&plan.table);
         if !self.cfg.chain.before.is_empty() || self.cfg.chain.router_gate.is_some() {
-            let topic = format!("{}.{}", self.cfg.topic_prefix, plan.table);
+            let topic = plan.topic.clone();
             match self.before_router(topic, leading, origin, None)? {
                 Some(headers) => leading = headers,
                 None => return Ok(None),

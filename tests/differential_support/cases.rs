@@ -415,8 +415,10 @@ pub fn placement_envelope_schema_name_avro() -> Case {
     placement_envelope_adjusted("placement_envelope_schema_name_avro", "avro")
 }
 
+/// With `topic.delimiter` too, which joins the parts the name is built from.
 pub fn placement_envelope_schema_name_avro_unicode() -> Case {
     placement_envelope_adjusted("placement_envelope_schema_name_avro_unicode", "AVRO_UNICODE")
+        .props(&["topic.delimiter=_"])
 }
 
 pub fn placement_partition() -> Case {

@@ -34,6 +34,7 @@ fn cfg() -> RouterConfig {
         json_empty_array_behavior: crate::debezium::JsonEmptyArrayBehavior::Ignore,
         topic_prefix: "dbserver1".into(),
         schema_name_adjustment: Default::default(),
+        topic_delimiter: ".".into(),
         type_modes: Default::default(),
         column_mappers: Default::default(),
         header_converter: None,
