@@ -100,8 +100,9 @@ impl Format {
 enum Flavor {
     /// Confluent's API (or Apicurio's ccompat): magic 0, 4-byte id, the body.
     Confluent { subject: SubjectStrategy, auto_register: bool, use_latest: bool },
-    /// Apicurio's v2 API, artifacts in group `default` named by TopicIdStrategy.
-    Apicurio { auto_register: bool, find_latest: bool, headers: bool, id: IdKind, as_confluent: bool },
+    /// Apicurio's v2 API, artifacts named by TopicIdStrategy in group `default` or the one
+    /// `apicurio.registry.artifact.group-id` names.
+    Apicurio { auto_register: bool, find_latest: bool, headers: bool, id: IdKind, as_confluent: bool, group: String },
 }
 
 /// What RecordNameStrategy names a subject after.
@@ -349,6 +350,13 @@ impl RegistryConverter {
                     headers: r.bool_or(&key("apicurio.registry.headers.enabled"), true)?,
                     id,
                     as_confluent: r.bool_or(&key("apicurio.registry.as-confluent"), false)?,
+                    // The resolver's explicit group replaces the strategy's (none: `default`).
+                    group: r
+                        .str(&key("apicurio.registry.artifact.group-id"))
+                        .map(str::trim)
+                        .filter(|g| !g.is_empty())
+                        .unwrap_or("default")
+                        .to_string(),
                 };
                 let class = if class == APICURIO_AVRO { APICURIO_AVRO } else { APICURIO_EXT_JSON };
                 (class, url_key, vec![url], auth, flavor)
@@ -610,18 +618,19 @@ impl RegistryConverter {
                 }
                 id_field(subject, &v, "id")
             }
-            Flavor::Apicurio { auto_register, find_latest, id, .. } => {
+            Flavor::Apicurio { auto_register, find_latest, id, group, .. } => {
+                let group = percent_encode(group);
                 let headers = [
                     ("Content-Type", "application/json"),
                     ("X-Registry-ArtifactId", subject),
                     ("X-Registry-ArtifactType", self.format.schema_type()),
                 ];
                 let v = if *auto_register {
-                    let path = "/groups/default/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false".to_string();
+                    let path = format!("/groups/{group}/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false");
                     self.call(subject, "POST", &path, &headers, Some(text.to_string())).await?
                 } else if *find_latest {
                     let meta =
-                        self.call(subject, "GET", &format!("/groups/default/artifacts/{enc}/meta"), &[], None).await?;
+                        self.call(subject, "GET", &format!("/groups/{group}/artifacts/{enc}/meta"), &[], None).await?;
                     // Apicurio writes with the latest version's schema; pgoutbox writes with the
                     // record's own, so the two must be the same schema.
                     let global = id_field(subject, &meta, "globalId")?;
@@ -631,7 +640,7 @@ impl RegistryConverter {
                     same_as_latest(subject, &latest.to_string(), text, "apicurio.registry.find-latest")?;
                     meta
                 } else {
-                    let path = format!("/groups/default/artifacts/{enc}/meta?canonical=true");
+                    let path = format!("/groups/{group}/artifacts/{enc}/meta?canonical=true");
                     self.call(subject, "POST", &path, &headers[..1], Some(text.to_string())).await?
                 };
                 id_field(subject, &v, if *id == IdKind::Global { "globalId" } else { "contentId" })
@@ -774,7 +783,7 @@ fn refuse_byte_changing_options(r: &mut Reader<'_>, prefix: &str) -> Result<(), 
     for key in r.keys_with_prefix(&format!("{prefix}apicurio.registry.")) {
         let option = &key[prefix.len() + "apicurio.registry.".len()..];
         let changes_bytes = (option.starts_with("headers.") && option.ends_with(".name"))
-            || option.starts_with("artifact.")
+            || (option.starts_with("artifact.") && option != "artifact.group-id")
             || matches!(option, "id-handler" | "headers.handler" | "avro-datum-provider" | "dereference-schema");
         if changes_bytes && r.peek(key).is_some() {
             return Err(ConfigError::invalid(key, "is not supported: pgoutbox writes Apicurio's default header names, id handler and artifact names (TopicIdStrategy); remove it or keep Kafka Connect for this connector"));

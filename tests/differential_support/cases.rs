@@ -1647,6 +1647,13 @@ pub fn avro_apicurio_ids_in_headers() -> Case {
         .registry(super::registry::Ids::Headers)
 }
 
+/// Apicurio's artifacts in a group of their own (`apicurio.registry.artifact.group-id`): the
+/// subjects are compared in that group, and must be there.
+pub fn avro_apicurio_explicit_group() -> Case {
+    standard("avro_apicurio_explicit_group", apicurio(&["apicurio.registry.artifact.group-id=outbox-events"]))
+        .registry(super::registry::Ids::Headers)
+}
+
 /// Apicurio's ExtJsonConverter as key and value converter, registering its schemas, with the
 /// options `apicurio` gives its AvroConverter.
 fn apicurio_ext_json() -> Vec<String> {

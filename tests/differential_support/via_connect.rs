@@ -67,6 +67,7 @@ pub const REGISTRY_BY_HAND: &[fn() -> Case] = &[
     super::cases::avro_apicurio_column_defaults,
     super::cases::protobuf_confluent_column_defaults,
     super::cases::ext_json_apicurio_column_defaults,
+    super::cases::avro_apicurio_explicit_group,
 ];
 
 /// The connector's properties with the topic-prefixing router appended (later keys win in both
@@ -250,7 +251,12 @@ async fn execute(connect: &Connect, case: &Case, names: &Names, n: usize) -> Res
     }
     let mut problems = compare(&dbz_records, &pgo_records, case.compare_timestamps);
     if case.registry.is_some_and(|ids| ids != super::registry::Ids::JsonSchemaBody) {
-        problems.extend(super::registry::compare_subjects(&case.topics, &dbz_prefix, &pgo_prefix));
+        let group = case
+            .props
+            .iter()
+            .find_map(|p| p.strip_prefix("value.converter.apicurio.registry.artifact.group-id="))
+            .unwrap_or("default");
+        problems.extend(super::registry::compare_subjects(&case.topics, &dbz_prefix, &pgo_prefix, group));
     }
     if !problems.is_empty() {
         let shown: Vec<&str> = problems.iter().take(8).map(String::as_str).collect();

@@ -170,6 +170,51 @@ fn the_older_user_info_key_is_honoured_and_wins_as_in_confluents_client() {
     );
 }
 
+/// `apicurio.registry.artifact.group-id` puts the artifacts in that group, for every lookup; the
+/// other explicit coordinates (artifact id, version) stay refused.
+#[test]
+fn apicurio_artifacts_go_to_the_group_named() {
+    let answer = r#"{"id":"t-value","version":"1","type":"AVRO","globalId":3,"contentId":1}"#;
+    for (mode, path) in [
+        (
+            "auto-register",
+            "POST /apis/registry/v2/groups/orders%20team/artifacts?ifExists=RETURN_OR_UPDATE&canonical=false ",
+        ),
+        ("find-latest", "GET /apis/registry/v2/groups/orders%20team/artifacts/t-value/meta "),
+        ("", "POST /apis/registry/v2/groups/orders%20team/artifacts/t-value/meta?canonical=true "),
+    ] {
+        let f = fake(200, answer);
+        let url = format!("{}/apis/registry/v2", f.url);
+        let mode_key = format!("value.converter.apicurio.registry.{mode}");
+        let mut props = vec![
+            ("value.converter", APICURIO_AVRO),
+            ("value.converter.apicurio.registry.url", url.as_str()),
+            ("value.converter.apicurio.registry.artifact.group-id", "orders team"),
+        ];
+        if !mode.is_empty() {
+            props.push((mode_key.as_str(), "true"));
+        }
+        let c = converter("value", &props).unwrap();
+        // find-latest compares the latest schema with the record's: a string schema both.
+        let _ = encode_h(&c, "t", Some(&Schema::primitive(Type::String, false)), &text("x"), &mut Vec::new());
+        let seen = f.seen.lock().unwrap();
+        assert!(seen[0].starts_with(path), "{mode}: {}", seen[0]);
+    }
+    for key in ["artifact.artifact-id", "artifact.version"] {
+        let full = format!("value.converter.apicurio.registry.{key}");
+        let e = converter(
+            "value",
+            &[
+                ("value.converter", APICURIO_AVRO),
+                ("value.converter.apicurio.registry.url", "http://r/apis/registry/v2"),
+                (&full, "x"),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(&full), "{e}");
+    }
+}
+
 #[test]
 fn apicurio_writes_ids_to_headers_by_default_and_before_the_body_when_told() {
     let answer = r#"{"id":"t-key","version":"1","type":"AVRO","globalId":3,"contentId":1}"#;
