@@ -363,6 +363,21 @@ impl Config {
     /// [`Config::from_raw`] of a config whose provider references are already resolved, by
     /// [`providers::resolve_for`] the audience its errors go to.
     pub fn from_resolved(resolved: providers::Resolved) -> Result<Config, ConfigError> {
+        let undeclared = resolved.undeclared.clone();
+        Config::from_resolved_inner(resolved).map_err(|e| match e {
+            // A value the key refused may be a reference left literal: say so beside the error.
+            ConfigError::Invalid { key, message } => match undeclared.iter().find(|(k, _)| *k == key) {
+                Some((_, alias)) => ConfigError::Invalid {
+                    message: format!("{message} (its value refers to config provider `{alias}`, which config.providers does not declare, so it was read literally: declare the provider, e.g. config.providers={alias} and config.providers.{alias}.class=<its class>)"),
+                    key,
+                },
+                None => ConfigError::Invalid { key, message },
+            },
+            other => other,
+        })
+    }
+
+    fn from_resolved_inner(resolved: providers::Resolved) -> Result<Config, ConfigError> {
         let source_name = resolved.raw.source_name.clone();
         let raw = &resolved.raw;
         let mut r = Reader::new(&raw.entries);

@@ -517,6 +517,20 @@ fn lsn_flush_timeout_and_offset_mismatch_are_read_as_debezium_reads_them() {
     assert!(crate::config::OffsetMismatch::TrustGreaterLsn.advances_slot());
 }
 
+/// A value refused because a reference to an undeclared provider was read literally says so.
+#[test]
+fn a_refused_value_that_is_an_undeclared_provider_reference_says_so() {
+    let e = with(&[
+        "value.converter=io.confluent.connect.avro.AvroConverter",
+        "value.converter.schema.registry.url=${env:SR_URL}",
+    ])
+    .unwrap_err();
+    let ConfigError::Invalid { key, message } = e else { panic!("{e:?}") };
+    assert_eq!(key, "value.converter.schema.registry.url");
+    assert!(message.contains("config provider `env`") && message.contains("config.providers=env"), "{message}");
+    assert!(!message.contains("SR_URL"), "the value is not repeated: {message}");
+}
+
 #[test]
 fn config_refuses_what_it_cannot_honour() {
     assert_eq!(

@@ -212,10 +212,8 @@ impl Url {
             (Some(rest), _) => (true, rest),
             (None, Some(rest)) => (false, rest),
             _ => {
-                return Err(ConfigError::invalid(
-                    key,
-                    format!("`{s}` is not an http:// or https:// URL of a schema registry"),
-                ))
+                // The value is not repeated (no config error repeats one).
+                return Err(ConfigError::invalid(key, "is not an http:// or https:// URL of a schema registry"));
             }
         };
         let (authority, path) = match rest.find('/') {
@@ -227,12 +225,12 @@ impl Url {
         }
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
-                (h, p.parse().map_err(|_| ConfigError::invalid(key, format!("`{s}` has an invalid port")))?)
+                (h, p.parse().map_err(|_| ConfigError::invalid(key, "has an invalid port"))?)
             }
             _ => (authority, if tls { 443 } else { 80 }),
         };
         if host.is_empty() {
-            return Err(ConfigError::invalid(key, format!("`{s}` has no host")));
+            return Err(ConfigError::invalid(key, "has no host"));
         }
         Ok(Url { tls, host: host.trim_matches(['[', ']']).to_string(), port, path: path.to_string() })
     }
