@@ -232,7 +232,8 @@ pub struct ErrorTolerance {
     pub log: bool,
 }
 
-/// `heartbeat.interval.ms` > 0: heartbeat records to `<topic.heartbeat.prefix>.<topic.prefix>`, and
+/// `heartbeat.interval.ms` > 0: heartbeat records to `<topic.heartbeat.prefix>.<topic.prefix>` (joined
+/// by `topic.delimiter`), and
 /// optionally `heartbeat.action.query` run on the database at the same interval.
 #[derive(Debug, Clone)]
 pub struct Heartbeat {
@@ -367,10 +368,16 @@ impl Config {
         Config::from_resolved_inner(resolved).map_err(|e| match e {
             // A value the key refused may be a reference left literal: say so beside the error.
             ConfigError::Invalid { key, message } => match undeclared.iter().find(|(k, _)| *k == key) {
-                Some((_, alias)) => ConfigError::Invalid {
-                    message: format!("{message} (its value refers to config provider `{alias}`, which config.providers does not declare, so it was read literally: declare the provider, e.g. config.providers={alias} and config.providers.{alias}.class=<its class>)"),
-                    key,
-                },
+                Some((_, alias)) => {
+                    // The alias is part of the value: named only when it is a plain name.
+                    let plain = !alias.is_empty()
+                        && alias.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    let provider = if plain { format!("config provider `{alias}`") } else { "a config provider".into() };
+                    ConfigError::Invalid {
+                        message: format!("{message} (its value refers to {provider}, which is not declared, so it was read literally: add the provider to config.providers with its config.providers.<name>.class, in the worker's properties when a Connect worker runs the connector)"),
+                        key,
+                    }
+                }
                 None => ConfigError::Invalid { key, message },
             },
             other => other,
@@ -411,7 +418,12 @@ impl Config {
         {
             stream.tables.none = true;
         }
-        router.chain.check_gates(&topic_prefix, &router.topic_delimiter, &stream.tables.literal_tables())?;
+        router.chain.check_gates(
+            &topic_prefix,
+            &router.topic_delimiter,
+            router.topic_naming,
+            &stream.tables.literal_tables(),
+        )?;
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {
             return Err(invalid(
                 "pgoutbox.commit.lsn.header",
@@ -922,7 +934,7 @@ fn parse_heartbeat(r: &mut Reader<'_>, topic_prefix: &str) -> Result<Option<Hear
         None => r.string_or("heartbeat.topics.prefix", "__debezium-heartbeat"),
     };
     // AbstractTopicNamingStrategy.heartbeatTopic: the prefix and topic.prefix joined by topic.delimiter.
-    let delimiter = r.string_or("topic.delimiter", ".");
+    let delimiter = crate::outbox::options::topic_delimiter(r)?;
     let topic = r
         .str("topic.heartbeat.name")
         .map(str::to_string)

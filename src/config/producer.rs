@@ -19,10 +19,6 @@ const PROTECTED: &[(&str, &str)] = &[
     ("transactional.id", "Connect derives it per task, <group.id>-<connector>-0 (exactly.once.source.support=enabled)"),
     ("key.serializer", "records are already bytes"),
     ("value.serializer", "records are already bytes"),
-    (
-        "partitioner.ignore.keys",
-        "each record goes to its key's murmur2 partition, as Java's default partitioner sends it, so that an aggregate's events stay in one partition",
-    ),
 ];
 
 /// Java producer keys librdkafka has no counterpart for, and why leaving them out changes nothing
@@ -139,6 +135,17 @@ pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<C
             clients.ignored.push(IgnoredKey { key: full, reason: format!("pgoutbox sets it: {why}") });
             continue;
         }
+        if name == "partitioner.ignore.keys" {
+            // true would spread an aggregate's events over partitions in Connect; pgoutbox keeps
+            // to the key's partition either way (an intended difference, docs/compatibility.md).
+            let reason = if value.trim().eq_ignore_ascii_case("true") {
+                "pgoutbox sends each record to its key's murmur2 partition, so that an aggregate's events stay in one partition in commit order (Java's partitioner would ignore the keys)"
+            } else {
+                "pgoutbox sends each record to its key's murmur2 partition, as Java's default partitioner does"
+            };
+            clients.ignored.push(IgnoredKey { key: full, reason: reason.into() });
+            continue;
+        }
         if let Some((_, why)) = JAVA_ONLY.iter().find(|(j, _)| *j == name) {
             clients.ignored.push(IgnoredKey { key: full, reason: format!("a Java producer setting: {why}") });
             continue;
@@ -159,7 +166,12 @@ pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<C
             "interceptor.classes" => continue,
             // Java's -1 (the operating system's size) is librdkafka's 0.
             "send.buffer.bytes" | "receive.buffer.bytes" => {
-                let bytes: i64 = value.trim().parse().map_err(|_| invalid(&full, "is not a number of bytes"))?;
+                let bytes: i64 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|b| *b >= -1)
+                    .ok_or_else(|| invalid(&full, "is not a number of bytes, or -1 for the system's size"))?;
                 (format!("socket.{name}"), bytes.max(0).to_string())
             }
             "buffer.memory" => {
@@ -179,11 +191,23 @@ pub fn collect(entries: &std::collections::BTreeMap<String, String>) -> Result<C
     let codec = clients.producer.get("compression.type").or(clients.producer.get("compression.codec"));
     let codec = codec.map(|c| c.trim().to_ascii_lowercase());
     for (full, level_codec, value) in levels {
-        let level: i32 = value.trim().parse().map_err(|_| invalid(&full, "is not a compression level (a number)"))?;
+        // The ranges the Java producer accepts (KIP-390).
+        let (java, range) = match level_codec {
+            "gzip" => (-1..=9, "-1 or 1 to 9"),
+            "lz4" => (1..=17, "1 to 17"),
+            _ => (-131072..=22, "-131072 to 22"),
+        };
+        let level: i32 = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|l| java.contains(l) && !(level_codec == "gzip" && *l == 0))
+            .ok_or_else(|| invalid(&full, format!("is not a {level_codec} compression level ({range})")))?;
         let reason = if codec.as_deref() != Some(level_codec) {
             format!("it applies only with compression.type={level_codec}")
-        } else if !(-1..=12).contains(&level) {
-            format!("librdkafka's levels go from -1 to 12; {level_codec}'s default level is used")
+        } else if !(0..=12).contains(&level) {
+            // librdkafka's -1 is its default, not zstd's fast level -1.
+            format!("librdkafka's levels go from 0 to 12; {level_codec}'s default level is used")
         } else {
             clients.producer.set("compression.level", level.to_string());
             continue;
@@ -281,7 +305,7 @@ mod tests {
         assert_eq!(s.get("socket.send.buffer.bytes"), Some("0"), "Java's -1 is librdkafka's 0");
         assert_eq!(s.get("socket.receive.buffer.bytes"), Some("65536"));
         assert_eq!(s.get("compression.level"), Some("6"));
-        for k in ["max.block.ms", "metric.reporters", "partitioner.ignore.keys", "interceptor.classes", "gzip"] {
+        for k in ["max.block.ms", "metric.reporters", "partitioner", "interceptor.classes"] {
             assert!(!s.0.iter().any(|(n, _)| n.contains(k)), "{k} reached librdkafka: {s:?}");
         }
         let ignored: Vec<_> = c.ignored.iter().map(|i| i.key.as_str()).collect();
@@ -301,6 +325,14 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(zstd.producer.get("compression.level"), None, "beyond librdkafka's range: the default");
+        for (k, v) in [
+            ("producer.override.compression.gzip.level", "0"),
+            ("producer.override.compression.lz4.level", "18"),
+            ("producer.override.send.buffer.bytes", "-2"),
+        ] {
+            let err = collect(&map(&[(k, v)])).unwrap_err().to_string();
+            assert!(err.contains(k) && !err.contains(&format!("`{v}`")), "{err}");
+        }
         let err = collect(&map(&[(
             "producer.override.interceptor.classes",
             "io.debezium.tracing.DebeziumTracingProducerInterceptor",

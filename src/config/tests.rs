@@ -527,7 +527,7 @@ fn a_refused_value_that_is_an_undeclared_provider_reference_says_so() {
     .unwrap_err();
     let ConfigError::Invalid { key, message } = e else { panic!("{e:?}") };
     assert_eq!(key, "value.converter.schema.registry.url");
-    assert!(message.contains("config provider `env`") && message.contains("config.providers=env"), "{message}");
+    assert!(message.contains("config provider `env`") && message.contains("config.providers"), "{message}");
     assert!(!message.contains("SR_URL"), "the value is not repeated: {message}");
 }
 
@@ -753,6 +753,29 @@ fn config_router_predicate_must_apply_it_to_the_captured_events() {
     let upper =
         [&router[..], &["predicates.isOutbox.pattern=dbserver1\\.public\\.outbox", "table.include.list=public.OUTBOX"]];
     assert!(with(&upper.concat()).is_ok());
+    // The table's topic is joined by topic.delimiter and named by topic.naming.strategy.
+    let delimited = [&router[..], &["predicates.isOutbox.pattern=dbserver1_public_outbox", "topic.delimiter=_"]];
+    assert!(with(&delimited.concat()).is_ok());
+    let e = with(
+        &[&router[..], &["predicates.isOutbox.pattern=dbserver1\\.public\\.outbox", "topic.delimiter=_"]].concat(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`dbserver1_public_outbox`"), "{e}");
+    let unicode = [
+        &router[..],
+        &[
+            "predicates.isOutbox.pattern=dbserver1_u005fpublic_u005foutbox",
+            "topic.delimiter=_",
+            "topic.naming.strategy=io.debezium.schema.SchemaUnicodeTopicNamingStrategy",
+        ],
+    ];
+    assert!(with(&unicode.concat()).is_ok());
+    assert_eq!(err_key(&["topic.delimiter=/"]), "topic.delimiter");
+    assert_eq!(
+        err_key(&["topic.naming.strategy=io.debezium.schema.SchemaRegexTopicNamingStrategy"]),
+        "topic.naming.strategy"
+    );
     // A pattern in the include list is checked at the first event instead.
     let c =
         with(&[&router[..], &["predicates.isOutbox.pattern=nothing", "table.include.list=public.outbox_.*"]].concat());

@@ -349,12 +349,17 @@ impl RegistryConverter {
                     id,
                     as_confluent: r.bool_or(&key("apicurio.registry.as-confluent"), false)?,
                     // The resolver's explicit group replaces the strategy's (none: `default`).
-                    group: r
-                        .str(&key("apicurio.registry.artifact.group-id"))
-                        .map(str::trim)
-                        .filter(|g| !g.is_empty())
-                        .unwrap_or("default")
-                        .to_string(),
+                    group: match r.raw(&key("apicurio.registry.artifact.group-id")).map(str::trim) {
+                        None => "default".to_string(),
+                        // Apicurio reads it as an empty group and asks for /groups//artifacts.
+                        Some("") => {
+                            return Err(ConfigError::invalid(
+                                &key("apicurio.registry.artifact.group-id"),
+                                "is empty; remove it for Apicurio's default group",
+                            ))
+                        }
+                        Some(g) => g.to_string(),
+                    },
                 };
                 let class = if class == APICURIO_AVRO { APICURIO_AVRO } else { APICURIO_EXT_JSON };
                 (class, url_key, vec![url], auth, flavor)
@@ -750,7 +755,7 @@ impl RegistryConverter {
     fn refusal(&self, subject: &str, status: u16, answer: &[u8]) -> RegistryError {
         let auth_keys = match (&self.flavor, &self.auth) {
             (Flavor::Confluent { .. }, Some(Auth::OAuth(_))) => "bearer.auth.client.id, bearer.auth.client.secret and bearer.auth.scope (the registry refused the token they obtained)",
-            (Flavor::Confluent { .. }, _) => "basic.auth.credentials.source and basic.auth.user.info (or bearer.auth.token)",
+            (Flavor::Confluent { .. }, _) => "basic.auth.credentials.source and basic.auth.user.info or schema.registry.basic.auth.user.info (or bearer.auth.token)",
             (Flavor::Apicurio { .. }, Some(Auth::OAuth(_))) => "apicurio.auth.client.id and apicurio.auth.client.secret (the registry refused the token they obtained)",
             (Flavor::Apicurio { .. }, _) => "apicurio.auth.username and apicurio.auth.password",
         };
@@ -906,8 +911,7 @@ fn confluent_auth(r: &mut Reader<'_>, prefix: &str) -> Result<(Option<Auth>, Bea
         // The older name wins when it is set and not empty, as in Confluent's
         // `UserInfoCredentialProvider` and `AbstractKafkaSchemaSerDeConfig.basicAuthUserInfo`.
         "USER_INFO" => {
-            let deprecated =
-                r.str(&key("schema.registry.basic.auth.user.info")).filter(|v| !v.is_empty()).map(str::to_string);
+            let deprecated = r.str(&key("schema.registry.basic.auth.user.info")).map(str::to_string);
             let user_info = match deprecated {
                 Some(v) => v,
                 None => r.required(

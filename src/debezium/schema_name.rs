@@ -25,6 +25,49 @@ pub enum SchemaNameAdjustment {
 /// Kafka's longest topic name (`TopicNamingStrategy.MAX_NAME_LENGTH`).
 const MAX_TOPIC_NAME: usize = 249;
 
+/// `topic.naming.strategy`: how a table's data-change topic name is made legal. Debezium's
+/// `SchemaTopicNamingStrategy` (PostgreSQL's default) and `DefaultTopicNamingStrategy` name a
+/// pgoutput table alike (its catalog is null), and so do their Unicode variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TopicNaming {
+    /// Each character Kafka does not allow becomes `_`.
+    #[default]
+    Underscore,
+    /// `SchemaUnicodeTopicNamingStrategy`, `DefaultUnicodeTopicNamingStrategy`: each character
+    /// Kafka does not allow, and `_`, becomes `_u` and its UTF-16 code.
+    Unicode,
+}
+
+impl TopicNaming {
+    /// The strategy a `topic.naming.strategy` class names, if pgoutbox names topics as it does.
+    pub fn parse(class: &str) -> Option<TopicNaming> {
+        match class.trim() {
+            "io.debezium.schema.SchemaTopicNamingStrategy" | "io.debezium.schema.DefaultTopicNamingStrategy" => {
+                Some(TopicNaming::Underscore)
+            }
+            "io.debezium.schema.SchemaUnicodeTopicNamingStrategy"
+            | "io.debezium.schema.DefaultUnicodeTopicNamingStrategy" => Some(TopicNaming::Unicode),
+            _ => None,
+        }
+    }
+}
+
+/// `_u` and Java's `Integer.toHexString` of a UTF-16 unit, with "00" before one or two digits
+/// (`UnicodeReplacementFunction`).
+fn push_unicode(out: &mut String, unit: u16) {
+    let hex = format!("{unit:x}");
+    out.push_str("_u");
+    if hex.len() <= 2 {
+        out.push_str("00");
+    }
+    out.push_str(&hex);
+}
+
+/// Java's `String.trim().isEmpty()`: only characters up to U+0020 count as blank.
+fn is_blank(s: &str) -> bool {
+    s.chars().all(|c| c <= ' ')
+}
+
 impl SchemaNameAdjustment {
     /// The value as Debezium's enum parses it: trimmed, any case.
     pub fn parse(value: &str) -> Option<SchemaNameAdjustment> {
@@ -57,13 +100,7 @@ impl SchemaNameAdjustment {
             }
             for unit in c.encode_utf16(&mut units).iter() {
                 if unicode {
-                    // Integer.toHexString, with "00" before one or two digits.
-                    let hex = format!("{unit:x}");
-                    out.push_str("_u");
-                    if hex.len() <= 2 {
-                        out.push_str("00");
-                    }
-                    out.push_str(&hex);
+                    push_unicode(&mut out, *unit);
                 } else {
                     out.push('_');
                 }
@@ -77,32 +114,43 @@ impl SchemaNameAdjustment {
     }
 }
 
-/// The data-change topic name of a table (`SchemaTopicNamingStrategy.dataChangeTopic`): the blank
-/// parts left out, the rest joined by `delimiter`, then each character Kafka does not allow in a
-/// topic name replaced by `_`, cut to 249 characters, and `.` or `..` replaced.
-pub fn data_change_topic(prefix: &str, schema: &str, table: &str, delimiter: &str) -> String {
-    let joined =
-        [prefix, schema, table].iter().filter(|p| !p.trim().is_empty()).copied().collect::<Vec<_>>().join(delimiter);
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+/// The data-change topic name of a table (`AbstractTopicNamingStrategy.dataChangeTopic` and
+/// `sanitizedTopicName`): the blank parts left out, the rest joined by `delimiter`, then each
+/// character Kafka does not allow in a topic name replaced as `naming` replaces it, cut to 249
+/// characters, and `.` or `..` replaced.
+pub fn data_change_topic(prefix: &str, schema: &str, table: &str, delimiter: &str, naming: TopicNaming) -> String {
+    let joined = [prefix, schema, table].iter().filter(|p| !is_blank(p)).copied().collect::<Vec<_>>().join(delimiter);
+    let unicode = naming == TopicNaming::Unicode;
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-') || (c == '_' && !unicode);
+    let replace = |out: &mut String, c: char| {
+        // One replacement per UTF-16 unit, as Java's loop over chars writes them.
+        let mut units = [0u16; 2];
+        for unit in c.encode_utf16(&mut units).iter() {
+            if unicode {
+                push_unicode(out, *unit);
+            } else {
+                out.push('_');
+            }
+        }
+    };
     let mut name = String::with_capacity(joined.len());
-    let mut units = [0u16; 2];
     for c in joined.chars() {
         if legal(c) {
             name.push(c);
         } else {
-            // One `_` per UTF-16 unit, as Java's loop over chars writes them.
-            for _ in c.encode_utf16(&mut units).iter() {
-                name.push('_');
-            }
+            replace(&mut name, c);
         }
     }
     // Only ASCII is left: characters are bytes.
     name.truncate(MAX_TOPIC_NAME);
-    match name.as_str() {
-        "." => "_".to_string(),
-        ".." => "__".to_string(),
-        _ => name,
+    if name == "." || name == ".." {
+        let mut dots = String::new();
+        for _ in 0..name.len() {
+            replace(&mut dots, '.');
+        }
+        return dots;
     }
+    name
 }
 
 #[cfg(test)]
@@ -149,11 +197,29 @@ mod tests {
 
     #[test]
     fn data_change_topic_is_a_legal_kafka_topic_name() {
-        assert_eq!(data_change_topic("dbserver1", "public", "outbox", "."), "dbserver1.public.outbox");
-        assert_eq!(data_change_topic("my-server", "public", "outbox", "_"), "my-server_public_outbox");
-        assert_eq!(data_change_topic("s", "Sales Dept", "Ümlaut😀", "."), "s.Sales_Dept._mlaut__");
-        assert_eq!(data_change_topic("p", "", "t", "."), "p.t");
-        assert_eq!(data_change_topic(&"x".repeat(300), "public", "outbox", ".").len(), 249);
-        assert_eq!(data_change_topic(".", "", "", "."), "_");
+        let topic = |p: &str, s: &str, t: &str, d: &str| data_change_topic(p, s, t, d, TopicNaming::Underscore);
+        assert_eq!(topic("dbserver1", "public", "outbox", "."), "dbserver1.public.outbox");
+        assert_eq!(topic("my-server", "public", "outbox", "_"), "my-server_public_outbox");
+        assert_eq!(topic("s", "Sales Dept", "Ümlaut😀", "."), "s.Sales_Dept._mlaut__");
+        assert_eq!(topic("p", "", "t", "."), "p.t");
+        assert_eq!(topic(&"x".repeat(300), "public", "outbox", ".").len(), 249);
+        assert_eq!(topic(".", "", "", "."), "_");
+        // Java's trim: a no-break space is not blank, a control character is.
+        assert_eq!(topic("p", "\u{a0}", "t", "."), "p._.t");
+        assert_eq!(topic("p", "\u{1}", "t", "."), "p.t");
+    }
+
+    #[test]
+    fn unicode_topic_naming_writes_codes_for_underscores_too() {
+        let topic = |p: &str, s: &str, t: &str| data_change_topic(p, s, t, ".", TopicNaming::Unicode);
+        assert_eq!(topic("my_server", "public", "out box"), "my_u005fserver.public.out_u0020box");
+        assert_eq!(topic("p", "s", "Ü"), "p.s._u00dc");
+        assert_eq!(topic("..", "", ""), "_u002e_u002e");
+        assert_eq!(
+            TopicNaming::parse("io.debezium.schema.DefaultUnicodeTopicNamingStrategy"),
+            Some(TopicNaming::Unicode)
+        );
+        assert_eq!(TopicNaming::parse(" io.debezium.schema.SchemaTopicNamingStrategy "), Some(TopicNaming::Underscore));
+        assert_eq!(TopicNaming::parse("io.debezium.schema.SchemaRegexTopicNamingStrategy"), None);
     }
 }

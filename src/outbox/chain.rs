@@ -148,7 +148,13 @@ impl Chain {
     /// Refuses at start a predicate on the router or the message transform that does not apply
     /// them to the change events of `tables` (`schema.table`, the captured tables whose names the
     /// include list spells out) or to the messages.
-    pub fn check_gates(&self, topic_prefix: &str, delimiter: &str, tables: &[String]) -> Result<(), ConfigError> {
+    pub fn check_gates(
+        &self,
+        topic_prefix: &str,
+        delimiter: &str,
+        naming: crate::debezium::schema_name::TopicNaming,
+        tables: &[String],
+    ) -> Result<(), ConfigError> {
         if let Some(decode) = &self.decode {
             let topic = format!("{topic_prefix}.message");
             for gate in decode.gate.iter().chain(&self.router_gate) {
@@ -160,7 +166,7 @@ impl Chain {
                 // The include list matches any case: an unquoted table's name is its lower case.
                 let topic = |t: &str| {
                     let (schema, table) = t.split_once('.').unwrap_or(("", t));
-                    crate::debezium::schema_name::data_change_topic(topic_prefix, schema, table, delimiter)
+                    crate::debezium::schema_name::data_change_topic(topic_prefix, schema, table, delimiter, naming)
                 };
                 if gate.admits_topic(&topic(&t.to_lowercase())) == Some(true) {
                     continue;

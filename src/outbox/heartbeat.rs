@@ -1,5 +1,5 @@
 //! Debezium's heartbeat records, which pass through the Event Router unchanged: topic
-//! `<topic.heartbeat.prefix>.<topic.prefix>`, partition 0, key struct `ServerNameKey{serverName}`,
+//! `<topic.heartbeat.prefix>.<topic.prefix>` (joined by `topic.delimiter`), partition 0, key struct `ServerNameKey{serverName}`,
 //! value struct `Heartbeat{ts_ms}`, no headers.
 
 use std::sync::Arc;

@@ -82,6 +82,8 @@ pub struct RouterConfig {
     pub schema_name_adjustment: crate::debezium::schema_name::SchemaNameAdjustment,
     /// `topic.delimiter`: joins the topic prefix, schema and table of a change event's topic.
     pub topic_delimiter: String,
+    /// `topic.naming.strategy`: how that topic is made a legal topic name.
+    pub topic_naming: crate::debezium::schema_name::TopicNaming,
     /// The connector's type options: how the router's columns are typed.
     pub type_modes: TypeModes,
     /// `column.propagate.source.type`, `datatype.propagate.source.type`.
@@ -157,7 +159,8 @@ impl RouterConfig {
             )?,
             topic_prefix: topic_prefix.to_string(),
             schema_name_adjustment: schema_name_adjustment(r)?,
-            topic_delimiter: r.string_or("topic.delimiter", "."),
+            topic_delimiter: topic_delimiter(r)?,
+            topic_naming: topic_naming(r)?,
             type_modes: TypeModes::parse(r)?,
             column_mappers: crate::debezium::mappers::ColumnMappers::parse(r)?,
             header_converter: Converter::parse_header(r)?,
@@ -251,5 +254,31 @@ fn schema_name_adjustment(
         None => Ok(SchemaNameAdjustment::None),
         Some(v) => SchemaNameAdjustment::parse(v)
             .ok_or_else(|| ConfigError::invalid(KEY, "is not one of none, avro, avro_unicode")),
+    }
+}
+
+/// `topic.delimiter`, checked as Debezium checks a topic name (`[a-zA-Z0-9._-]+`).
+pub fn topic_delimiter(r: &mut Reader<'_>) -> Result<String, ConfigError> {
+    const KEY: &str = "topic.delimiter";
+    let delimiter = r.string_or(KEY, ".");
+    if !delimiter.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+        return Err(ConfigError::invalid(
+            KEY,
+            "may hold only the characters of a Kafka topic name (letters, digits, `.`, `_` and `-`), as Debezium requires",
+        ));
+    }
+    Ok(delimiter)
+}
+
+/// `topic.naming.strategy`: Debezium's schema or default strategy, or their Unicode variants;
+/// another (a regex strategy, a class of one's own) names topics in ways pgoutbox does not.
+fn topic_naming(r: &mut Reader<'_>) -> Result<crate::debezium::schema_name::TopicNaming, ConfigError> {
+    use crate::debezium::schema_name::TopicNaming;
+    const KEY: &str = "topic.naming.strategy";
+    match r.str(KEY) {
+        None => Ok(TopicNaming::Underscore),
+        Some(class) => TopicNaming::parse(class).ok_or_else(|| {
+            ConfigError::invalid(KEY, "is not supported: pgoutbox names change-event topics as io.debezium.schema.SchemaTopicNamingStrategy (the default), DefaultTopicNamingStrategy and their Unicode variants do; remove it or keep Kafka Connect for this connector")
+        }),
     }
 }

@@ -155,6 +155,7 @@ impl Router {
             &rel.schema,
             &rel.table,
             &self.cfg.topic_delimiter,
+            self.cfg.topic_naming,
         );
         let planner = Planner {
             cfg: &self.cfg,

@@ -173,10 +173,12 @@ pub fn is_connector_key(key: &str) -> bool {
         "message.prefix.",
         "errors.",
         "topic.prefix",
+        "topic.delimiter",
+        "topic.naming.strategy",
         "topic.heartbeat.",
         "topic.creation.default.",
     ];
-    const EXACT: &[&str] = &["connector.class", "plugin.name", "heartbeat.action.query", "tasks.max"];
+    const EXACT: &[&str] = &["connector.class", "plugin.name", "heartbeat.action.query", "tasks.max", "converters"];
     EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
 }
 

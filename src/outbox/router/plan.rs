@@ -191,7 +191,13 @@ fn is_java_date(c: &ColumnType) -> bool {
 /// (`<data-change topic>.Value`, adjusted by `schema.name.adjustment.mode`) up to its last dot, as
 /// Debezium's router takes it.
 fn envelope_base(cfg: &RouterConfig, schema: &str, table: &str) -> String {
-    let topic = crate::debezium::schema_name::data_change_topic(&cfg.topic_prefix, schema, table, &cfg.topic_delimiter);
+    let topic = crate::debezium::schema_name::data_change_topic(
+        &cfg.topic_prefix,
+        schema,
+        table,
+        &cfg.topic_delimiter,
+        cfg.topic_naming,
+    );
     let value = format!("{topic}.Value");
     let adjusted = cfg.schema_name_adjustment.adjust(&value);
     adjusted.strip_suffix(".Value").unwrap_or(&adjusted).to_string()

@@ -35,6 +35,7 @@ fn cfg() -> RouterConfig {
         topic_prefix: "dbserver1".into(),
         schema_name_adjustment: Default::default(),
         topic_delimiter: ".".into(),
+        topic_naming: Default::default(),
         type_modes: Default::default(),
         column_mappers: Default::default(),
         header_converter: None,
