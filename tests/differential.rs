@@ -79,6 +79,7 @@ differential_cases! {
     placement_envelope;
     placement_envelope_schemas_on;
     placement_envelope_schema_name_avro;
+    #[ignore = "by hand (CI time): the avro case covers the same path in CI; passed when added"]
     placement_envelope_schema_name_avro_unicode;
     placement_timestamptz;
     expand_json_payload_schemas_off;

@@ -411,8 +411,11 @@ fn placement_envelope_adjusted(name: &'static str, mode: &str) -> Case {
     )
 }
 
+/// With `topic.delimiter` and the Unicode topic naming strategy too, which build the name the
+/// adjuster then adjusts (`9-server_u005fpublic_u005f<table>` before it).
 pub fn placement_envelope_schema_name_avro() -> Case {
     placement_envelope_adjusted("placement_envelope_schema_name_avro", "avro")
+        .props(&["topic.delimiter=_", "topic.naming.strategy=io.debezium.schema.SchemaUnicodeTopicNamingStrategy"])
 }
 
 /// With `topic.delimiter` too, which joins the parts the name is built from.
