@@ -401,7 +401,7 @@ impl Config {
         let value_converter = Converter::parse(&mut r, "value")?;
         let extended_headers = r.bool_or("extended.headers.enabled", true)?;
         let (kafka, producer_ignored) = parse_kafka(&mut r, raw)?;
-        let heartbeat = parse_heartbeat(&mut r, &topic_prefix)?;
+        let heartbeat = parse_heartbeat(&mut r, &topic_prefix, &router.topic_delimiter)?;
         let errors = parse_errors(&mut r)?;
         let commit_lsn_header = parse_commit_lsn_header(&mut r);
         let (relay, polling) = polling::parse(&mut r)?;
@@ -919,7 +919,8 @@ fn parse_kafka(r: &mut Reader<'_>, raw: &RawConfig) -> Result<(KafkaConfig, Vec<
     Ok((kafka, clients.ignored))
 }
 
-fn parse_heartbeat(r: &mut Reader<'_>, topic_prefix: &str) -> Result<Option<Heartbeat>, ConfigError> {
+/// `delimiter`: `topic.delimiter`, as the router read and checked it.
+fn parse_heartbeat(r: &mut Reader<'_>, topic_prefix: &str, delimiter: &str) -> Result<Option<Heartbeat>, ConfigError> {
     let mut interval = r.millis_or("heartbeat.interval.ms", 0)?;
     // Debezium 3.6: lsn.flush.mode=connector_and_driver with heartbeats and transaction metadata
     // both off turns heartbeats on, every 10 minutes, with this warning.
@@ -934,7 +935,6 @@ fn parse_heartbeat(r: &mut Reader<'_>, topic_prefix: &str) -> Result<Option<Hear
         None => r.string_or("heartbeat.topics.prefix", "__debezium-heartbeat"),
     };
     // AbstractTopicNamingStrategy.heartbeatTopic: the prefix and topic.prefix joined by topic.delimiter.
-    let delimiter = crate::outbox::options::topic_delimiter(r)?;
     let topic = r
         .str("topic.heartbeat.name")
         .map(str::to_string)

@@ -63,6 +63,19 @@ fn push_unicode(out: &mut String, unit: u16) {
     out.push_str(&hex);
 }
 
+/// The replacement of a character a name cannot hold: `_`, or `_u` and its code (`unicode`), once
+/// per UTF-16 unit, as Java's loops over chars write them.
+fn push_replaced(out: &mut String, c: char, unicode: bool) {
+    let mut units = [0u16; 2];
+    for unit in c.encode_utf16(&mut units).iter() {
+        if unicode {
+            push_unicode(out, *unit);
+        } else {
+            out.push('_');
+        }
+    }
+}
+
 /// Java's `String.trim().isEmpty()`: only characters up to U+0020 count as blank.
 fn is_blank(s: &str) -> bool {
     s.chars().all(|c| c <= ' ')
@@ -92,19 +105,12 @@ impl SchemaNameAdjustment {
             return Cow::Borrowed(name);
         }
         let mut out = String::with_capacity(name.len() + 8);
-        let mut units = [0u16; 2];
         for (i, c) in name.chars().enumerate() {
             if (i == 0 && valid_first(c)) || (i > 0 && valid_next(c)) {
                 out.push(c);
                 continue;
             }
-            for unit in c.encode_utf16(&mut units).iter() {
-                if unicode {
-                    push_unicode(&mut out, *unit);
-                } else {
-                    out.push('_');
-                }
-            }
+            push_replaced(&mut out, c, unicode);
             // The underscore replacement keeps a leading digit after its `_`.
             if i == 0 && !unicode && c.is_ascii_digit() {
                 out.push(c);
@@ -122,23 +128,12 @@ pub fn data_change_topic(prefix: &str, schema: &str, table: &str, delimiter: &st
     let joined = [prefix, schema, table].iter().filter(|p| !is_blank(p)).copied().collect::<Vec<_>>().join(delimiter);
     let unicode = naming == TopicNaming::Unicode;
     let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-') || (c == '_' && !unicode);
-    let replace = |out: &mut String, c: char| {
-        // One replacement per UTF-16 unit, as Java's loop over chars writes them.
-        let mut units = [0u16; 2];
-        for unit in c.encode_utf16(&mut units).iter() {
-            if unicode {
-                push_unicode(out, *unit);
-            } else {
-                out.push('_');
-            }
-        }
-    };
     let mut name = String::with_capacity(joined.len());
     for c in joined.chars() {
         if legal(c) {
             name.push(c);
         } else {
-            replace(&mut name, c);
+            push_replaced(&mut name, c, unicode);
         }
     }
     // Only ASCII is left: characters are bytes.
@@ -146,7 +141,7 @@ pub fn data_change_topic(prefix: &str, schema: &str, table: &str, delimiter: &st
     if name == "." || name == ".." {
         let mut dots = String::new();
         for _ in 0..name.len() {
-            replace(&mut dots, '.');
+            push_replaced(&mut dots, '.', unicode);
         }
         return dots;
     }

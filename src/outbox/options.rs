@@ -95,6 +95,18 @@ pub struct RouterConfig {
 }
 
 impl RouterConfig {
+    /// A table's data-change topic (`topic.prefix`, schema and table as Debezium's topic naming
+    /// strategy joins them).
+    pub fn data_change_topic(&self, schema: &str, table: &str) -> String {
+        crate::debezium::schema_name::data_change_topic(
+            &self.topic_prefix,
+            schema,
+            table,
+            &self.topic_delimiter,
+            self.topic_naming,
+        )
+    }
+
     /// The router's options under `transforms.<alias>.`, with `topic.prefix`, the type modes and
     /// the header converter given by the connector.
     pub fn parse(r: &mut Reader<'_>, alias: &str, topic_prefix: &str) -> Result<RouterConfig, ConfigError> {
@@ -258,7 +270,7 @@ fn schema_name_adjustment(
 }
 
 /// `topic.delimiter`, checked as Debezium checks a topic name (`[a-zA-Z0-9._-]+`).
-pub fn topic_delimiter(r: &mut Reader<'_>) -> Result<String, ConfigError> {
+fn topic_delimiter(r: &mut Reader<'_>) -> Result<String, ConfigError> {
     const KEY: &str = "topic.delimiter";
     let delimiter = r.string_or(KEY, ".");
     if !delimiter.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {

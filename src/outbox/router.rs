@@ -150,17 +150,12 @@ impl Router {
 
     pub fn plan(&self, rel: &RelationInfo) -> RoutePlan {
         let table = format!("{}.{}", rel.schema, rel.table);
-        let topic = crate::debezium::schema_name::data_change_topic(
-            &self.cfg.topic_prefix,
-            &rel.schema,
-            &rel.table,
-            &self.cfg.topic_delimiter,
-            self.cfg.topic_naming,
-        );
+        let topic = self.cfg.data_change_topic(&rel.schema, &rel.table);
         let planner = Planner {
             cfg: &self.cfg,
             rel,
             table: &table,
+            topic: &topic,
             key_converter: self.converters.key.clone(),
             value_converter: self.converters.value.clone(),
         };

@@ -43,6 +43,8 @@ pub(super) struct Planner<'a> {
     pub cfg: &'a RouterConfig,
     pub rel: &'a RelationInfo,
     pub table: &'a str,
+    /// The table's data-change topic, which the envelope's schema name is built from.
+    pub topic: &'a str,
     pub key_converter: Converter,
     pub value_converter: Converter,
 }
@@ -121,7 +123,7 @@ impl Planner<'_> {
             timestamp,
             additional,
             schema_version: self.schema_version()?,
-            envelope_base: envelope_base(cfg, &self.rel.schema, &self.rel.table),
+            envelope_base: envelope_base(cfg, self.topic),
         })
     }
 
@@ -190,14 +192,7 @@ fn is_java_date(c: &ColumnType) -> bool {
 /// The first part of the envelope struct's schema name: the table's value schema name
 /// (`<data-change topic>.Value`, adjusted by `schema.name.adjustment.mode`) up to its last dot, as
 /// Debezium's router takes it.
-fn envelope_base(cfg: &RouterConfig, schema: &str, table: &str) -> String {
-    let topic = crate::debezium::schema_name::data_change_topic(
-        &cfg.topic_prefix,
-        schema,
-        table,
-        &cfg.topic_delimiter,
-        cfg.topic_naming,
-    );
+fn envelope_base(cfg: &RouterConfig, topic: &str) -> String {
     let value = format!("{topic}.Value");
     let adjusted = cfg.schema_name_adjustment.adjust(&value);
     adjusted.strip_suffix(".Value").unwrap_or(&adjusted).to_string()
