@@ -420,8 +420,7 @@ impl Config {
         }
         router.chain.check_gates(
             &topic_prefix,
-            &router.topic_delimiter,
-            router.topic_naming,
+            &|schema, table| router.data_change_topic(schema, table),
             &stream.tables.literal_tables(),
         )?;
         if relay == polling::RelayKind::Polling && commit_lsn_header.is_some() {

@@ -148,11 +148,11 @@ impl Chain {
     /// Refuses at start a predicate on the router or the message transform that does not apply
     /// them to the change events of `tables` (`schema.table`, the captured tables whose names the
     /// include list spells out) or to the messages.
+    /// `topic_of` names a table's change-event topic (`RouterConfig::data_change_topic`).
     pub fn check_gates(
         &self,
         topic_prefix: &str,
-        delimiter: &str,
-        naming: crate::debezium::schema_name::TopicNaming,
+        topic_of: &dyn Fn(&str, &str) -> String,
         tables: &[String],
     ) -> Result<(), ConfigError> {
         if let Some(decode) = &self.decode {
@@ -166,7 +166,7 @@ impl Chain {
                 // The include list matches any case: an unquoted table's name is its lower case.
                 let topic = |t: &str| {
                     let (schema, table) = t.split_once('.').unwrap_or(("", t));
-                    crate::debezium::schema_name::data_change_topic(topic_prefix, schema, table, delimiter, naming)
+                    topic_of(schema, table)
                 };
                 if gate.admits_topic(&topic(&t.to_lowercase())) == Some(true) {
                     continue;
